@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh clone:
+#   make demo   - a local swarm on the bundled digits data set
+#   make test   - lint and the whole test suite (what CI runs)
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint format gpu-test bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/swarmnode demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/python -m pytest
+
+gpu-test: $(STAMP)
+	$(BIN)/python -m pytest -m gpu
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

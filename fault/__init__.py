@@ -1,0 +1,1 @@
+"""Fault injection: transport wrappers, byzantine behaviours, the chaos scenario runner."""

@@ -1,0 +1,54 @@
+"""The transport interface every exchange and membership protocol talks through.
+
+Two implementations share it: `gossip.inmemory.InMemoryNetwork` (tests, large simulations) and
+`node.http_transport.HttpTransport` (real peers over aiohttp). Fault wrappers in `fault/` wrap any
+`Transport`. Keeping the protocols on this narrow interface is what lets one piece of protocol code
+run unchanged against hundreds of simulated peers and against real processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from kernels.errors import SwarmnodeError
+
+# A handler takes the request body and the caller's address (as the caller claims it, may be "")
+# and returns the response body. Raising `RemoteError` answers with an error status.
+Handler = Callable[[bytes], Awaitable[bytes]]
+
+
+class TransportError(SwarmnodeError):
+    """A request did not complete: peer unreachable, refused, timed out, or answered an error."""
+
+
+class PeerUnreachable(TransportError):
+    """Nothing answered at the address (connection refused, no such peer, partitioned)."""
+
+
+class RequestTimeout(TransportError):
+    """The peer did not answer within the request's deadline."""
+
+
+class RemoteError(TransportError):
+    """The peer answered with an error (a 4xx/5xx over HTTP). `status` follows HTTP codes."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Transport(Protocol):
+    """Request/response between peers, addressed by "host:port" strings."""
+
+    async def request(self, addr: str, route: str, body: bytes, *, timeout: float) -> bytes:
+        """Send `body` to `route` on the peer at `addr` and return its answer.
+
+        Raises `PeerUnreachable`, `RequestTimeout` or `RemoteError` (all `TransportError`);
+        never hangs past `timeout` seconds.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections. Idempotent."""
+        ...

@@ -1,0 +1,1 @@
+"""The peer process: config, CLI, aiohttp service, training loop, data, models, checkpoints."""

@@ -1,0 +1,326 @@
+"""Parameter exchange between peers: asynchronous pairwise averaging and robust pull-aggregate.
+
+The protocols deal in flat float32 vectors only; the model lives behind `ParamStore` (the node's
+training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
+
+- `average` (AD-PSGD, Lian et al. 2018): push my snapshot to one random live peer, it answers with
+  its own snapshot taken *before* mixing; both sides then set x <- (1 - w) x + w x_other. Neither
+  side ever waits on the other's exchange, so two peers choosing each other at once cannot
+  deadlock: a handler only snapshots, answers, and queues a mix for its training thread.
+- `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
+  with a byzantine-robust rule, then mix the aggregate in.
+
+Training never stops for an exchange: snapshots are copies taken between two steps and mixes are
+applied between two steps. Every request has a deadline, so a frozen peer costs one timeout.
+Encoding, decoding and aggregation of large vectors run in worker threads, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from gossip import aggregate, wire
+from gossip.codec import decode_control, encode_control
+from gossip.transport import RemoteError, Transport, TransportError
+from kernels.errors import SwarmnodeError
+
+log = logging.getLogger(__name__)
+
+MODES = ("average", "robust")
+SHORT_POLICIES = ("skip", "shrink")
+
+
+class ExchangeError(SwarmnodeError):
+    """An exchange setting is invalid, or a received model was rejected."""
+
+
+@dataclass(frozen=True)
+class ExchangeConfig:
+    """How and how often a peer exchanges parameters."""
+
+    mode: str = "average"
+    sync_every: int = 10  # local steps between two exchanges
+    pull: int = 4  # robust: peers pulled per round
+    aggregator: str = "krum"  # robust: a name in gossip.aggregate.RULES
+    byzantine_f: int = 1  # robust: liars the rule must tolerate
+    timeout: float = 5.0  # deadline of every exchange request, seconds
+    mix: float = 0.5  # weight of the received / aggregated model in x <- (1-w) x + w y
+    on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
+    max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
+
+    def validate(self) -> ExchangeConfig:
+        if self.mode not in MODES:
+            raise ExchangeError(
+                f"unknown exchange mode {self.mode!r} (expected {', '.join(MODES)})"
+            )
+        if self.aggregator not in aggregate.RULES:
+            known = ", ".join(sorted(aggregate.RULES))
+            raise ExchangeError(f"unknown aggregator {self.aggregator!r} (expected one of {known})")
+        if self.on_short not in SHORT_POLICIES:
+            raise ExchangeError(f"on_short must be skip or shrink, got {self.on_short!r}")
+        checks = {
+            "sync-every": self.sync_every >= 1,
+            "pull": self.pull >= 1,
+            "byzantine-f": self.byzantine_f >= 0,
+            "exchange-timeout": self.timeout > 0,
+            "mix": 0 < self.mix <= 1,
+            "max-inflight": self.max_inflight >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ExchangeError(
+                    f"--{name} has an invalid value: {getattr(self, _attr(name))!r}"
+                )
+        if self.mode == "robust":
+            need = aggregate.min_peers(self.aggregator, self.byzantine_f)
+            if self.pull + 1 < need:
+                raise ExchangeError(
+                    f"--aggregator {self.aggregator} with --byzantine-f {self.byzantine_f} needs "
+                    f"{need} models per round, but --pull {self.pull} gives at most {self.pull + 1}"
+                )
+        return self
+
+
+def _attr(option: str) -> str:
+    return {"exchange-timeout": "timeout"}.get(option, option.replace("-", "_"))
+
+
+class ParamStore(Protocol):
+    """The local model as the exchange sees it (implemented by the node over its worker)."""
+
+    size: int
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        """(step, a host float32 copy of the parameters) taken between two training steps."""
+        ...
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        """x <- (1 - weight) x + weight other, applied between two training steps."""
+        ...
+
+
+class PeerDirectory(Protocol):
+    """Who to talk to (implemented over membership)."""
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        """Up to k distinct live peers as (peer_id, address), uniformly at random."""
+        ...
+
+
+# Transforms my snapshot before it leaves this peer; the identity for honest peers, a poisoning
+# behaviour for byzantine ones (fault/).
+Outgoing = Callable[[int, np.ndarray], Awaitable[np.ndarray]]
+
+
+@dataclass
+class RoundResult:
+    """What one exchange round did; logged and counted in metrics."""
+
+    mode: str
+    asked: list[str] = field(default_factory=list)
+    received: list[str] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    applied: bool = False
+    note: str = ""
+    duration_s: float = 0.0
+
+
+class Exchanger:
+    """Runs exchange rounds for one peer and serves the other peers' exchange requests."""
+
+    def __init__(
+        self,
+        cfg: ExchangeConfig,
+        *,
+        self_id: str,
+        transport: Transport,
+        store: ParamStore,
+        peers: PeerDirectory,
+        outgoing: Outgoing | None = None,
+    ) -> None:
+        self.cfg = cfg.validate()
+        self.self_id = self_id
+        self.transport = transport
+        self.store = store
+        self.peers = peers
+        self.outgoing = outgoing
+        self._inflight = asyncio.Semaphore(cfg.max_inflight)
+        self.rounds = 0
+        self.rounds_applied = 0
+        self.served = 0
+        self.rejected = 0
+
+    # --- serving -------------------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Callable[[bytes], Awaitable[bytes]]]:
+        return {"params": self._handle_pull, "pushpull": self._handle_pushpull}
+
+    async def _handle_pull(self, body: bytes) -> bytes:
+        decode_control(body, "pull")
+        async with self._bulk_slot():
+            self.served += 1
+            return await self._encode_mine()
+
+    async def _handle_pushpull(self, body: bytes) -> bytes:
+        async with self._bulk_slot():
+            header, theirs = await self._decode(body, source="pushpull request")
+            reply = await self._encode_mine()  # snapshot before mixing: both sides mix old values
+            await self.store.mix_in(theirs, self.cfg.mix)
+            self.served += 1
+            log.debug(
+                "pushpull from %s applied (their step %s)", header.get("sender"), header.get("step")
+            )
+            return reply
+
+    def _bulk_slot(self) -> _Slot:
+        return _Slot(self._inflight)
+
+    # --- initiating ----------------------------------------------------------------------
+
+    async def round(self) -> RoundResult:
+        """One exchange in the configured mode; never raises for a peer's failure."""
+        t0 = time.perf_counter()
+        run = self._average_round if self.cfg.mode == "average" else self._robust_round
+        result = await run()
+        result.duration_s = time.perf_counter() - t0
+        self.rounds += 1
+        self.rounds_applied += result.applied
+        level = logging.INFO if result.failures or not result.applied else logging.DEBUG
+        log.log(level, "exchange round: %s", _describe(result))
+        return result
+
+    async def _average_round(self) -> RoundResult:
+        result = RoundResult("average")
+        picked = self.peers.sample(1)
+        if not picked:
+            result.note = "no live peer to average with"
+            return result
+        peer_id, addr = picked[0]
+        result.asked.append(peer_id)
+        try:
+            payload = await self._encode_mine()
+            answer = await self.transport.request(
+                addr, "pushpull", payload, timeout=self.cfg.timeout
+            )
+            _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
+        except (TransportError, SwarmnodeError) as exc:
+            result.failures[peer_id] = str(exc)
+            return result
+        await self.store.mix_in(theirs, self.cfg.mix)
+        result.received.append(peer_id)
+        result.applied = True
+        return result
+
+    async def _robust_round(self) -> RoundResult:
+        result = RoundResult("robust")
+        picked = self.peers.sample(self.cfg.pull)
+        result.asked = [pid for pid, _ in picked]
+        _, own = await self.store.snapshot()
+        models = await self.pull_many(picked, result.failures)
+        result.received = [pid for pid, _ in models]
+        rows = [own] + [vec for _, vec in models]
+        f = self._fitting_f(len(rows), result)
+        if f is None:
+            return result
+        agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
+        await self.store.mix_in(agg, self.cfg.mix)
+        result.applied = True
+        return result
+
+    def _fitting_f(self, n: int, result: RoundResult) -> int | None:
+        """The f to aggregate n models with, or None (round skipped, reason in result.note)."""
+        rule, f = self.cfg.aggregator, self.cfg.byzantine_f
+        if n >= aggregate.min_peers(rule, f):
+            return f
+        if self.cfg.on_short == "shrink":
+            for smaller in range(f - 1, -1, -1):
+                if n >= aggregate.min_peers(rule, smaller):
+                    result.note = f"only {n} models: aggregated with f={smaller} instead of {f}"
+                    return smaller
+        need = aggregate.min_peers(rule, f)
+        result.note = f"only {n} models, {rule} with f={f} needs {need}: round skipped"
+        return None
+
+    async def pull(self, peer_id: str, addr: str) -> np.ndarray:
+        """Fetch and validate one peer's current parameters (raises TransportError/WireError)."""
+        body = encode_control("pull", sender=self.self_id)
+        answer = await self.transport.request(addr, "params", body, timeout=self.cfg.timeout)
+        _, vec = await self._decode(answer, source=f"params from {peer_id}")
+        return vec
+
+    async def pull_many(
+        self, picked: Sequence[tuple[str, str]], failures: dict[str, str] | None = None
+    ) -> list[tuple[str, np.ndarray]]:
+        """Pull from several peers in parallel; failures are recorded, not raised."""
+        outcomes = await asyncio.gather(
+            *(self.pull(pid, addr) for pid, addr in picked), return_exceptions=True
+        )
+        models = []
+        for (pid, _), outcome in zip(picked, outcomes, strict=True):
+            if isinstance(outcome, SwarmnodeError):
+                if failures is not None:
+                    failures[pid] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a bug, not a peer's failure
+            else:
+                models.append((pid, outcome))
+        return models
+
+    # --- encoding ------------------------------------------------------------------------
+
+    async def _encode_mine(self) -> bytes:
+        step, vec = await self.store.snapshot()
+        if self.outgoing is not None:
+            vec = await self.outgoing(step, vec)
+        return await asyncio.to_thread(wire.encode_params, vec, sender=self.self_id, step=step)
+
+    async def _decode(self, data: bytes, *, source: str) -> tuple[dict, np.ndarray]:
+        try:
+            return await asyncio.to_thread(_decode_checked, data, self.store.size)
+        except SwarmnodeError as exc:
+            self.rejected += 1
+            log.warning("rejected %s: %s", source, exc)
+            raise
+
+
+class _Slot:
+    """Admission for inbound bulk requests: answer 503 at once rather than queue unboundedly."""
+
+    def __init__(self, sem: asyncio.Semaphore) -> None:
+        self._sem = sem
+
+    async def __aenter__(self) -> None:
+        if self._sem.locked():
+            raise RemoteError("busy: too many exchanges in flight, try another peer", status=503)
+        await self._sem.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._sem.release()
+
+
+def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
+    header, vec = wire.decode_params(data, expected_size=size)
+    wire.validate_params(vec, size)
+    return header, vec
+
+
+def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:
+    return np.asarray(aggregate.RULES[rule](np.stack(rows), f), dtype=np.float32)
+
+
+def _describe(r: RoundResult) -> str:
+    parts = [f"{r.mode}", f"asked={len(r.asked)}", f"got={len(r.received)}"]
+    parts.append("applied" if r.applied else "not applied")
+    if r.note:
+        parts.append(r.note)
+    for pid, why in r.failures.items():
+        parts.append(f"{pid}: {why}")
+    parts.append(f"{r.duration_s * 1000:.0f} ms")
+    return "; ".join(parts)

@@ -1,0 +1,51 @@
+"""Render a peer's `/v1/status` JSON as the table `swarmnode status` prints.
+
+Pure formatting, no I/O: the same function serves the CLI and the demo's final table.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+COLUMNS = (
+    ("peer", "peer_id"),
+    ("address", "addr"),
+    ("device", "device"),
+    ("state", "state"),
+    ("step", "step"),
+    ("loss", "loss"),
+    ("acc", "acc"),
+    ("heard", "last_heard_s"),
+)
+
+
+def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Self first, then the other members sorted by state then id."""
+    me = dict(status.get("self", {}), state="self", last_heard_s=0.0)
+    others = sorted(
+        status.get("members", []), key=lambda m: (m.get("state", ""), m.get("peer_id", ""))
+    )
+    return [me, *(m for m in others if m.get("peer_id") != me.get("peer_id"))]
+
+
+def format_status_table(status: dict[str, Any]) -> str:
+    rows = [[_cell(key, row.get(key)) for _, key in COLUMNS] for row in status_rows(status)]
+    header = [title for title, _ in COLUMNS]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if key == "acc":
+        return f"{100 * value:.1f}%"
+    if key == "loss":
+        return f"{value:.4f}"
+    if key == "last_heard_s":
+        return f"{value:.1f}s ago" if value else "now"
+    return str(value)

@@ -1,0 +1,168 @@
+"""`swarmnode start` end to end: progress, summary JSON, errors, signals, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from node.checkpoint import list_checkpoints, load_latest
+from node.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ["--model", "mlp:16", "--device", "cpu"]
+
+
+def _swarmnode(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "node.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _poll(cond, timeout: float = 60.0, what: str = "condition") -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(90)
+def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
+    summary_path = tmp_path / "out" / "summary.json"
+    proc = _swarmnode(
+        "start", *SMALL, "--steps", "60", "--eval-every", "20", "--summary-json", str(summary_path)
+    )
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    assert len(progress) == 3
+    assert all("test_acc" in line and "samples/s" in line for line in progress)
+    summary = json.loads(summary_path.read_text())
+    assert summary["steps"] == 60
+    assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["test_loss"] > 0
+    assert summary["samples_per_s"] > 0 and summary["wall_s"] > 0
+    assert summary["device"].startswith("cpu")
+
+
+@pytest.mark.timeout(120)
+def test_defaults_reach_96_percent_on_digits(tmp_path: Path) -> None:
+    # The README's promise: a plain `swarmnode start` trains the bundled digits to >= 96%.
+    summary_path = tmp_path / "s.json"
+    assert main(["start", "--device", "cpu", "--summary-json", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    assert summary["test_accuracy"] >= 0.96, summary
+
+
+def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["start", "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    for option in [
+        "--model", "--data", "--steps", "--batch-size", "--lr", "--optimizer", "--momentum",
+        "--weight-decay", "--device", "--seed", "--eval-every", "--checkpoint-dir",
+        "--checkpoint-every", "--summary-json", "--shard", "--partition",
+    ]:  # fmt: skip
+        assert option in text
+    assert "default" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--model", "nosuchmodel:3"], "nosuchmodel"),
+        (["--data", "/nonexistent/data.npz"], "not found"),
+        (["--data", "synthetic:10,4"], "synthetic"),
+        (["--steps", "-5"], "--steps"),
+        (["--lr", "0"], "--lr"),
+        (["--shard", "0/2000"], "shards"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["start", "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        len(err.splitlines()) == 1 and fragment in err and err.startswith("swarmnode start: error:")
+    )
+
+
+def test_unavailable_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("cupy is installed here; --device cuda may be valid")
+    except ImportError:
+        pass
+    assert main(["start", "--device", "cuda", "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cuda" in err.lower()
+
+
+def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["start", "--partition", "zipf"], ["start", "--steps", "many"], ["nosuchverb"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signal.Signals) -> None:
+    ckdir = tmp_path / "ck"
+    summary_path = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "node.cli", "start", *SMALL, "--steps", "100000000",
+         "--eval-every", "1000000", "--checkpoint-dir", str(ckdir), "--checkpoint-every", "50",
+         "--summary-json", str(summary_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _poll(lambda: bool(list_checkpoints(ckdir)) or proc.poll() is not None, what="a checkpoint")
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    summary = json.loads(summary_path.read_text())
+    stopped_at = summary["steps"]
+    assert 50 <= stopped_at < 100000000
+    assert load_latest(ckdir)["step"] == stopped_at  # the final checkpoint is the stopping step
+    assert sig.name in out
+
+    more = _swarmnode(
+        "start", *SMALL, "--steps", str(stopped_at + 7), "--checkpoint-dir", str(ckdir),
+        "--summary-json", str(summary_path),
+    )  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    assert f"resumed from checkpoint step {stopped_at}" in more.stdout
+    summary = json.loads(summary_path.read_text())
+    assert summary["steps"] == stopped_at + 7 and summary["steps_this_run"] == 7
+
+
+def test_resume_with_another_model_is_refused(tmp_path: Path, capsys) -> None:
+    ck = str(tmp_path / "ck")
+    assert main(["start", *SMALL, "--steps", "3", "--checkpoint-dir", ck]) == 0
+    assert main(["start", "--device", "cpu", "--model", "mlp:8", "--checkpoint-dir", ck]) == 2
+    assert "another --checkpoint-dir" in capsys.readouterr().err
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "swarmnode"
+    if not script.exists():
+        pytest.skip("swarmnode not installed into this interpreter's bin dir")
+    proc = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "start" in proc.stdout
+    assert os.access(script, os.X_OK)

@@ -1,0 +1,189 @@
+"""Trainer (determinism, exact resume, divergence) and TrainingWorker (thread-safe API)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from node.cmd_start import build_trainer
+from node.config import NodeConfig
+from node.data import load_dataset
+from node.errors import CheckpointError
+from node.trainer import DivergedError, Trainer
+from node.worker import TrainingWorker, WorkerMetrics
+
+# A small shard (~180 samples) so that a few dozen steps cross several epoch boundaries.
+SMALL = dict(model="mlp:16", device="cpu", batch_size=32, shard=(1, 8), lr=0.05)
+
+
+def _trainer(**kw: object) -> Trainer:
+    cfg = NodeConfig(**{**SMALL, **kw}).validate()
+    trainer, _, _ = build_trainer(cfg)
+    return trainer
+
+
+def _params(t: Trainer) -> np.ndarray:
+    return np.array(t.model.params.data, copy=True)
+
+
+def _run(t: Trainer, n: int) -> list[float]:
+    return [t.step() for _ in range(n)]
+
+
+def _deadline_poll(cond, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not reached before the deadline"
+        time.sleep(0.005)
+
+
+def test_same_seed_is_bit_identical_and_other_seed_differs() -> None:
+    a, b, c = _trainer(seed=3), _trainer(seed=3), _trainer(seed=4)
+    assert _run(a, 15) == _run(b, 15)
+    np.testing.assert_array_equal(_params(a), _params(b))
+    _run(c, 15)
+    assert not np.array_equal(_params(a), _params(c))
+
+
+def test_counters_and_epochs() -> None:
+    t = _trainer(seed=0)
+    per_epoch = t.n_samples // t.batch_size
+    _run(t, 2 * per_epoch + 1)
+    assert t.step_count == 2 * per_epoch + 1
+    assert t.samples_seen == t.step_count * t.batch_size
+    assert t.epoch == 2
+
+
+def test_resume_from_state_is_exact_across_epoch_boundaries() -> None:
+    full = _trainer(seed=1)
+    losses_full = _run(full, 25)
+
+    first = _trainer(seed=1)
+    losses_a = _run(first, 11)
+    state = first.state()
+    _run(first, 3)  # the state must be a copy, not a view of the live model
+    resumed = _trainer(seed=1)
+    resumed.load_state(state)
+    losses_b = _run(resumed, 14)
+
+    assert losses_a + losses_b == losses_full
+    np.testing.assert_array_equal(_params(resumed), _params(full))
+    assert resumed.step_count == 25 and resumed.samples_seen == full.samples_seen
+
+
+def test_load_state_from_another_model_is_refused() -> None:
+    state = _trainer(seed=0).state()
+    with pytest.raises(CheckpointError, match="another model"):
+        _trainer(seed=0, model="mlp:8").load_state(state)
+    with pytest.raises(CheckpointError, match="training samples"):
+        _trainer(seed=0, shard=(0, 2)).load_state(state)
+
+
+def test_training_learns_digits() -> None:
+    t = _trainer(seed=0, shard=(0, 1), model="mlp:32")
+    data = load_dataset("digits")
+    loss0, acc0 = t.evaluate(data.X_test, data.y_test)
+    _run(t, 300)
+    loss1, acc1 = t.evaluate(data.X_test, data.y_test)
+    assert loss1 < loss0 / 3 and acc1 > 0.9 > acc0
+
+
+def _diverging_trainer() -> Trainer:
+    """A trainer whose 4th batch holds an Inf input, so its loss is not finite."""
+    t = _trainer(seed=0)
+    X = np.ones((8, 8, 8), np.float32)
+    X[6] = np.inf
+    return Trainer(t.model, t.optimizer, X, np.arange(8) % 2, batch_size=2, seed=0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf - inf inside the forward pass
+def test_divergence_raises_and_leaves_finite_params() -> None:
+    t = _diverging_trainer()
+    with pytest.raises(DivergedError, match="smaller --lr"):
+        _run(t, 8)
+    assert np.isfinite(_params(t)).all()
+
+
+# --- TrainingWorker -------------------------------------------------------------------------
+
+
+def _worker(t: Trainer, **kw: object) -> TrainingWorker:
+    data = load_dataset("digits")
+    return TrainingWorker(t, X_test=data.X_test, y_test=data.y_test, **kw)
+
+
+@pytest.mark.timeout(60)
+def test_worker_runs_to_budget_and_evaluates_on_schedule() -> None:
+    seen: list[WorkerMetrics] = []
+    w = _worker(_trainer(seed=0), eval_every=10, max_steps=35, on_eval=seen.append)
+    w.start()
+    assert w.join(timeout=30)
+    assert w.error is None and not w.running
+    assert [m.step for m in seen] == [10, 20, 30, 35]  # and the last step, off-schedule
+    m = w.metrics()
+    assert m.step == 35 and m.eval_step == 35 and 0 <= m.test_acc <= 1 and m.samples_per_s > 0
+
+
+@pytest.mark.timeout(60)
+def test_snapshot_is_taken_between_steps() -> None:
+    # A snapshot taken while training runs must equal the parameters of a fresh trainer run for
+    # exactly the reported number of steps — impossible if it caught an update half-way.
+    w = _worker(_trainer(seed=2), eval_every=10_000, max_steps=400)
+    w.start()
+    snaps = []
+    while w.running and len(snaps) < 5:
+        step, params = w.snapshot()
+        if 0 < step < 400 and (not snaps or step != snaps[-1][0]):
+            snaps.append((step, params))
+        time.sleep(0.001)  # pacing only: leaves the lock to the training thread
+    assert w.stop(timeout=30)
+    assert snaps, "no snapshot taken while the worker was running"
+    for step, params in snaps[:3]:
+        ref = _trainer(seed=2)
+        _run(ref, step)
+        np.testing.assert_array_equal(params, _params(ref))
+
+
+@pytest.mark.timeout(60)
+def test_submit_runs_on_training_thread_between_steps() -> None:
+    w = _worker(_trainer(seed=0), eval_every=10_000, max_steps=10**9)
+    w.start()
+    try:
+        names = w.submit(lambda p: threading.current_thread().name).result(timeout=30)
+        assert names == "swarmnode-train"
+        fut = w.submit(lambda p: (p.fill(0.0), float(np.abs(p).sum()))[1])
+        assert fut.result(timeout=30) == 0.0  # nothing ran between the fill and the read
+        failing = w.submit(lambda p: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            failing.result(timeout=30)
+        assert w.running  # a failing submitted fn does not kill training
+    finally:
+        assert w.stop(timeout=30)
+    # After the thread ended, submit still runs the fn (inline) instead of losing it.
+    assert w.submit(lambda p: p.size).result(timeout=1) == w.trainer.model.params.data.size
+
+
+@pytest.mark.timeout(60)
+def test_throttle_slows_steps_but_stop_is_prompt() -> None:
+    w = _worker(_trainer(seed=0), eval_every=10_000, max_steps=10**9)
+    w.set_throttle(delay_s=60.0)
+    w.start()
+    _deadline_poll(lambda: w.trainer.step_count >= 1)
+    t0 = time.monotonic()
+    assert w.stop(timeout=30)
+    assert time.monotonic() - t0 < 20  # woken from the throttle sleep, not after 60 s
+    assert w.trainer.step_count <= 2
+    with pytest.raises(ValueError):
+        w.set_throttle(slowdown=0.5)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_worker_reports_training_errors() -> None:
+    w = _worker(_diverging_trainer(), eval_every=10_000, max_steps=10_000)
+    w.start()
+    assert w.join(timeout=30)
+    assert isinstance(w.error, DivergedError) and not w.running

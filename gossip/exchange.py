@@ -224,8 +224,8 @@ class Exchanger:
         result.asked = [pid for pid, _ in picked]
         _, own = await self.store.snapshot()
         models = await self.pull_many(picked, result.failures)
-        result.received = [pid for pid, _ in models]
-        rows = [own] + [vec for _, vec in models]
+        result.received = [pid for pid, _, _ in models]
+        rows = [own] + [vec for _, _, vec in models]
         f = self._fitting_f(len(rows), result)
         if f is None:
             return result
@@ -248,17 +248,17 @@ class Exchanger:
         result.note = f"only {n} models, {rule} with f={f} needs {need}: round skipped"
         return None
 
-    async def pull(self, peer_id: str, addr: str) -> np.ndarray:
-        """Fetch and validate one peer's current parameters (raises TransportError/WireError)."""
+    async def pull(self, peer_id: str, addr: str) -> tuple[int, np.ndarray]:
+        """(step, parameters) of one peer, validated; raises TransportError / WireError."""
         body = encode_control("pull", sender=self.self_id)
         answer = await self.transport.request(addr, "params", body, timeout=self.cfg.timeout)
-        _, vec = await self._decode(answer, source=f"params from {peer_id}")
-        return vec
+        header, vec = await self._decode(answer, source=f"params from {peer_id}")
+        return int(header.get("step", 0)), vec
 
     async def pull_many(
         self, picked: Sequence[tuple[str, str]], failures: dict[str, str] | None = None
-    ) -> list[tuple[str, np.ndarray]]:
-        """Pull from several peers in parallel; failures are recorded, not raised."""
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) from several peers in parallel; failures are recorded."""
         outcomes = await asyncio.gather(
             *(self.pull(pid, addr) for pid, addr in picked), return_exceptions=True
         )
@@ -270,7 +270,7 @@ class Exchanger:
             elif isinstance(outcome, BaseException):
                 raise outcome  # a bug, not a peer's failure
             else:
-                models.append((pid, outcome))
+                models.append((pid, *outcome))
         return models
 
     # --- encoding ------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""What a peer tells the outside: `GET /v1/status` (JSON) and `GET /metrics` (Prometheus text).
+
+Both are computed at request time from the live objects, so nothing here can go stale. The
+Prometheus side uses prometheus-client's collector API rather than hand-written text, so the
+exposition format (escaping, types, HELP lines) is right by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+MEMBER_STATES = ("alive", "suspect", "dead", "left")
+
+
+def status_json(node: Any) -> dict[str, Any]:
+    m = node.worker.metrics()
+    ex = node.exchanger
+    me = {
+        "peer_id": node.peer_id,
+        "addr": node.addr,
+        "incarnation": node.incarnation,
+        "state": node.state,
+        "device": m.device,
+        "step": m.step,
+        "loss": _num(m.loss),
+        "acc": _num(m.test_acc),
+        "test_loss": _num(m.test_loss),
+        "samples_per_s": _num(m.samples_per_s),
+        "byzantine": node.byzantine.kind,
+        "faults": node.faults.config.to_spec(),
+        "uptime_s": time.monotonic() - node.started_at,
+        "exchange": {
+            "mode": ex.cfg.mode,
+            "rounds": ex.rounds,
+            "applied": ex.rounds_applied,
+            "served": ex.served,
+            "rejected": ex.rejected,
+            "last_round_s": ex.last_round_s,
+            "max_round_s": ex.max_round_s,
+        },
+    }
+    others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]
+    return {"self": me, "members": others}
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class PeerMetricsCollector:
+    """A prometheus-client collector that reads the node when scraped."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator[Any]:
+        s = status_json(self.node)["self"]
+        labels = ["peer_id"]
+        pid = [s["peer_id"]]
+        for name, key, doc in (
+            ("swarmnode_step", "step", "optimizer steps taken"),
+            ("swarmnode_train_loss", "loss", "mean train loss since the last evaluation"),
+            ("swarmnode_test_accuracy", "acc", "test accuracy at the last evaluation"),
+            ("swarmnode_test_loss", "test_loss", "test loss at the last evaluation"),
+            ("swarmnode_samples_per_second", "samples_per_s", "training throughput"),
+        ):
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            g.add_metric(pid, math.nan if s[key] is None else s[key])
+            yield g
+        ex = s["exchange"]
+        for name, key, doc in (
+            ("swarmnode_exchange_rounds", "rounds", "exchange rounds started"),
+            ("swarmnode_exchange_applied", "applied", "exchange rounds that changed the model"),
+            ("swarmnode_exchange_served", "served", "exchange requests served to other peers"),
+            ("swarmnode_exchange_rejected", "rejected", "received models rejected as malformed"),
+        ):
+            c = CounterMetricFamily(name, doc, labels=labels)
+            c.add_metric(pid, ex[key])
+            yield c
+        members = GaugeMetricFamily(
+            "swarmnode_members", "known members by state", labels=["peer_id", "state"]
+        )
+        counts = dict.fromkeys(MEMBER_STATES, 0)
+        for mem in self.node.membership.members():
+            counts[str(mem.state)] = counts.get(str(mem.state), 0) + 1
+        for state, n in counts.items():
+            members.add_metric([s["peer_id"], state], n)
+        yield members
+
+
+def status_routes(node: Any) -> list[web.RouteDef]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PeerMetricsCollector(node))
+
+    async def status(_request: web.Request) -> web.Response:
+        return web.json_response(status_json(node))
+
+    async def metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return [web.get("/v1/status", status), web.get("/metrics", metrics)]

@@ -1,0 +1,154 @@
+"""Probing peers from outside: `/v1/status` samples, parameter pulls, admin requests.
+
+Every request carries a short deadline and never raises for a peer's failure: a dead or frozen
+peer gives a `missing` sample with the reason, so the sampling loop never blocks on one peer.
+Decoding parameters and computing distances are numpy work: they run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from gossip.codec import encode_control
+
+log = logging.getLogger(__name__)
+
+PROBE_SENDER = "chaos"
+STATUS_FIELDS = (
+    "step",
+    "loss",
+    "acc",
+    "test_loss",
+    "samples_per_s",
+    "state",
+    "byzantine",
+    "faults",
+)
+EXCHANGE_FIELDS = ("rounds", "applied", "served", "rejected")
+
+
+def _url(addr: str, route: str) -> str:
+    return f"http://{addr}/v1/{route}"
+
+
+async def fetch_status(
+    session: aiohttp.ClientSession, addr: str, timeout: float
+) -> tuple[dict[str, Any] | None, str]:
+    """(status JSON, "") or (None, why) within `timeout` seconds."""
+    try:
+        async with session.get(
+            _url(addr, "status"), timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as resp:
+            if resp.status != 200:
+                return None, f"HTTP {resp.status}"
+            body = await resp.read()
+        status = json.loads(body)
+    except asyncio.TimeoutError:
+        return None, "timeout"
+    except (aiohttp.ClientError, OSError) as exc:
+        return None, f"unreachable: {type(exc).__name__}"
+    except ValueError:
+        return None, "bad JSON"
+    if not isinstance(status, dict) or not isinstance(status.get("self"), dict):
+        return None, "status without 'self'"
+    return status, ""
+
+
+def condense(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a report keeps from one `/v1/status` answer (members as `{peer_id: state}`)."""
+    me = status.get("self", {})
+    out: dict[str, Any] = {k: me.get(k) for k in STATUS_FIELDS}
+    out["peer_id"] = me.get("peer_id")
+    exchange = me.get("exchange") if isinstance(me.get("exchange"), dict) else {}
+    out.update({k: exchange.get(k) for k in EXCHANGE_FIELDS})
+    members = status.get("members") if isinstance(status.get("members"), list) else []
+    out["members"] = {str(m.get("peer_id")): m.get("state") for m in members if isinstance(m, dict)}
+    return out
+
+
+async def fetch_params(
+    session: aiohttp.ClientSession, addr: str, timeout: float
+) -> tuple[np.ndarray | None, str]:
+    """A peer's current parameters (POST /v1/params, a `gossip.wire` payload), or (None, why)."""
+    try:
+        from gossip import wire  # written alongside this module; absent in early trees
+    except ImportError:
+        return None, "gossip.wire is not available"
+    body = encode_control("pull", sender=PROBE_SENDER)
+    try:
+        async with session.post(
+            _url(addr, "params"), data=body, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as resp:
+            if resp.status != 200:
+                return None, f"HTTP {resp.status}"
+            data = await resp.read()
+    except asyncio.TimeoutError:
+        return None, "timeout"
+    except (aiohttp.ClientError, OSError) as exc:
+        return None, f"unreachable: {type(exc).__name__}"
+    try:
+        _header, vec = await asyncio.to_thread(wire.decode_params, data)
+    except Exception as exc:  # a malformed payload is the peer's fault: record it, go on
+        return None, f"bad payload: {exc}"
+    return np.asarray(vec), ""
+
+
+async def post_admin(
+    session: aiohttp.ClientSession, addr: str, route: str, body: bytes, timeout: float
+) -> str:
+    """POST an admin request; "" on success, else why it failed (never raises for the peer)."""
+    try:
+        async with session.post(
+            _url(addr, f"admin/{route}"), data=body, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as resp:
+            if resp.status == 200:
+                return ""
+            text = (await resp.text(errors="replace"))[:200]
+            return f"HTTP {resp.status}: {' '.join(text.split())}"
+    except asyncio.TimeoutError:
+        return "timeout"
+    except (aiohttp.ClientError, OSError) as exc:
+        return f"unreachable: {type(exc).__name__}: {exc}"
+
+
+def fault_body(fault: Any) -> bytes:
+    """admin/fault body: the `FaultConfig` as its `--fault` spec text (which node.peer_admin
+    reads first) and as the equivalent map."""
+    return encode_control(
+        "fault", sender=PROBE_SENDER, spec=fault.to_spec(), config=fault.to_dict()
+    )
+
+
+def byzantine_body(kind: str | None) -> bytes:
+    """admin/byzantine body; `kind` None makes the peer honest again."""
+    return encode_control("byzantine", sender=PROBE_SENDER, kind=kind)
+
+
+def slowdown_body(factor: float) -> bytes:
+    return encode_control("slowdown", sender=PROBE_SENDER, factor=float(factor))
+
+
+def max_pairwise_distance(vectors: Sequence[np.ndarray]) -> float | None:
+    """Largest Euclidean distance between any two vectors (None for fewer than two).
+
+    Differences are taken directly (relative to each other), never through the Gram expansion,
+    which cancels to noise when models agree closely. Vectors of another size than the first are
+    skipped (a peer answering with a wrong shape is a fault of its own); a non-finite model gives
+    inf (an honest peer that diverged has not converged). Heavy: call in a worker thread.
+    """
+    rows = [np.asarray(v, dtype=np.float64).ravel() for v in vectors]
+    rows = [r for r in rows if r.size == rows[0].size] if rows else []
+    if len(rows) < 2:
+        return None
+    if not all(np.all(np.isfinite(r)) for r in rows):
+        return math.inf
+    return max(float(np.linalg.norm(a - b)) for a, b in itertools.combinations(rows, 2))

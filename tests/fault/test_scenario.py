@@ -1,0 +1,424 @@
+"""Scenario files (schema, every invalid case, the shipped ones) and the assertion checks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fault.assertions import RunRecord, evaluate
+from fault.probe import max_pairwise_distance
+from fault.scenario import ScenarioError, flag_argv, load_scenario, parse_scenario_text
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scripts" / "scenarios"
+
+BASE = """
+[scenario]
+name = "t"
+duration = 30
+
+[node]
+model = "mlp:64"
+exchange_timeout = 2.0
+
+[[peer]]
+name = "a"
+[[peer]]
+name = "b"
+byzantine = "alie"
+[[peer]]
+name = "c"
+"""
+
+
+def parse(extra: str = "", base: str = BASE):
+    return parse_scenario_text(base + extra, source="t.toml")
+
+
+# --- valid files -------------------------------------------------------------------------------
+
+
+def test_minimal_scenario_defaults_and_flags():
+    sc = parse()
+    assert sc.name == "t" and sc.duration == 30.0 and sc.sample_every == 1.0
+    assert sc.sample_timeout == pytest.approx(0.8)
+    assert [p.name for p in sc.peers] == ["a", "b", "c"]
+    assert [p.index for p in sc.peers] == [0, 1, 2]
+    # node flags are normalised to dashes, the peer's own flags win
+    assert sc.flags_for("b") == {"model": "mlp:64", "exchange-timeout": 2.0, "byzantine": "alie"}
+    assert sc.flags_for("a") == {"model": "mlp:64", "exchange-timeout": 2.0}
+
+
+def test_flag_argv_forms():
+    argv = flag_argv({"model": "mlp:64", "on": True, "off": False, "join": ["x", 1], "lr": 0.1})
+    assert argv == ["--model", "mlp:64", "--on", "--join", "x,1", "--lr", "0.1"]
+
+
+def test_events_sorted_and_late_joiner_marked():
+    sc = parse(
+        """
+[[event]]
+at = 9
+action = "join"
+peer = "c"
+[[event]]
+at = 2
+action = "kill"
+peer = "a"
+id = "k"
+[[event]]
+at = 5
+action = "partition"
+groups = [["b"], ["c"]]
+[[event]]
+at = 6
+action = "heal"
+"""
+    )
+    assert [e.action for e in sc.events] == ["kill", "partition", "heal", "join"]
+    assert [p.late for p in sc.peers] == [False, False, True]
+    assert sc.event_by_id("k").label == "kill a"
+    assert sc.events[1].groups == (("b",), ("c",))
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ("[bogus]\nx = 1\n", "unknown key 'bogus'"),
+        ("[[event]]\nat = 1\naction = 'explode'\npeer = 'a'\n", "unknown action 'explode'"),
+        ("[[event]]\nat = 'soon'\naction = 'kill'\npeer = 'a'\n", "bad time"),
+        ("[[event]]\nat = -1\naction = 'kill'\npeer = 'a'\n", "bad time at = -1"),
+        ("[[event]]\nat = 31\naction = 'kill'\npeer = 'a'\n", "outside [0, duration = 30]"),
+        ("[[event]]\nat = 1\naction = 'kill'\npeer = 'zed'\n", "unknown peer name 'zed'"),
+        ("[[event]]\nat = 1\naction = 'kill'\n", "needs 'peer'"),
+        ("[[event]]\nat = 1\naction = 'kill'\npeer = 'a'\nspec = 'x'\n", "unknown key 'spec'"),
+        ("[[event]]\nat = 1\naction = 'fault'\npeer = 'a'\nspec = 'drop=2'\n", "drop"),
+        (
+            "[[event]]\nat = 1\naction = 'fault'\npeer = 'a'\nspec = 'partition=x:1|x:2'\n",
+            "use a 'partition' event",
+        ),
+        (
+            "[[event]]\nat = 1\naction = 'byzantine'\npeer = 'a'\nkind = 'evil'\n",
+            "unknown byzantine kind",
+        ),
+        (
+            "[[event]]\nat = 1\naction = 'slowdown'\npeer = 'a'\nfactor = 0.5\n",
+            "'factor' = 0.5 is outside",
+        ),
+        (
+            "[[event]]\nat = 1\naction = 'partition'\ngroups = [['a'], ['a', 'b']]\n",
+            "in two partition groups",
+        ),
+        ("[[event]]\nat = 1\naction = 'partition'\ngroups = 'a|b'\n", "'groups' must be"),
+        ("[[event]]\nat = 1\naction = 'heal'\n", "heal without a partition"),
+        ("[[event]]\nat = 1\naction = 'thaw'\npeer = 'a'\n", "peer 'a' is running then"),
+        ("[[event]]\nat = 1\naction = 'restart'\npeer = 'a'\n", "restart needs down"),
+        (
+            "[[event]]\nat = 1\naction = 'kill'\npeer = 'a'\n[[event]]\nat = 2\naction = 'kill'\npeer = 'a'\n",
+            "peer 'a' is down then",
+        ),
+        (
+            "[[event]]\nat = 1\naction = 'kill'\npeer = 'a'\nid = 'x'\n[[event]]\nat = 2\naction = 'kill'\npeer = 'b'\nid = 'x'\n",
+            "event id 'x' is used twice",
+        ),
+        ("[[assert]]\nkind = 'vibes'\n", "unknown assertion kind"),
+        ("[[assert]]\nkind = 'final_accuracy'\n", "lacks 'min'"),
+        ("[[assert]]\nkind = 'final_accuracy'\nmin = 85\n", "'min' must be a number in [0, 1]"),
+        ("[[assert]]\nkind = 'final_accuracy'\nmin = 0.8\nmax = 1\n", "unknown key 'max'"),
+        (
+            "[[assert]]\nkind = 'final_accuracy'\nmin = 0.8\npeers = ['q']\n",
+            "unknown peer name 'q'",
+        ),
+        (
+            "[[assert]]\nkind = 'final_accuracy'\nmin = 0.8\nmust_fail = 'yes'\n",
+            "must_fail must be true or false",
+        ),
+        ("[[assert]]\nkind = 'membership'\n", "needs a kill/terminate event"),
+        ("[[assert]]\nkind = 'membership'\nafter = 'nope'\n", "is not an event id"),
+        ("[[assert]]\nkind = 'catch_up'\n", "no restarted or late peer"),
+        ("[[assert]]\nkind = 'reconverge'\n", "needs a heal event"),
+    ],
+)
+def test_invalid_timeline_and_assertions_one_line(extra, fragment):
+    with pytest.raises(ScenarioError) as info:
+        parse(extra)
+    message = str(info.value)
+    assert fragment in message
+    assert "\n" not in message and message.startswith("t.toml: ")
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[scenario\n", "not valid TOML"),
+        ("[node]\nmodel = 'x'\n", "missing [scenario] table"),
+        ("[scenario]\nname = 'x'\n[[peer]]\nname = 'a'\n", "lacks 'duration'"),
+        ("[scenario]\nduration = 0\n[[peer]]\nname = 'a'\n", "'duration' = 0 is outside (0"),
+        (
+            "[scenario]\nduration = 5\ncolour = 'red'\n[[peer]]\nname = 'a'\n",
+            "unknown key 'colour'",
+        ),
+        (
+            "[scenario]\nduration = 5\nsample_every = 'often'\n[[peer]]\nname = 'a'\n",
+            "'sample_every' must be a number",
+        ),
+        ("[scenario]\nduration = 5\n", "at least one [[peer]]"),
+        (
+            "[scenario]\nduration = 5\n[node]\nlisten = 'x:1'\n[[peer]]\nname = 'a'\n",
+            "'listen' is set by the chaos runner",
+        ),
+        (
+            "[scenario]\nduration = 5\n[node]\nwarp = 9\n[[peer]]\nname = 'a'\n",
+            "unknown key 'warp'",
+        ),
+        (
+            "[scenario]\nduration = 5\n[node]\nfault = 'drop=lots'\n[[peer]]\nname = 'a'\n",
+            "[node]: drop=lots",
+        ),
+        (
+            "[scenario]\nduration = 5\n[node]\nmodel = {x = 1}\n[[peer]]\nname = 'a'\n",
+            "must be a string, number",
+        ),
+        ("[scenario]\nduration = 5\n[[peer]]\nname = 'A b'\n", "'name' must match"),
+        ("[scenario]\nduration = 5\n[[peer]]\nzzz = 1\n", "'name' must match"),
+        (
+            "[scenario]\nduration = 5\n[[peer]]\nname = 'a'\n[[peer]]\nname = 'a'\n",
+            "name 'a' is used twice",
+        ),
+        (
+            "[scenario]\nduration = 5\n[[peer]]\nname = 'a'\nbyzantine = 'nope'\n",
+            "unknown byzantine kind",
+        ),
+        (
+            "[scenario]\nduration = 5\n[[peer]]\nname = 'a'\n[[event]]\nat = 1\naction = 'join'\npeer = 'a'\n",
+            "every peer is a late joiner",
+        ),
+        (
+            "[scenario]\nduration = 5\n[[peer]]\nname = 'a'\n[[peer]]\nname = 'b'\n[[event]]\nat = 1\naction = 'kill'\npeer = 'a'\n[[event]]\nat = 2\naction = 'join'\npeer = 'b'\n",
+            "no running peer to join",
+        ),
+        (
+            "[scenario]\nduration = 5\n[[peer]]\nname = 'a'\n[[assert]]\nkind = 'reconverge'\n",
+            "needs a heal event",
+        ),
+    ],
+)
+def test_invalid_files_one_line(text, fragment):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario_text(text, source="bad.toml")
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_reconverge_needs_params_sampling():
+    extra = """
+[[event]]
+at = 1
+action = "partition"
+groups = [["a"]]
+[[event]]
+at = 2
+action = "heal"
+[[assert]]
+kind = "reconverge"
+"""
+    with pytest.raises(ScenarioError, match="params_every > 0"):
+        parse(extra)
+    sc = parse(extra, base=BASE.replace("duration = 30", "duration = 30\nparams_every = 1"))
+    assert sc.assertions[0].params == {"within": 20.0, "factor": 1.0, "after": None, "window": 5.0}
+
+
+def test_missing_file_is_a_scenario_error(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_every_shipped_scenario_parses():
+    files = sorted(SCENARIOS.glob("*.toml"))
+    names = {f.stem for f in files}
+    expected = {
+        "kill-half", "freeze-one", "partition-heal", "churn", "straggler", "byzantine-alie-krum",
+        "byzantine-ipm-krum", "byzantine-signflip-mean", "garbage-peer", "demo",
+        "kill-half-short", "partition-heal-short", "byzantine-alie-krum-short",
+    }  # fmt: skip
+    assert expected <= names
+    for f in files:
+        sc = load_scenario(f)
+        assert sc.name == f.stem and sc.description and sc.assertions
+        assert sc.duration <= 120, f"{f.name} runs longer than 2 minutes"
+        if f.stem.endswith("-short"):
+            assert sc.duration <= 40
+    signflip = load_scenario(SCENARIOS / "byzantine-signflip-mean.toml")
+    assert any(a.must_fail for a in signflip.assertions)
+
+
+def test_demo_file_matches_the_builtin_demo():
+    from node.cmd_demo import DEMO_TOML, demo_scenario
+
+    assert (SCENARIOS / "demo.toml").read_text() == DEMO_TOML
+    sc = demo_scenario()
+    assert len(sc.peers) == 4 and [p.name for p in sc.peers if p.late] == ["d"]
+
+
+def test_cli_bad_scenario_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    import node.cli as cli
+
+    if "node.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
+        monkeypatch.setattr(cli, "VERB_MODULES", (*cli.VERB_MODULES, "node.cmd_chaos"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BASE + "[[event]]\nat = 1\naction = 'kill'\npeer = 'nobody'\n")
+    assert cli.main(["chaos", str(bad), "--report", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown peer name 'nobody'" in err[0]
+    assert not (tmp_path / "r").exists()  # nothing started, nothing written
+
+
+# --- assertions over synthetic samples ---------------------------------------------------------
+
+
+def _samples(points, **extra):
+    """[(t, acc)] -> ok samples; acc None -> a missing sample."""
+    out = []
+    for t, acc in points:
+        if acc is None:
+            out.append({"t": t, "ok": False, "why": "frozen"})
+        else:
+            out.append({"t": t, "ok": True, "acc": acc, **extra})
+    return out
+
+
+def _record(samples, timeline=(), distances=(), final=None, end_t=10.0, peer_ids=None):
+    return RunRecord(
+        samples=samples,
+        distances=list(distances),
+        timeline=list(timeline),
+        peer_ids=peer_ids or {n: [f"id-{n}"] for n in samples},
+        final_state=final or dict.fromkeys(samples, "running"),
+        end_t=end_t,
+    )
+
+
+def _check(extra, record, base=BASE):
+    return evaluate(parse(extra, base=base), record)
+
+
+def test_final_accuracy_ignores_byzantine_and_reports_no_data():
+    rec = _record(
+        {
+            "a": _samples([(9, 0.9), (10, 0.92)]),
+            "b": _samples([(10, 0.1)]),
+            "c": _samples([(10, 0.88)]),
+        }
+    )
+    (r,) = _check("[[assert]]\nkind = 'final_accuracy'\nmin = 0.85\n", rec)
+    assert r.status == "pass" and r.measured == pytest.approx(0.88)
+    assert set(r.per_peer) == {"a", "c"}  # b is byzantine
+    (r,) = _check("[[assert]]\nkind = 'final_accuracy'\nmin = 0.9\n", rec)
+    assert r.status == "fail" and not r.ok
+    rec.samples["c"] = _samples([(10, None)])
+    (r,) = _check("[[assert]]\nkind = 'final_accuracy'\nmin = 0.5\n", rec)
+    assert r.status == "no data" and not r.ok and "c" in r.detail
+
+
+def test_must_fail_verdicts():
+    rec = _record({"a": _samples([(10, 0.5)]), "c": _samples([(10, 0.5)])})
+    (r,) = _check("[[assert]]\nkind = 'final_accuracy'\nmin = 0.85\nmust_fail = true\n", rec)
+    assert r.status == "failed as expected" and r.ok
+    (r,) = _check("[[assert]]\nkind = 'final_accuracy'\nmin = 0.4\nmust_fail = true\n", rec)
+    assert r.status == "passed unexpectedly" and not r.ok
+
+
+KILL_C = "[[event]]\nat = 5\naction = 'kill'\npeer = 'c'\nid = 'k'\n"
+
+
+def test_accuracy_drop_compares_windows_before_and_after():
+    rec = _record(
+        {
+            "a": _samples([(3, 0.90), (4, 0.90), (9, 0.86), (10, 0.86)]),
+            "c": _samples([(3, 0.9), (4, 0.9), (5, None)]),
+        },
+        timeline=[{"t": 5.0, "index": 0, "action": "kill", "peer": "c"}],
+        final={"a": "running", "c": "down"},
+    )
+    (r,) = _check(KILL_C + "[[assert]]\nkind = 'accuracy_drop'\nwindow = 2\n", rec)
+    assert r.measured == pytest.approx(0.04) and r.status == "fail"
+    assert set(r.per_peer) == {"a"}
+
+
+def test_membership_latency_per_observer():
+    dead = {"id-c": "dead"}
+    alive = {"id-c": "alive"}
+    rec = _record(
+        {
+            "a": [{"t": t, "ok": True, "members": alive if t < 7 else dead} for t in range(11)],
+            "b": [{"t": t, "ok": True, "members": alive} for t in range(11)],  # never notices
+            "c": _samples([(4, 0.9)]),
+            # joined after the kill: not asked to have seen it
+        },
+        timeline=[{"t": 5.0, "index": 0, "action": "kill", "peer": "c"}],
+    )
+    rec.samples["late"] = [{"t": 8, "ok": True, "members": {}}]
+    (r,) = _check(KILL_C + "[[assert]]\nkind = 'membership'\nwithin = 3\n", rec)
+    assert r.per_peer["a sees c @5s"] == pytest.approx(2.0)
+    assert r.per_peer["b sees c @5s"] == math.inf
+    assert not any(k.startswith("late") for k in r.per_peer)
+    assert r.status == "fail"
+
+
+def test_reconverge_measures_time_back_under_the_pre_partition_level():
+    base = BASE.replace("duration = 30", "duration = 30\nparams_every = 1")
+    extra = (
+        "[[event]]\nat = 5\naction = 'partition'\ngroups = [['a'], ['c']]\n"
+        "[[event]]\nat = 10\naction = 'heal'\nid = 'h'\n"
+        "[[assert]]\nkind = 'reconverge'\nwithin = 5\nwindow = 3\n"
+    )
+    dist = [(2, 1.0), (3, 1.2), (4, 1.1), (7, 9.0), (11, 5.0), (12, 3.0), (13, 1.15), (14, 1.0)]
+    rec = _record(
+        {"a": [], "c": []},
+        timeline=[
+            {"t": 5.0, "index": 0, "action": "partition"},
+            {"t": 10.0, "index": 1, "action": "heal"},
+        ],
+        distances=[{"t": t, "max": d, "n": 2} for t, d in dist],
+        end_t=14.0,
+    )
+    (r,) = evaluate(parse(extra, base=base), rec)
+    assert r.per_peer["pre_partition_level"] == pytest.approx(1.2)
+    assert r.measured == pytest.approx(3.0) and r.status == "pass"
+
+
+def test_exchange_progress_stall_is_broken_by_missing_samples():
+    def s(t, rounds):
+        return {"t": t, "ok": rounds is not None, "rounds": rounds, "why": "frozen"}
+
+    rec = _record(
+        {
+            "a": [s(0, 1), s(1, 2), s(2, 2), s(3, 2), s(4, 3)],  # stalled 2 s
+            "c": [s(0, 1), s(1, 1), s(2, None), s(9, 1), s(10, 2)],  # the gap is not a stall
+        }
+    )
+    (r,) = _check("[[assert]]\nkind = 'exchange_progress'\n", rec)
+    assert r.per_peer == {"a": 2.0, "c": 1.0}
+    assert r.threshold == pytest.approx(2.0 + 2 * 1.0)  # exchange-timeout + 2 samples
+    assert r.status == "pass"
+
+
+def test_catch_up_against_the_median_of_the_others():
+    extra = KILL_C + "[[event]]\nat = 6\naction = 'restart'\npeer = 'c'\n"
+    rec = _record({"a": _samples([(10, 0.9)]), "c": _samples([(10, 0.8)])})
+    (r,) = _check(extra + "[[assert]]\nkind = 'catch_up'\nwithin = 0.05\n", rec)
+    assert r.per_peer == {"c": pytest.approx(0.1)} and r.status == "fail"
+
+
+def test_max_pairwise_distance_is_exact_for_close_models():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=10_000).astype(np.float32) * 100
+    other = base.copy()
+    other[7] += np.float32(0.0078125)  # representable at this magnitude
+    assert max_pairwise_distance([base, other, base]) == pytest.approx(0.0078125, rel=1e-6)
+    assert max_pairwise_distance([base]) is None
+    bad = base.copy()
+    bad[0] = np.nan
+    assert max_pairwise_distance([base, bad]) == math.inf

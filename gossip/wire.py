@@ -1,0 +1,325 @@
+"""Parameter payloads: a small msgpack header followed by the raw float buffer.
+
+Frame (all offsets from the start of the buffer):
+
+    [4-byte big-endian L] [L bytes: msgpack header] [zero padding to a 64-byte boundary] [payload]
+
+The header is a map: `version`, `type` ("params"), `sender`, `step`, `dtype` (what the array is:
+"float32"), `shape`, `codec` (how the payload encodes it: "raw", or "f16" for a float16 copy at
+half the bytes; values beyond float16's range become Inf and are refused by `validate_params`),
+`nbytes` (payload length), `checksum` ("crc32") and `crc` (4 big-endian bytes). The 100 MB array
+never goes through msgpack: the payload is the array's own little-endian bytes, and decoding
+returns a zero-copy `np.frombuffer` view into the received buffer (read-only when that buffer is
+`bytes`). The padding puts the payload on a 64-byte boundary of the frame, so the view is aligned.
+
+Decoding is paranoid because the bytes come from other peers: every size is capped and compared
+before anything is allocated (header bytes, payload bytes, ndim, product of the shape), the dtype
+and codec come from allow-lists, the declared shape must account for the payload length exactly,
+and the checksum is verified. `validate_params` then rejects NaN/Inf and wrong sizes, so a
+malformed payload never reaches the model.
+
+Why crc32: measured on 100 MB here, zlib.crc32 runs at 2.5-3.6 GB/s, sha256 ~1.6 GB/s, blake2b
+~0.7 GB/s (scripts/bench_wire.py). The checksum guards against corruption, not against an
+adversary: with `--secret`, `gossip.auth`'s HMAC covers every byte of the frame anyway.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from kernels.errors import SwarmnodeError
+
+WIRE_VERSION = 1
+MSG_TYPE = "params"
+LEN_BYTES = 4
+ALIGN = 64  # payload offset alignment: a cache line, and enough for any SIMD load
+# dtype name -> the little-endian numpy dtype the array has once decoded
+DTYPES: dict[str, np.dtype] = {"float32": np.dtype("<f4")}
+# codec name -> the little-endian numpy dtype of the payload on the wire
+CODECS: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
+CHECKSUMS = ("crc32",)
+_CRC_CHUNK = 1 << 24  # crc32 in 16 MiB slices: zlib takes an unsigned int length
+
+
+class WireError(SwarmnodeError, ValueError):
+    """A parameter payload is malformed, too large, corrupted, or not a usable model."""
+
+    status = 400
+
+
+@dataclass(frozen=True)
+class WireCaps:
+    """Upper bounds checked before any allocation driven by a peer's bytes."""
+
+    max_header_bytes: int = 4096
+    max_payload_bytes: int = 1 << 30  # 1 GiB: a 250M-parameter float32 model
+    max_elements: int = 1 << 28
+    max_ndim: int = 4
+
+
+DEFAULT_CAPS = WireCaps()
+
+
+def encode_params(
+    arr: Any,
+    *,
+    sender: str,
+    step: int,
+    codec: str = "raw",
+    extra: dict[str, Any] | None = None,
+) -> memoryview:
+    """Frame a float32 array: header + padding + raw bytes, in one buffer built with one copy.
+
+    Returns a memoryview over a fresh numpy uint8 buffer. numpy asks the kernel for huge pages
+    on large allocations, which makes the single 100 MB copy ~6x cheaper than `bytes`/`bytearray`
+    (14 ms vs 85 ms here, dominated by page faults). `arr` may be a numpy or cupy array.
+    """
+    host = _to_host(arr)
+    if host.dtype != np.float32:
+        raise WireError(f"parameters must be float32 to be sent, got {host.dtype}")
+    if codec not in CODECS:
+        raise WireError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
+    wire_dtype = CODECS[codec]
+    nbytes = host.size * wire_dtype.itemsize
+    header = _pack_header(host.shape, nbytes, sender, step, codec, extra, crc=0)
+    offset = _payload_offset(len(header))
+    out = np.empty(offset + nbytes, dtype=np.uint8)
+    out[offset:].view(wire_dtype)[...] = host.reshape(-1)  # the one copy (f16: and the cast)
+    # The crc travels as 4 fixed bytes, so re-packing with the real value keeps the length.
+    header = _pack_header(
+        host.shape, nbytes, sender, step, codec, extra, crc=_crc32(memoryview(out)[offset:])
+    )
+    out[:LEN_BYTES] = np.frombuffer(len(header).to_bytes(LEN_BYTES, "big"), np.uint8)
+    out[LEN_BYTES : LEN_BYTES + len(header)] = np.frombuffer(header, np.uint8)
+    out[LEN_BYTES + len(header) : offset] = 0
+    return memoryview(out)
+
+
+def decode_params(
+    buf: bytes | bytearray | memoryview,
+    *,
+    caps: WireCaps = DEFAULT_CAPS,
+    expected_size: int | None = None,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Check a frame and return (header, array); raise `WireError` on anything unexpected.
+
+    The array is a zero-copy view into `buf` for codec "raw" (a float32 copy for "f16"). Call
+    `validate_params` before the array may touch a model: this checks framing, not finiteness.
+    """
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")  # e.g. a memoryview of a float array: count bytes, not items
+    header = _read_header(view, caps)
+    shape, count = _check_shape(header, caps, expected_size)
+    wire_dtype = CODECS[header["codec"]]
+    offset = _payload_offset(header["_header_len"])
+    nbytes = count * wire_dtype.itemsize
+    _check_payload_size(header, view, offset, nbytes, caps)
+    if any(view[header["_header_len"] + LEN_BYTES : offset]):
+        raise WireError("non-zero padding between header and payload")
+    crc = _crc32(view[offset:]).to_bytes(4, "big")
+    if crc != header["crc"]:
+        raise WireError(
+            f"checksum mismatch: header says {header['crc'].hex()}, payload is {crc.hex()}"
+        )
+    arr = np.frombuffer(view, dtype=wire_dtype, count=count, offset=offset)
+    if wire_dtype != DTYPES[header["dtype"]]:
+        arr = arr.astype(DTYPES[header["dtype"]])
+    del header["_header_len"]
+    return header, arr.reshape(shape)
+
+
+def validate_params(arr: Any, expected_size: int) -> None:
+    """Raise `WireError` unless `arr` is a finite float32 vector of `expected_size` elements.
+
+    Works on numpy and cupy arrays. A 2-D or (d, 1) array is refused even with the right size:
+    it would broadcast into an (d, d) monster when mixed into the flat model.
+    """
+    dtype = getattr(arr, "dtype", None)
+    shape = getattr(arr, "shape", None)
+    if dtype is None or shape is None:
+        raise WireError(f"parameters must be an array, got {type(arr).__name__}")
+    if dtype != np.float32:
+        raise WireError(f"parameters must be float32, got {dtype}")
+    if tuple(shape) != (expected_size,):
+        raise WireError(f"parameters have shape {tuple(shape)}, expected ({expected_size},)")
+    bad = _count_nonfinite(arr)
+    if bad:
+        raise WireError(f"parameters contain {bad} NaN/Inf values")
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _to_host(arr: Any) -> np.ndarray:
+    if hasattr(arr, "get") and not isinstance(arr, np.ndarray):  # a cupy array
+        arr = arr.get()
+    if not isinstance(arr, np.ndarray):
+        raise WireError(f"parameters must be an array, got {type(arr).__name__}")
+    return arr
+
+
+def _pack_header(
+    shape: tuple[int, ...],
+    nbytes: int,
+    sender: str,
+    step: int,
+    codec: str,
+    extra: dict[str, Any] | None,
+    *,
+    crc: int,
+) -> bytes:
+    fields: dict[str, Any] = dict(extra or {})
+    fields.update(
+        version=WIRE_VERSION,
+        type=MSG_TYPE,
+        sender=str(sender),
+        step=int(step),
+        dtype="float32",
+        shape=[int(s) for s in shape],
+        codec=codec,
+        nbytes=int(nbytes),
+        checksum="crc32",
+        crc=crc.to_bytes(4, "big"),
+    )
+    return msgpack.packb(fields, use_bin_type=True)
+
+
+def _payload_offset(header_len: int) -> int:
+    end = LEN_BYTES + header_len
+    return -(-end // ALIGN) * ALIGN
+
+
+def _crc32(view: memoryview) -> int:
+    crc = 0
+    for start in range(0, len(view), _CRC_CHUNK):
+        crc = zlib.crc32(view[start : start + _CRC_CHUNK], crc)
+    return crc
+
+
+def _read_header(view: memoryview, caps: WireCaps) -> dict[str, Any]:
+    if len(view) < LEN_BYTES:
+        raise WireError(f"payload of {len(view)} bytes is too short for a frame")
+    header_len = int.from_bytes(view[:LEN_BYTES], "big")
+    if header_len > caps.max_header_bytes:
+        raise WireError(
+            f"header of {header_len} bytes exceeds the {caps.max_header_bytes}-byte cap"
+        )
+    if LEN_BYTES + header_len > len(view):
+        raise WireError(f"header of {header_len} bytes overruns the {len(view)}-byte payload")
+    limit = caps.max_header_bytes
+    try:
+        header = msgpack.unpackb(
+            view[LEN_BYTES : LEN_BYTES + header_len],
+            raw=False,
+            strict_map_key=True,
+            max_bin_len=limit,
+            max_str_len=limit,
+            max_array_len=limit,
+            max_map_len=64,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise WireError(f"malformed payload header: {type(exc).__name__}: {exc}") from None
+    if not isinstance(header, dict):
+        raise WireError(f"payload header must be a map, got {type(header).__name__}")
+    _check_header_fields(header)
+    header["_header_len"] = header_len
+    return header
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "version": int,
+    "type": str,
+    "sender": str,
+    "step": int,
+    "dtype": str,
+    "shape": list,
+    "codec": str,
+    "nbytes": int,
+    "checksum": str,
+    "crc": bytes,
+}
+
+
+def _check_header_fields(header: dict[str, Any]) -> None:
+    for key, kind in _FIELD_TYPES.items():
+        value = header.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            got = "missing" if key not in header else type(value).__name__
+            raise WireError(f"payload header field {key!r}: expected {kind.__name__}, got {got}")
+    if header["version"] != WIRE_VERSION:
+        raise WireError(f"unsupported payload version {header['version']} (speak {WIRE_VERSION})")
+    if header["type"] != MSG_TYPE:
+        raise WireError(f"expected a {MSG_TYPE!r} payload, got {header['type']!r}")
+    if header["dtype"] not in DTYPES:
+        raise WireError(f"dtype {header['dtype']!r} not allowed (allowed: {', '.join(DTYPES)})")
+    if header["codec"] not in CODECS:
+        raise WireError(f"codec {header['codec']!r} not allowed (allowed: {', '.join(CODECS)})")
+    if header["checksum"] not in CHECKSUMS:
+        raise WireError(f"checksum {header['checksum']!r} not supported")
+
+
+def _check_shape(
+    header: dict[str, Any], caps: WireCaps, expected_size: int | None
+) -> tuple[tuple[int, ...], int]:
+    shape = header["shape"]
+    if len(shape) > caps.max_ndim:
+        raise WireError(f"shape has {len(shape)} dimensions, cap is {caps.max_ndim}")
+    count = 1
+    for dim in shape:
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 0:
+            raise WireError(f"bad dimension {dim!r} in shape {shape!r}")
+        count *= dim  # Python ints: no overflow, and each factor is checked below
+        if count > caps.max_elements:
+            raise WireError(f"shape {shape!r} exceeds the {caps.max_elements}-element cap")
+    if expected_size is not None and count != expected_size:
+        raise WireError(f"payload holds {count} parameters, this model has {expected_size}")
+    return tuple(shape), count
+
+
+def _check_payload_size(
+    header: dict[str, Any], view: memoryview, offset: int, nbytes: int, caps: WireCaps
+) -> None:
+    if nbytes > caps.max_payload_bytes:
+        raise WireError(f"payload of {nbytes} bytes exceeds the {caps.max_payload_bytes}-byte cap")
+    if header["nbytes"] != nbytes:
+        raise WireError(f"header says {header['nbytes']} payload bytes, shape needs {nbytes}")
+    if len(view) != offset + nbytes:
+        raise WireError(
+            f"frame is {len(view)} bytes, header and shape account for {offset + nbytes}"
+        )
+
+
+def _count_nonfinite(arr: Any) -> int:
+    """NaN/Inf count; 0 after one BLAS pass for the common, all-finite case.
+
+    a·a is a sum of non-negative squares, so it is NaN or Inf whenever any element is, and
+    cannot cancel to a finite value: a finite a·a proves the array finite (5 ms per 100 MB
+    here, vs 9 ms for isfinite().all()). Only when it is not finite (a bad payload, or
+    squares overflowing float32 for |x| > ~1e15) do we count, in 4M-element chunks.
+    """
+    xp = np_module(arr)
+    flat = arr.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is an expected outcome here
+        if bool(xp.isfinite(xp.dot(flat, flat))):
+            return 0
+    chunk = 1 << 22
+    return sum(
+        int(flat[i : i + chunk].size - int(xp.isfinite(flat[i : i + chunk]).sum()))
+        for i in range(0, flat.shape[0], chunk)
+    )
+
+
+def np_module(arr: Any) -> Any:
+    """numpy, or cupy for a cupy array (without importing cupy where it is absent)."""
+    if isinstance(arr, np.ndarray):
+        return np
+    import cupy  # only reached for a non-numpy array, i.e. where cupy is installed
+
+    return cupy.get_array_module(arr)

@@ -1,0 +1,113 @@
+"""One place picks the array module: numpy on the CPU, cupy on a CUDA device.
+
+`select_backend("auto")` uses cupy only when it imports *and* a device exists, so the same command
+line works on a GPU box and on a laptop. cupy is imported lazily: everything else in swarmnode
+imports and runs without it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from kernels.errors import BackendError
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The array module (`xp`) plus which device it computes on."""
+
+    name: str  # "numpy" or "cupy"
+    xp: ModuleType
+    device_id: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "cupy"
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        """A host or device array on this backend (a no-op when it is already there)."""
+        if self.is_gpu:
+            with self.xp.cuda.Device(self.device_id):
+                return self.xp.asarray(a, dtype=dtype)
+        return np.asarray(to_numpy(a), dtype=dtype)
+
+    def describe(self) -> str:
+        if not self.is_gpu:
+            return "cpu"
+        props = self.xp.cuda.runtime.getDeviceProperties(self.device_id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"cuda:{self.device_id} ({name})"
+
+
+CPU = Backend("numpy", np, None)
+
+
+def _cupy() -> ModuleType | None:
+    try:
+        import cupy
+    except Exception:  # not installed, or a broken CUDA install: both mean "no GPU path"
+        return None
+    return cupy
+
+
+def cuda_device_count() -> int:
+    cp = _cupy()
+    if cp is None:
+        return 0
+    try:
+        return int(cp.cuda.runtime.getDeviceCount())
+    except Exception:  # no driver / no device raise CUDARuntimeError and friends
+        return 0
+
+
+def select_backend(device: str = "auto") -> Backend:
+    """`auto`, `cpu`, `cuda` or `cuda:N` -> a Backend; `cuda` without a GPU is a BackendError."""
+    m = _DEVICE_RE.match(device.strip().lower())
+    if not m:
+        raise BackendError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    kind, index = m.group(1), m.group(2)
+    if kind == "cpu":
+        return CPU
+    if kind == "auto" and index is None:
+        return _gpu(0) if cuda_device_count() > 0 else CPU
+    count = cuda_device_count()
+    if count == 0:
+        why = "cupy is not installed" if _cupy() is None else "no CUDA device was found"
+        raise BackendError(
+            f"--device {device}: {why} (install swarmnode[cuda12] or use --device cpu)"
+        )
+    n = int(index or 0)
+    if n >= count:
+        raise BackendError(f"--device {device}: only {count} CUDA device(s) present")
+    return _gpu(n)
+
+
+def _gpu(index: int) -> Backend:
+    cp = _cupy()
+    assert cp is not None
+    cp.cuda.Device(index).use()
+    return Backend("cupy", cp, index)
+
+
+def array_module(a: Any) -> ModuleType:
+    """numpy or cupy, whichever `a` belongs to."""
+    if isinstance(a, np.ndarray) or type(a).__module__.split(".")[0] != "cupy":
+        return np
+    cp = _cupy()
+    return cp if cp is not None else np
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """A host numpy array of `a` (a copy for device arrays, no copy for numpy ones)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "get") and type(a).__module__.split(".")[0] == "cupy":
+        return a.get()
+    return np.asarray(a)

@@ -1,0 +1,225 @@
+"""NN layers with forward and backward, on numpy or cupy (whichever module the input belongs to).
+
+Each layer declares its parameters (`param_specs`), gets shaped views into the model's flat
+buffer (`bind`), initialises them from a host RNG (so CPU and GPU start bit-identical), and
+implements `forward(x)` / `backward(dy) -> dx`, writing its parameter gradients into the bound
+gradient views. Every op is checked against central finite differences in float64
+(tests/kernels/test_ops_gradcheck.py). Layouts: dense (N, F); sequences (N, C, L).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernels.backend import array_module
+from kernels.errors import ShapeError
+
+Shape = tuple[int, ...]
+
+
+class Layer:
+    """Base: no parameters, shape-preserving."""
+
+    def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
+        return []
+
+    def out_shape(self, in_shape: Shape) -> Shape:
+        return in_shape
+
+    def bind(self, params: dict[str, Any], grads: dict[str, Any]) -> None:
+        self.p, self.g = params, grads
+
+    def init(self, views: dict[str, np.ndarray], rng: np.random.Generator) -> None:
+        """Fill host arrays `views` (same keys as param_specs) with initial values."""
+
+    def forward(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def backward(self, dy: Any) -> Any:
+        raise NotImplementedError
+
+
+class Linear(Layer):
+    def __init__(self, out_features: int) -> None:
+        self.out_features = out_features
+
+    def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
+        if len(in_shape) != 1:
+            raise ShapeError(f"linear needs flat (N, F) input, got per-sample shape {in_shape}")
+        return [("W", (in_shape[0], self.out_features)), ("b", (self.out_features,))]
+
+    def out_shape(self, in_shape: Shape) -> Shape:
+        return (self.out_features,)
+
+    def init(self, views: dict[str, np.ndarray], rng: np.random.Generator) -> None:
+        fan_in = views["W"].shape[0]
+        views["W"][...] = rng.standard_normal(views["W"].shape) * math.sqrt(2.0 / fan_in)
+        views["b"][...] = 0.0
+
+    def forward(self, x: Any) -> Any:
+        self.x = x
+        return x @ self.p["W"] + self.p["b"]
+
+    def backward(self, dy: Any) -> Any:
+        array_module(dy).matmul(self.x.T, dy, out=self.g["W"])
+        self.g["b"][...] = dy.sum(axis=0)
+        return dy @ self.p["W"].T
+
+
+class ReLU(Layer):
+    def forward(self, x: Any) -> Any:
+        self.mask = x > 0
+        return x * self.mask
+
+    def backward(self, dy: Any) -> Any:
+        return dy * self.mask
+
+
+class Tanh(Layer):
+    def forward(self, x: Any) -> Any:
+        self.y = array_module(x).tanh(x)
+        return self.y
+
+    def backward(self, dy: Any) -> Any:
+        return dy * (1.0 - self.y * self.y)
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+class GELU(Layer):
+    """The tanh approximation (Hendrycks & Gimpel 2016), as in GPT-2 and BERT."""
+
+    def forward(self, x: Any) -> Any:
+        xp = array_module(x)
+        self.x = x
+        self.t = xp.tanh(_GELU_C * (x + 0.044715 * x**3))
+        return 0.5 * x * (1.0 + self.t)
+
+    def backward(self, dy: Any) -> Any:
+        x, t = self.x, self.t
+        dt = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
+        return dy * (0.5 * (1.0 + t) + 0.5 * x * dt)
+
+
+class Flatten(Layer):
+    def out_shape(self, in_shape: Shape) -> Shape:
+        return (int(np.prod(in_shape)),)
+
+    def forward(self, x: Any) -> Any:
+        self.shape = x.shape
+        return x.reshape(x.shape[0], -1)
+
+    def backward(self, dy: Any) -> Any:
+        return dy.reshape(self.shape)
+
+
+class Conv1d(Layer):
+    """1-D convolution, stride 1, 'same' zero padding (odd kernels), as im2col + one GEMM."""
+
+    def __init__(self, out_channels: int, kernel: int) -> None:
+        if kernel < 1 or kernel % 2 == 0:
+            raise ShapeError(f"conv kernel size must be odd and >= 1, got {kernel}")
+        self.out_channels, self.k = out_channels, kernel
+
+    def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
+        if len(in_shape) != 2:
+            raise ShapeError(f"conv1d needs (N, C, L) input, got per-sample shape {in_shape}")
+        return [("W", (self.out_channels, in_shape[0] * self.k)), ("b", (self.out_channels,))]
+
+    def out_shape(self, in_shape: Shape) -> Shape:
+        return (self.out_channels, in_shape[1])
+
+    def init(self, views: dict[str, np.ndarray], rng: np.random.Generator) -> None:
+        fan_in = views["W"].shape[1]
+        views["W"][...] = rng.standard_normal(views["W"].shape) * math.sqrt(2.0 / fan_in)
+        views["b"][...] = 0.0
+
+    def forward(self, x: Any) -> Any:
+        xp = array_module(x)
+        n, c, length = x.shape
+        pad = self.k // 2
+        xpad = xp.pad(x, ((0, 0), (0, 0), (pad, pad)))
+        # cols[n, l, c, j] = xpad[n, c, l + j]: k shifted slices, no per-sample loop
+        cols = xp.stack([xpad[:, :, j : j + length] for j in range(self.k)], axis=-1)
+        self.cols = cols.transpose(0, 2, 1, 3).reshape(n * length, c * self.k)
+        self.in_shape = x.shape
+        out = self.cols @ self.p["W"].T + self.p["b"]  # (N*L, out)
+        return out.reshape(n, length, self.out_channels).transpose(0, 2, 1)
+
+    def backward(self, dy: Any) -> Any:
+        xp = array_module(dy)
+        n, c, length = self.in_shape
+        dyr = dy.transpose(0, 2, 1).reshape(n * length, self.out_channels)
+        xp.matmul(dyr.T, self.cols, out=self.g["W"])
+        self.g["b"][...] = dyr.sum(axis=0)
+        dcols = (dyr @ self.p["W"]).reshape(n, length, c, self.k).transpose(0, 2, 1, 3)
+        pad = self.k // 2
+        dxpad = xp.zeros((n, c, length + 2 * pad), dtype=dy.dtype)
+        for j in range(self.k):  # k is a handful: the loop is over taps, not samples
+            dxpad[:, :, j : j + length] += dcols[..., j]
+        return dxpad[:, :, pad : pad + length]
+
+
+class MaxPool1d(Layer):
+    """Non-overlapping max pooling over the last axis; a trailing remainder is dropped."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ShapeError(f"pool size must be >= 1, got {size}")
+        self.size = size
+
+    def out_shape(self, in_shape: Shape) -> Shape:
+        if len(in_shape) != 2 or in_shape[1] < self.size:
+            raise ShapeError(f"maxpool {self.size} cannot pool per-sample shape {in_shape}")
+        return (in_shape[0], in_shape[1] // self.size)
+
+    def forward(self, x: Any) -> Any:
+        xp = array_module(x)
+        n, c, length = x.shape
+        lo = length // self.size
+        win = x[:, :, : lo * self.size].reshape(n, c, lo, self.size)
+        arg = win.argmax(axis=-1)
+        # one-hot of the first maximum: ties send the gradient to exactly one input
+        self.mask = (arg[..., None] == xp.arange(self.size)).astype(x.dtype)
+        self.in_shape = x.shape
+        return xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+
+    def backward(self, dy: Any) -> Any:
+        xp = array_module(dy)
+        n, c, length = self.in_shape
+        lo = length // self.size
+        dx = xp.zeros(self.in_shape, dtype=dy.dtype)
+        dx[:, :, : lo * self.size] = (self.mask * dy[..., None]).reshape(n, c, lo * self.size)
+        return dx
+
+
+def softmax_cross_entropy(logits: Any, y: Any) -> tuple[float, Any]:
+    """Mean cross-entropy of integer labels `y` and its gradient w.r.t. `logits`."""
+    xp = array_module(logits)
+    n = logits.shape[0]
+    z = logits - logits.max(axis=1, keepdims=True)
+    logsumexp = xp.log(xp.exp(z).sum(axis=1, keepdims=True))
+    logp = z - logsumexp
+    rows = xp.arange(n)
+    loss = -logp[rows, y].mean()
+    grad = xp.exp(logp)
+    grad[rows, y] -= 1.0
+    grad /= n
+    return float(loss), grad
+
+
+class AddChannel(Layer):
+    """(N, L) -> (N, 1, L): lets a conv net read flat signals."""
+
+    def out_shape(self, in_shape: Shape) -> Shape:
+        return (1, *in_shape)
+
+    def forward(self, x: Any) -> Any:
+        return x[:, None, :]
+
+    def backward(self, dy: Any) -> Any:
+        return dy[:, 0, :]

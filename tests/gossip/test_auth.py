@@ -1,0 +1,359 @@
+"""HMAC envelopes: what passes, everything that must not, and the transport/handler wrappers.
+
+Time comes from a fake clock, so the skew and window tests are exact and immune to CPU load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import numpy as np
+import pytest
+
+from gossip import auth
+from gossip.auth import (
+    AuthError,
+    AuthTransport,
+    ReplayGuard,
+    Signer,
+    UnauthenticatedRequest,
+    UnauthenticatedResponse,
+    auth_handlers,
+    nonce_of,
+)
+from gossip.inmemory import InMemoryNetwork
+from gossip.transport import RemoteError, TransportError
+from kernels.errors import SwarmnodeError
+
+SECRET = "correct horse battery staple"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sender(clock: FakeClock) -> Signer:
+    return Signer(SECRET, clock=clock)
+
+
+@pytest.fixture
+def receiver(clock: FakeClock) -> Signer:
+    return Signer(SECRET, clock=clock)
+
+
+# --- the envelope ------------------------------------------------------------------------------
+
+
+def test_round_trip_small_body_comes_back_as_bytes(sender: Signer, receiver: Signer) -> None:
+    sealed = sender.seal("gossip", b"hello")
+    assert len(sealed) == auth.HEADER_BYTES + 5
+    body = receiver.open("gossip", sealed)
+    assert body == b"hello" and isinstance(body, bytes)
+
+
+def test_round_trip_large_body_is_a_zero_copy_view(sender: Signer, receiver: Signer) -> None:
+    payload = np.random.default_rng(0).integers(0, 256, auth.INLINE_BYTES + 1000, dtype=np.uint8)
+    sealed = sender.seal("params", memoryview(payload))
+    body = receiver.open("params", sealed)
+    assert isinstance(body, memoryview)
+    assert bytes(body) == payload.tobytes()
+    assert np.shares_memory(np.frombuffer(body, np.uint8), np.frombuffer(sealed, np.uint8))
+
+
+def test_empty_body_round_trips(sender: Signer, receiver: Signer) -> None:
+    assert receiver.open("leave", sender.seal("leave", b"")) == b""
+
+
+def test_tag_is_hmac_sha256_over_route_time_nonce_and_body_digest(sender: Signer) -> None:
+    sealed = bytes(sender.seal("gossip", b"body"))
+    ts, nonce, tag = sealed[4:12], sealed[12:28], sealed[28:60]
+    msg = (
+        auth.DOMAIN
+        + len(b"gossip").to_bytes(2, "big")
+        + b"gossip"
+        + b"\0"
+        + ts
+        + nonce
+        + (4).to_bytes(8, "big")
+        + hashlib.sha256(b"body").digest()
+    )
+    assert hmac.compare_digest(tag, hmac.new(SECRET.encode(), msg, hashlib.sha256).digest())
+    assert sealed[:4] == auth.MAGIC and nonce == nonce_of(sealed)
+
+
+def test_nonces_are_fresh_per_message(sender: Signer) -> None:
+    nonces = {nonce_of(sender.seal("gossip", b"x")) for _ in range(100)}
+    assert len(nonces) == 100
+
+
+def test_empty_secret_is_refused() -> None:
+    with pytest.raises(AuthError, match="empty"):
+        Signer("")
+
+
+def test_auth_error_is_a_swarmnode_error_with_status_401() -> None:
+    assert issubclass(AuthError, SwarmnodeError)
+    assert AuthError.status == 401
+    assert issubclass(UnauthenticatedResponse, TransportError)
+    assert UnauthenticatedRequest("x").status == 401 and isinstance(
+        UnauthenticatedRequest("x"), RemoteError
+    )
+
+
+# --- what must be refused ----------------------------------------------------------------------
+
+
+def _tamper(data: bytes | memoryview, pos: int) -> bytes:
+    out = bytearray(data)
+    out[pos] ^= 0x01
+    return bytes(out)
+
+
+def test_unsigned_message_is_refused(receiver: Signer) -> None:
+    with pytest.raises(AuthError, match="not authenticated"):
+        receiver.open("gossip", b"\x82\xa7version\x01\xa4type\xa6gossip" + bytes(64))
+
+
+def test_forged_tag_is_refused(sender: Signer, receiver: Signer) -> None:
+    sealed = bytes(sender.seal("gossip", b"x"))
+    forged = sealed[:28] + bytes(32) + sealed[60:]
+    with pytest.raises(AuthError, match="authentication code"):
+        receiver.open("gossip", forged)
+
+
+def test_wrong_secret_is_refused(clock: FakeClock, receiver: Signer) -> None:
+    other = Signer("another secret", clock=clock)
+    with pytest.raises(AuthError, match="authentication code"):
+        receiver.open("gossip", other.seal("gossip", b"x"))
+
+
+def test_replay_is_refused(sender: Signer, receiver: Signer) -> None:
+    sealed = sender.seal("gossip", b"x")
+    receiver.open("gossip", sealed)
+    with pytest.raises(AuthError, match="replayed"):
+        receiver.open("gossip", sealed)
+
+
+@pytest.mark.parametrize("where", ["body", "timestamp", "nonce", "magic"])
+def test_replay_with_any_changed_byte_fails_the_tag(
+    sender: Signer, receiver: Signer, where: str
+) -> None:
+    sealed = sender.seal("gossip", b"the body")
+    pos = {"body": 62, "timestamp": 11, "nonce": 20, "magic": 0}[where]
+    with pytest.raises(AuthError):
+        receiver.open("gossip", _tamper(sealed, pos))
+    receiver.open("gossip", sealed)  # the failed attempts did not burn the nonce
+
+
+def test_message_for_another_route_is_refused(sender: Signer, receiver: Signer) -> None:
+    with pytest.raises(AuthError, match="authentication code"):
+        receiver.open("pushpull", sender.seal("gossip", b"x"))
+
+
+def test_every_truncation_is_refused(sender: Signer, receiver: Signer) -> None:
+    sealed = bytes(sender.seal("gossip", b"some body"))
+    for cut in range(len(sealed)):
+        with pytest.raises(AuthError):
+            receiver.open("gossip", sealed[:cut])
+
+
+def test_oversized_messages_are_refused_on_both_sides(clock: FakeClock) -> None:
+    small = Signer(SECRET, clock=clock, max_body_bytes=100)
+    with pytest.raises(AuthError, match="cap"):
+        small.seal("params", bytes(101))
+    big = Signer(SECRET, clock=clock).seal("params", bytes(101))
+    with pytest.raises(AuthError, match="cap"):
+        small.open("params", big)
+
+
+def test_stale_and_future_timestamps_are_refused(
+    clock: FakeClock, sender: Signer, receiver: Signer
+) -> None:
+    old = sender.seal("gossip", b"x")
+    clock.now += auth.MAX_SKEW_S + 1
+    with pytest.raises(AuthError, match="off this peer's clock"):
+        receiver.open("gossip", old)
+    early = Signer(SECRET, clock=lambda: clock.now + auth.MAX_SKEW_S + 1).seal("gossip", b"x")
+    with pytest.raises(AuthError, match="off this peer's clock"):
+        receiver.open("gossip", early)
+
+
+def test_response_is_bound_to_its_request(sender: Signer, receiver: Signer) -> None:
+    request = sender.seal("gossip", b"req")
+    _, nonce = receiver.unseal("gossip", request)
+    answer = receiver.seal("gossip", b"ans", reply_to=nonce)
+    other_request = sender.seal("gossip", b"req2")
+    with pytest.raises(AuthError):  # an answer to another request
+        sender.open("gossip", answer, reply_to=nonce_of(other_request))
+    with pytest.raises(AuthError):  # a request reflected back as an answer
+        sender.open("gossip", request, reply_to=nonce_of(request))
+    assert sender.open("gossip", answer, reply_to=nonce_of(request)) == b"ans"
+
+
+# --- the replay guard --------------------------------------------------------------------------
+
+
+def test_guard_forgets_nonces_once_the_skew_refuses_them_anyway(clock: FakeClock) -> None:
+    guard = ReplayGuard(max_skew=30, clock=clock)
+    guard.check(clock.now, b"a" * 16)
+    guard.check(clock.now, b"b" * 16)
+    assert len(guard) == 2
+    clock.now += 31
+    guard.check(clock.now, b"c" * 16)
+    assert len(guard) == 1
+
+
+def test_guard_memory_is_bounded_and_eviction_never_reopens_a_replay(clock: FakeClock) -> None:
+    guard = ReplayGuard(max_skew=30, max_nonces=10, clock=clock)
+    for i in range(50):
+        guard.check(clock.now - 20 + i * 0.1, i.to_bytes(16, "big"))
+        assert len(guard) <= 10
+    with pytest.raises(AuthError):  # evicted, but below the floor: still refused
+        guard.check(clock.now - 20, (0).to_bytes(16, "big"))
+    with pytest.raises(AuthError, match="replayed"):  # still in the window
+        guard.check(clock.now - 20 + 4.9, (49).to_bytes(16, "big"))
+    guard.check(clock.now, b"z" * 16)  # fresh messages still pass
+
+
+def test_guard_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError):
+        ReplayGuard(max_skew=0)
+
+
+# --- server side: auth_handlers ------------------------------------------------------------------
+
+
+class Spy:
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, body: bytes) -> bytes:
+        self.bodies.append(bytes(body))
+        return b"answer:" + bytes(body)
+
+
+async def test_handler_sees_the_body_and_its_answer_is_sealed(
+    sender: Signer, receiver: Signer
+) -> None:
+    spy = Spy()
+    wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
+    request = sender.seal("gossip", b"hi")
+    answer = await wrapped(request)
+    assert spy.bodies == [b"hi"]
+    assert sender.open("gossip", answer, reply_to=nonce_of(request)) == b"answer:hi"
+
+
+def _bad_requests(sender: Signer, clock: FakeClock) -> dict[str, bytes]:
+    good = bytes(sender.seal("gossip", b"payload"))
+    return {
+        "unsigned": b"payload",
+        "forged": good[:28] + bytes(32) + good[60:],
+        "wrong-secret": bytes(Signer("nope", clock=clock).seal("gossip", b"payload")),
+        "changed-body": good[:-1] + b"X",
+        "truncated": good[:40],
+        "other-route": bytes(sender.seal("params", b"payload")),
+        "empty": b"",
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["unsigned", "forged", "wrong-secret", "changed-body", "truncated", "other-route", "empty"],
+)
+async def test_bad_requests_get_401_and_never_reach_the_handler(
+    sender: Signer, receiver: Signer, clock: FakeClock, kind: str
+) -> None:
+    spy = Spy()
+    wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
+    with pytest.raises(UnauthenticatedRequest) as info:
+        await wrapped(_bad_requests(sender, clock)[kind])
+    assert info.value.status == 401 and isinstance(info.value, AuthError)
+    assert spy.bodies == []
+
+
+async def test_replayed_and_oversized_requests_never_reach_the_handler(
+    sender: Signer, clock: FakeClock
+) -> None:
+    receiver = Signer(SECRET, clock=clock, max_body_bytes=1000)
+    spy = Spy()
+    wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
+    request = sender.seal("gossip", b"once")
+    await wrapped(request)
+    with pytest.raises(UnauthenticatedRequest, match="replayed"):
+        await wrapped(request)
+    with pytest.raises(UnauthenticatedRequest, match="cap"):
+        await wrapped(sender.seal("gossip", bytes(1001)))
+    assert spy.bodies == [b"once"]
+
+
+# --- client side and both together over the in-memory network -------------------------------
+
+
+async def test_auth_transport_and_handlers_talk_over_the_network() -> None:
+    net = InMemoryNetwork()
+    server_signer, client_signer = Signer(SECRET), Signer(SECRET)
+    spy = Spy()
+    net.register("b:1", auth_handlers({"gossip": spy}, server_signer))
+    client = AuthTransport(net.transport("a:1"), client_signer)
+    assert await client.request("b:1", "gossip", b"ping", timeout=5) == b"answer:ping"
+    big = bytes(auth.INLINE_BYTES + 10)  # sealed and opened in worker threads
+    assert await client.request("b:1", "gossip", big, timeout=5) == b"answer:" + big
+    assert spy.bodies == [b"ping", big]
+    await client.close()
+
+
+async def test_peer_with_another_secret_is_refused_both_ways() -> None:
+    net = InMemoryNetwork()
+    spy = Spy()
+    net.register("b:1", auth_handlers({"gossip": spy}, Signer("server secret")))
+    client = AuthTransport(net.transport("a:1"), Signer("client secret"))
+    with pytest.raises(RemoteError) as info:
+        await client.request("b:1", "gossip", b"ping", timeout=5)
+    assert info.value.status == 401
+    assert spy.bodies == []
+    # An unauthenticating server: its plain answer is refused by the client.
+    net.register("c:1", {"gossip": spy})
+    with pytest.raises(UnauthenticatedResponse):
+        await client.request("c:1", "gossip", b"ping", timeout=5)
+
+
+class ReplayingInner:
+    """A man in the middle: answers with the first response it ever saw, or mangles answers."""
+
+    def __init__(self, inner: object, mode: str) -> None:
+        self.inner = inner
+        self.mode = mode
+        self.first: bytes | None = None
+
+    async def request(self, addr: str, route: str, body: bytes, *, timeout: float) -> bytes:
+        answer = bytes(await self.inner.request(addr, route, body, timeout=timeout))
+        if self.mode == "flip":
+            return _tamper(answer, len(answer) - 1)
+        if self.first is None:
+            self.first = answer
+        return self.first
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["replay", "flip"])
+async def test_replayed_or_altered_responses_are_refused(mode: str) -> None:
+    net = InMemoryNetwork()
+    net.register("b:1", auth_handlers({"gossip": Spy()}, Signer(SECRET)))
+    client = AuthTransport(ReplayingInner(net.transport("a:1"), mode), Signer(SECRET))
+    if mode == "replay":
+        assert await client.request("b:1", "gossip", b"one", timeout=5) == b"answer:one"
+    with pytest.raises(UnauthenticatedResponse):
+        await client.request("b:1", "gossip", b"two", timeout=5)

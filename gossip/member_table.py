@@ -1,0 +1,440 @@
+"""The membership table: one entry per known peer, merged from gossip digests.
+
+No I/O and no clock of its own: every method that judges time takes `now` (local monotonic
+seconds), so the merge rules are tested with a fake clock and the simulation bench drives
+hundreds of tables directly.
+
+Merge rules, for a received entry against ours (same peer id):
+- a higher incarnation wins outright (a restarted peer, even over a tombstone);
+- a lower incarnation is stale and ignored;
+- same incarnation: `left` is final (the peer said so itself); a higher heartbeat advances a
+  live entry and restarts its silence timer; nothing revives a tombstone of that incarnation,
+  so stale gossip cannot resurrect a dead peer;
+- a remote `dead` never kills an entry we still hear from: each peer judges death by its own
+  silence timer, so one starved peer's false alarm does not spread. Tombstones are learnt only
+  for peers we do not know, or at a newer incarnation than ours.
+Entries about ourselves never change our state: a report that we are suspect/dead/left (or a
+newer incarnation of us) is refuted by taking `max(seen) + 1` as our incarnation.
+
+On the wire an entry is a msgpack array
+`[peer_id, addr, incarnation, heartbeat, state, age_s, meta]`; `age_s` is how long ago the
+sender made a tombstone (0 for live entries) - a duration, not a remote timestamp - so a
+tombstone expires everywhere about when it expires at its source instead of circulating forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from gossip.codec import CodecError
+from gossip.failure import ALIVE, DEAD, LEFT, STATES, SUSPECT, TOMBSTONES, liveness, thresholds
+from kernels.errors import SwarmnodeError
+
+log = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 128
+MAX_ADDR_CHARS = 256
+MAX_META_KEYS = 12
+MAX_META_KEY_CHARS = 32
+MAX_META_STR_CHARS = 128
+_ENTRY_FIELDS = 7
+
+
+class MembershipError(SwarmnodeError, ValueError):
+    """A membership setting or value (meta, peer id, timing) is invalid."""
+
+
+class Gossiped(NamedTuple):
+    """One digest entry as it travels between peers (validated by `parse_entry`)."""
+
+    peer_id: str
+    addr: str
+    incarnation: int
+    heartbeat: int
+    state: str
+    age: float
+    meta: Mapping[str, Any]
+
+
+class Member(NamedTuple):
+    """A read-only view of one member at the time it was taken. Do not mutate `meta`."""
+
+    peer_id: str
+    addr: str
+    state: str
+    incarnation: int
+    heartbeat: int
+    last_heard_s: float
+    meta: Mapping[str, Any]
+
+    def as_status(self) -> dict[str, Any]:
+        """The member's row of `GET /v1/status` (see docs/architecture.md)."""
+        return {
+            "peer_id": self.peer_id,
+            "addr": self.addr,
+            "state": self.state,
+            "incarnation": self.incarnation,
+            "heartbeat": self.heartbeat,
+            "last_heard_s": round(self.last_heard_s, 3),
+            "step": self.meta.get("step"),
+            "loss": self.meta.get("loss"),
+            "acc": self.meta.get("acc"),
+            "device": self.meta.get("device"),
+        }
+
+
+class Change(NamedTuple):
+    """A member's state or incarnation changed in our table (`old` is None for a new member)."""
+
+    peer_id: str
+    addr: str
+    old: str | None
+    new: str
+    incarnation: int
+
+
+class Timing(NamedTuple):
+    """The failure detector's settings (seconds); see `gossip.failure`."""
+
+    suspect_after: float
+    dead_after: float
+    tombstone_ttl: float
+    gossip_interval: float
+    fanout: int
+
+
+def meta_problem(meta: object) -> str | None:
+    """Why `meta` cannot travel in a digest, or None. Small flat maps of scalars only."""
+    if not isinstance(meta, dict):
+        return f"meta must be a map, got {type(meta).__name__}"
+    if len(meta) > MAX_META_KEYS:
+        return f"meta has {len(meta)} keys (at most {MAX_META_KEYS})"
+    for key, value in meta.items():
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_META_KEY_CHARS:
+            return f"meta key {key!r} must be a string of 1-{MAX_META_KEY_CHARS} characters"
+        if value is None or isinstance(value, (bool, int)):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return f"meta value {key}={value!r} is not finite (use None)"
+            continue
+        if isinstance(value, str):
+            if len(value) > MAX_META_STR_CHARS:
+                return f"meta value {key!r} is longer than {MAX_META_STR_CHARS} characters"
+            continue
+        return f"meta value {key!r} has type {type(value).__name__} (use None/bool/int/float/str)"
+    return None
+
+
+def parse_entry(raw: object) -> Gossiped:
+    """Validate one received digest entry; raise `CodecError` naming what is wrong."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != _ENTRY_FIELDS:
+        raise CodecError(f"a member entry must be an array of {_ENTRY_FIELDS} fields")
+    peer_id, addr, incarnation, heartbeat, state, age, meta = raw
+    if not isinstance(peer_id, str) or not 0 < len(peer_id) <= MAX_ID_CHARS:
+        raise CodecError(f"bad member id {peer_id!r}")
+    if not isinstance(addr, str) or not _looks_like_addr(addr):
+        raise CodecError(f"member {peer_id!r}: bad address {addr!r}")
+    for name, value in (("incarnation", incarnation), ("heartbeat", heartbeat)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CodecError(f"member {peer_id!r}: bad {name} {value!r}")
+    if state not in STATES:
+        raise CodecError(f"member {peer_id!r}: unknown state {state!r}")
+    if not isinstance(age, (int, float)) or isinstance(age, bool) or not 0 <= age < math.inf:
+        raise CodecError(f"member {peer_id!r}: bad tombstone age {age!r}")
+    problem = meta_problem(meta)
+    if problem is not None:
+        raise CodecError(f"member {peer_id!r}: {problem}")
+    return Gossiped(peer_id, addr, incarnation, heartbeat, state, float(age), meta)
+
+
+def parse_entries(raw: object, limit: int) -> tuple[list[Gossiped], list[str]]:
+    """Parse a digest: the good entries, and one reason per malformed entry dropped.
+
+    A digest that is not a list, or longer than `limit`, is malformed as a whole (`CodecError`).
+    """
+    if not isinstance(raw, list):
+        raise CodecError(f"a digest must be an array, got {type(raw).__name__}")
+    if len(raw) > limit:
+        raise CodecError(f"digest of {len(raw)} entries exceeds the cap of {limit}")
+    good, dropped = [], []
+    for item in raw:
+        try:
+            good.append(parse_entry(item))
+        except CodecError as exc:
+            dropped.append(str(exc))
+    return good, dropped
+
+
+def _looks_like_addr(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host) and port.isdigit() and len(addr) <= MAX_ADDR_CHARS
+
+
+class _Entry:
+    """Our record of another peer. `tomb` is None for live entries, else DEAD or LEFT."""
+
+    __slots__ = (
+        "addr",
+        "heartbeat",
+        "incarnation",
+        "last_advance",
+        "meta",
+        "peer_id",
+        "reported",
+        "tomb",
+        "tomb_since",
+    )
+
+    def __init__(self, g: Gossiped, now: float) -> None:
+        self.peer_id = g.peer_id
+        self.reported: tuple[str, int] | None = None
+        self.take(g, now)
+
+    def take(self, g: Gossiped, now: float) -> None:
+        """Adopt `g` wholesale (a new peer, or a newer incarnation of this one)."""
+        self.addr, self.incarnation, self.heartbeat, self.meta = (
+            g.addr,
+            g.incarnation,
+            g.heartbeat,
+            g.meta,
+        )
+        if g.state in TOMBSTONES:
+            self.tomb: str | None = g.state
+            self.tomb_since = now - g.age
+            self.last_advance = self.tomb_since
+        else:
+            self.tomb = None
+            self.tomb_since = 0.0
+            self.last_advance = now
+
+    def live_wire(self) -> Gossiped:
+        return Gossiped(
+            self.peer_id, self.addr, self.incarnation, self.heartbeat, ALIVE, 0.0, self.meta
+        )
+
+
+class MemberTable:
+    """This peer's view of the swarm. Single-threaded: call it from one event loop only.
+
+    The suspect/dead thresholds in effect grow with the number of live members (see
+    `gossip.failure.size_allowance`); they are recomputed by every `sweep`.
+    """
+
+    def __init__(self, self_id: str, addr: str, incarnation: int, timing: Timing) -> None:
+        self.self_id = self_id
+        self.addr = addr
+        self.incarnation = incarnation
+        self.heartbeat = 0
+        self.meta: Mapping[str, Any] = {}
+        self.leaving = False
+        self.refutations = 0
+        self.timing = timing
+        self._entries: dict[str, _Entry] = {}
+        # what we gossip about live entries, so a digest is mostly a plain copy; entries that
+        # advanced since the last digest are rebuilt then (a member may advance several times
+        # between two digests)
+        self._wire: dict[str, Gossiped] = {}
+        self._dirty: set[str] = set()
+        self._rescale(1)
+
+    def _rescale(self, n_live: int) -> None:
+        t = self.timing
+        self.suspect_after, self.dead_after = thresholds(
+            t.suspect_after, t.dead_after, t.gossip_interval, n_live, t.fanout
+        )
+
+    # --- self -------------------------------------------------------------------------
+
+    def bump(self) -> None:
+        self.heartbeat += 1
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        problem = meta_problem(meta)
+        if problem is not None:
+            raise MembershipError(problem)
+        self.meta = dict(meta)  # a fresh dict: digests already sent keep the old one
+
+    def self_entry(self) -> Gossiped:
+        state = LEFT if self.leaving else ALIVE
+        return Gossiped(
+            self.self_id, self.addr, self.incarnation, self.heartbeat, state, 0.0, self.meta
+        )
+
+    def _about_me(self, g: Gossiped) -> None:
+        if self.leaving:
+            return  # we are going: nothing to refute
+        newer = g.incarnation > self.incarnation
+        doubted = g.incarnation == self.incarnation and g.state in (SUSPECT, DEAD, LEFT)
+        if newer or doubted:
+            self.incarnation = g.incarnation + 1
+            self.refutations += 1
+            log.info(
+                "%s: refuting %s at incarnation %d: now incarnation %d",
+                self.self_id,
+                g.state,
+                g.incarnation,
+                self.incarnation,
+            )
+
+    # --- merging ----------------------------------------------------------------------
+
+    def merge(self, entries: Iterable[Gossiped], now: float) -> None:
+        """Fold received entries into the table (see the module doc for the rules)."""
+        table, dirty, dead_after = self._entries, self._dirty, self.dead_after
+        for g in entries:
+            peer_id, _, incarnation, heartbeat, state, age, _ = g
+            e = table.get(peer_id)
+            if e is not None and incarnation == e.incarnation:
+                # the common case, kept first and flat: same life of a known peer
+                if e.tomb is None:
+                    if state == LEFT:
+                        self._entomb(e, LEFT, now - age)
+                    elif heartbeat > e.heartbeat:
+                        if now - e.last_advance >= dead_after:
+                            # already dead by our own timer: a late beat cannot revive it
+                            self._entomb(e, DEAD, e.last_advance + dead_after)
+                        else:
+                            e.heartbeat, e.last_advance, e.addr, e.meta = (
+                                heartbeat,
+                                now,
+                                g.addr,
+                                g.meta,
+                            )
+                            dirty.add(peer_id)
+                elif e.tomb == DEAD and state == LEFT:
+                    e.tomb = LEFT  # it did say goodbye: keep the earlier start
+            elif peer_id == self.self_id:
+                self._about_me(g)
+            elif e is None:
+                if state not in TOMBSTONES or age < self.timing.tombstone_ttl:
+                    e = table[peer_id] = _Entry(g, now)
+                    self._rewire(e)
+            elif incarnation > e.incarnation:
+                e.take(g, now)  # a newer life, even over a tombstone
+                self._rewire(e)
+            # else: an older incarnation: stale, ignored
+
+    def _entomb(self, e: _Entry, state: str, since: float) -> None:
+        e.tomb, e.tomb_since = state, since
+        self._wire.pop(e.peer_id, None)
+        self._dirty.discard(e.peer_id)
+
+    def _rewire(self, e: _Entry) -> None:
+        if e.tomb is None:
+            self._wire[e.peer_id] = e.live_wire()
+        else:
+            self._wire.pop(e.peer_id, None)
+        self._dirty.discard(e.peer_id)
+
+    # --- time -------------------------------------------------------------------------
+
+    def sweep(self, now: float) -> list[Change]:
+        """Turn silent entries into tombstones, forget expired ones, rescale the thresholds
+        to the live count; report what changed since the last sweep."""
+        ttl = self.timing.tombstone_ttl
+        changes = []
+        n_live = 1
+        for peer_id, e in list(self._entries.items()):
+            if e.tomb is None and now - e.last_advance >= self.dead_after:
+                self._entomb(e, DEAD, e.last_advance + self.dead_after)
+            if e.tomb is not None and now - e.tomb_since >= ttl:
+                del self._entries[peer_id]
+                continue
+            n_live += e.tomb is None
+            state = self.state_of(e, now)
+            if e.reported != (state, e.incarnation):
+                old = e.reported[0] if e.reported else None
+                changes.append(Change(peer_id, e.addr, old, state, e.incarnation))
+                e.reported = (state, e.incarnation)
+        self._rescale(n_live)
+        return changes
+
+    def credit(self, seconds: float) -> None:
+        """We could not hear anyone for `seconds` (our own loop stalled): extend every live
+        entry's silence timer by that much rather than blame the others."""
+        for e in self._entries.values():
+            if e.tomb is None:
+                e.last_advance += seconds
+
+    # --- views ------------------------------------------------------------------------
+
+    def state_of(self, e: _Entry, now: float) -> str:
+        if e.tomb is not None:
+            return e.tomb
+        return liveness(e.last_advance, now, self.suspect_after, self.dead_after)
+
+    def members(self, now: float, states: tuple[str, ...] = STATES) -> list[Member]:
+        """Every other known peer (tombstones included unless `states` excludes them)."""
+        out = []
+        ttl, suspect_after, dead_after = (
+            self.timing.tombstone_ttl,
+            self.suspect_after,
+            self.dead_after,
+        )
+        for e in self._entries.values():
+            if e.tomb is None:
+                silent = now - e.last_advance
+                state = (
+                    ALIVE if silent < suspect_after else SUSPECT if silent < dead_after else DEAD
+                )
+            elif now - e.tomb_since < ttl:
+                state = e.tomb
+            else:
+                continue  # expired, not yet swept
+            if state in states:
+                out.append(
+                    Member(
+                        e.peer_id,
+                        e.addr,
+                        state,
+                        e.incarnation,
+                        e.heartbeat,
+                        now - e.last_advance,
+                        e.meta,
+                    )
+                )
+        return out
+
+    def get(self, peer_id: str, now: float) -> Member | None:
+        e = self._entries.get(peer_id)
+        if e is None or (e.tomb is not None and now - e.tomb_since >= self.timing.tombstone_ttl):
+            return None
+        return Member(
+            e.peer_id,
+            e.addr,
+            self.state_of(e, now),
+            e.incarnation,
+            e.heartbeat,
+            now - e.last_advance,
+            e.meta,
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def digest(
+        self, now: float, limit: int | None = None, rng: random.Random | None = None
+    ) -> list[Gossiped]:
+        """Our entry first, then every other known peer; a random subset past `limit`."""
+        if self._dirty:
+            for peer_id in self._dirty:
+                self._wire[peer_id] = self._entries[peer_id].live_wire()
+            self._dirty.clear()
+        out = [self.self_entry(), *self._wire.values()]
+        if len(self._wire) < len(self._entries):
+            ttl = self.timing.tombstone_ttl
+            for e in self._entries.values():
+                if e.tomb is not None and now - e.tomb_since < ttl:
+                    age = max(0.0, now - e.tomb_since)
+                    out.append(
+                        Gossiped(e.peer_id, e.addr, e.incarnation, e.heartbeat, e.tomb, age, e.meta)
+                    )
+        if limit is not None and len(out) > limit:
+            # our own entry always travels: it carries our heartbeat
+            out = [out[0], *(rng or random).sample(out[1:], limit - 1)]
+        return out

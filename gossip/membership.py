@@ -1,0 +1,488 @@
+"""`Membership`: who is in the swarm, spread by push-pull gossip over a `Transport`.
+
+Every `gossip_interval` the peer bumps its heartbeat and sends its digest (its table) to
+`fanout` random live-or-suspect peers; each answers with its own digest after merging, and the
+sender merges that answer. Failure detection is local (`gossip.failure`): a member whose
+heartbeat has not advanced in *our* table for `suspect_after` is suspect, for `dead_after` dead.
+
+Routes served (`handlers()`): `gossip` (push-pull), `join` (a newcomer's first contact: the seed
+adds it at once and answers with the table), `leave` (a peer announcing it is going; marked
+`left` at once). A malformed message raises `CodecError` (the HTTP layer answers 4xx); a
+malformed entry inside a valid digest is dropped and logged.
+
+Each round also probes one random dead member: a peer that was only cut off (partition, frozen
+process) gets our digest, sees it was declared dead, refutes with a higher incarnation and is
+taken back; without the probe a healed partition would stay split until tombstones expire.
+
+Tasks: `start()` runs the gossip loop; each request to a peer runs in its own task, at most one
+in flight per peer, so a frozen peer costs one deadline and never delays the heartbeat.
+`close()` cancels and awaits all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gossip.codec import MAX_CONTROL_BYTES, CodecError, decode_control, encode_control, require
+from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, timing_problems
+from gossip.member_table import (
+    Change,
+    Gossiped,
+    Member,
+    MembershipError,
+    MemberTable,
+    Timing,
+    parse_entries,
+    parse_entry,
+)
+from gossip.sampling import sample_peers
+from gossip.transport import Handler, RemoteError, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
+
+
+class JoinTimeout(MembershipError):
+    """No seed answered a join request within the join timeout."""
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    """Gossip and failure-detector settings (seconds unless named otherwise).
+
+    The defaults detect a crashed peer within `dead_after` = 2.5 s in a small swarm (every peer
+    hears every other directly: fanout 3 >= n - 1 for n = 4) while leaving 5 gossip intervals of
+    silence before a death, so a loaded peer whose loop runs late is not declared dead. In
+    larger swarms both thresholds grow by `gossip.failure.size_allowance(n)` (1 s at n = 16,
+    2 s at n = 1024) because heartbeats arrive through more hops.
+    `scripts/bench_membership.py --mode sim` measures both margins against n.
+    """
+
+    gossip_interval: float = 0.5
+    fanout: int = 3
+    suspect_after: float = 1.5
+    dead_after: float = 2.5
+    tombstone_ttl: float = 60.0
+    request_timeout: float = 1.0  # deadline of one gossip exchange
+    join_attempt_timeout: float = 2.0  # deadline of one join request to one seed
+    join_backoff: float = 0.1  # wait after the first pass over the seeds; doubles each pass
+    join_backoff_max: float = 2.0
+    leave_timeout: float = 0.5  # deadline of each leave announcement (sent in parallel)
+    max_digest: int = 2048  # entries per digest sent or accepted
+
+    def validate(self) -> MembershipConfig:
+        problems = timing_problems(
+            self.gossip_interval, self.suspect_after, self.dead_after, self.tombstone_ttl
+        )
+        if not (isinstance(self.fanout, int) and self.fanout >= 1):
+            problems.append(f"--fanout must be an integer >= 1, got {self.fanout!r}")
+        for name in ("request_timeout", "join_attempt_timeout", "leave_timeout"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.join_backoff <= self.join_backoff_max:
+            problems.append("join_backoff must be > 0 and <= join_backoff_max")
+        if not (isinstance(self.max_digest, int) and self.max_digest >= 2):
+            problems.append(f"max_digest must be an integer >= 2, got {self.max_digest!r}")
+        if problems:
+            raise MembershipError("; ".join(problems))
+        return self
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(
+            self.suspect_after,
+            self.dead_after,
+            self.tombstone_ttl,
+            self.gossip_interval,
+            self.fanout,
+        )
+
+    def replace(self, **changes: Any) -> MembershipConfig:
+        return dataclasses.replace(self, **changes).validate()
+
+    @classmethod
+    def for_interval(
+        cls,
+        gossip_interval: float,
+        *,
+        suspect_after: float | None = None,
+        dead_after: float | None = None,
+        **other: Any,
+    ) -> MembershipConfig:
+        """Defaults that keep their meaning at another interval: unless given, suspect after
+        3 and dead after 5 silent intervals (never sooner than the 0.5 s-interval defaults)."""
+        base = cls()
+        if suspect_after is None:
+            suspect_after = max(base.suspect_after, 3 * gossip_interval)
+        if dead_after is None:
+            dead_after = max(base.dead_after, 5 * gossip_interval, suspect_after + gossip_interval)
+        ttl = other.pop("tombstone_ttl", max(base.tombstone_ttl, 4 * dead_after))
+        return cls(
+            gossip_interval=gossip_interval,
+            suspect_after=suspect_after,
+            dead_after=dead_after,
+            tombstone_ttl=ttl,
+            **other,
+        ).validate()
+
+
+ChangeCallback = Callable[[Change], None]
+
+
+class Membership:
+    """One peer's membership: table, gossip loop, join/leave, and the routes that serve them.
+
+    `clock` (local monotonic seconds) judges liveness; tests may pass a fake one and drive
+    `gossip_round()` by hand. The loop started by `start()` sleeps on the event loop's own
+    time, so with `start()` the clock must be a real one.
+    """
+
+    def __init__(
+        self,
+        self_id: str,
+        addr: str,
+        transport: Transport,
+        config: MembershipConfig | None = None,
+        *,
+        incarnation: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not isinstance(self_id, str) or not self_id:
+            raise MembershipError(f"peer id must be a non-empty string, got {self_id!r}")
+        if not isinstance(incarnation, int) or incarnation < 0:
+            raise MembershipError(f"incarnation must be an integer >= 0, got {incarnation!r}")
+        self.cfg = (config or MembershipConfig()).validate()
+        self.transport = transport
+        self._clock = clock
+        self.rng = rng or random.Random()
+        self.table = MemberTable(self_id, addr, incarnation, self.cfg.timing)
+        self._listeners: list[ChangeCallback] = []
+        self._loop_task: asyncio.Task[None] | None = None
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._last_tick: float | None = None
+        self._closed = False
+
+    # --- identity and views ----------------------------------------------------------
+
+    @property
+    def self_id(self) -> str:
+        return self.table.self_id
+
+    @property
+    def addr(self) -> str:
+        return self.table.addr
+
+    @property
+    def incarnation(self) -> int:
+        return self.table.incarnation
+
+    @property
+    def self_member(self) -> Member:
+        e = self.table.self_entry()
+        return Member(e.peer_id, e.addr, e.state, e.incarnation, e.heartbeat, 0.0, e.meta)
+
+    def members(self) -> list[Member]:
+        """Every other peer we know, tombstones included."""
+        return self.table.members(self._now())
+
+    def live_peers(self) -> list[Member]:
+        """Other peers currently alive (not suspect, dead or left)."""
+        return self.table.members(self._now(), (ALIVE,))
+
+    def get(self, peer_id: str) -> Member | None:
+        return self.table.get(peer_id, self._now())
+
+    def set_meta(self, **kv: Any) -> None:
+        """Update the small map spread with our heartbeat (step, loss, acc, device...).
+
+        Values must be None, bool, int, finite float or short str; `MembershipError` otherwise.
+        """
+        self.table.set_meta({**self.table.meta, **kv})
+
+    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
+        """Call `callback(change)` (synchronously, on the loop) whenever a member's state or
+        incarnation changes. Returns a function that unsubscribes it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    # --- routes ------------------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"gossip": self._on_gossip, "join": self._on_join, "leave": self._on_leave}
+
+    async def _on_gossip(self, body: bytes) -> bytes:
+        self._merge(decode_control(body, "gossip"), "gossip")
+        return self._encode("gossip-ack")
+
+    async def _on_join(self, body: bytes) -> bytes:
+        msg = decode_control(body, "join")
+        joiner = parse_entry(require(msg, "member", list))
+        if joiner.peer_id == self.self_id:
+            raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
+        self._absorb([joiner])
+        log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        return self._encode("join-ack")
+
+    async def _on_leave(self, body: bytes) -> bytes:
+        msg = decode_control(body, "leave")
+        leaver = parse_entry(require(msg, "member", list))
+        if leaver.state != LEFT:
+            raise CodecError(f"a leave message must carry a left entry, got {leaver.state!r}")
+        self._absorb([leaver])
+        return encode_control("leave-ack")
+
+    # --- merging and notification --------------------------------------------------------
+
+    def _merge(self, msg: dict[str, Any], what: str) -> bool:
+        """Merge a digest message; True when we had to refute (our incarnation went up)."""
+        entries, dropped = parse_entries(require(msg, "members", list), self.cfg.max_digest)
+        if dropped:
+            log.warning(
+                "%s: dropped %d malformed entries of a %s digest (first: %s)",
+                self.self_id,
+                len(dropped),
+                what,
+                dropped[0],
+            )
+        return self._absorb(entries)
+
+    def _absorb(self, entries: Sequence[Gossiped]) -> bool:
+        before = self.table.incarnation
+        now = self._now()
+        self.table.merge(entries, now)
+        self._notify(self.table.sweep(now))
+        return self.table.incarnation != before
+
+    def _notify(self, changes: list[Change]) -> None:
+        for change in changes:
+            level = logging.DEBUG if change.new == SUSPECT else logging.INFO
+            log.log(
+                level,
+                "%s: member %s (%s) %s -> %s, incarnation %d",
+                self.self_id,
+                change.peer_id,
+                change.addr,
+                change.old or "unknown",
+                change.new,
+                change.incarnation,
+            )
+            for callback in list(self._listeners):
+                try:
+                    callback(change)
+                except Exception:  # a listener's bug must not stop membership
+                    log.exception("membership change listener failed")
+
+    def _encode(self, msg_type: str, **fields: Any) -> bytes:
+        """Our digest as a control message, halved until it fits the control-message cap."""
+        entries = self.table.digest(self._now(), self.cfg.max_digest, self.rng)
+        while True:
+            body = encode_control(msg_type, sender=self.self_id, members=entries, **fields)
+            if len(body) <= MAX_CONTROL_BYTES or len(entries) <= 1:
+                return body
+            entries = [entries[0], *self.rng.sample(entries[1:], len(entries) // 2)]
+
+    # --- time ----------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        now = self._clock()
+        if self._loop_task is not None and self._last_tick is not None:
+            self._absorb_stall(now)
+        return now
+
+    def _absorb_stall(self, now: float) -> None:
+        """If our own loop ran more than an interval late, we were deaf, not the others silent:
+        extend everyone's silence timer by the lost time instead of declaring them dead."""
+        interval = self.cfg.gossip_interval
+        late = now - self._last_tick - interval
+        if late > interval:
+            log.warning(
+                "%s: event loop stalled for %.2f s; extending peers' silence timers",
+                self.self_id,
+                late,
+            )
+            self.table.credit(late)
+            self._last_tick += late
+
+    # --- the gossip loop ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the gossip loop (idempotent). Stopped by `leave()` or `close()`."""
+        if self._closed:
+            raise MembershipError("membership is closed")
+        if self._loop_task is None and not self.table.leaving:
+            self._loop_task = asyncio.create_task(self.run(), name=f"{self.self_id}:gossip")
+
+    async def run(self) -> None:
+        """The periodic loop: one `tick` per interval, on schedule, without catching up."""
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while not self.table.leaving:
+            self.tick()
+            next_at += self.cfg.gossip_interval
+            delay = next_at - loop.time()
+            if delay < 0:  # behind schedule: skip the missed ticks rather than burst
+                next_at, delay = loop.time(), 0.0
+            await asyncio.sleep(delay)
+
+    def tick(self) -> list[Member]:
+        """One gossip round: bump our heartbeat, judge the others, start the exchanges.
+
+        Returns the peers gossiped with (`fanout` live ones and at most one dead one); their
+        exchanges run in owned tasks."""
+        if self.table.leaving:
+            return []
+        now = self._now()
+        self._last_tick = now
+        self.table.bump()
+        self._notify(self.table.sweep(now))
+        targets = sample_peers(
+            self.table.members(now, GOSSIP_TARGET_STATES),
+            self.cfg.fanout,
+            self.rng,
+            exclude=self._inflight.keys(),
+            states=GOSSIP_TARGET_STATES,
+        )
+        # One dead member too: if it was only cut off (a partition, a frozen process), our
+        # digest tells it that it was declared dead and it refutes, so the swarm heals; a peer
+        # that really crashed refuses the connection at once. Left members are not probed.
+        dead = sample_peers(
+            self.table.members(now, (DEAD,)),
+            1,
+            self.rng,
+            exclude=self._inflight.keys(),
+            states=(DEAD,),
+        )
+        targets += dead
+        if targets:
+            body = self._encode("gossip")
+            for m in targets:
+                task = asyncio.create_task(self._exchange(m, body), name=f"gossip->{m.peer_id}")
+                self._inflight[m.peer_id] = task
+        return targets
+
+    async def gossip_round(self) -> int:
+        """`tick()` and wait for its exchanges; the number that were answered (for tests)."""
+        targets = self.tick()
+        tasks = [self._inflight[m.peer_id] for m in targets if m.peer_id in self._inflight]
+        results = await asyncio.gather(*tasks)
+        return sum(1 for ok in results if ok)
+
+    async def _exchange(self, peer: Member, body: bytes) -> bool:
+        try:
+            answer = await self.transport.request(
+                peer.addr, "gossip", body, timeout=self.cfg.request_timeout
+            )
+            self._merge(decode_control(answer, "gossip-ack"), f"gossip answer of {peer.peer_id}")
+            return True
+        except TransportError as exc:
+            log.debug("%s: gossip with %s failed: %s", self.self_id, peer.peer_id, exc)
+        except CodecError as exc:
+            log.warning("%s: bad gossip answer from %s: %s", self.self_id, peer.peer_id, exc)
+        finally:
+            self._inflight.pop(peer.peer_id, None)
+        return False
+
+    # --- join and leave ------------------------------------------------------------------
+
+    async def join(self, seeds: Sequence[str], timeout: float) -> None:
+        """Join through any of `seeds` ("host:port"), retrying with backoff until `timeout`.
+
+        Seeds equal to our own address are skipped; with none left we start a new swarm.
+        Raises `JoinTimeout` when no seed answers in time.
+        """
+        others = [s for s in dict.fromkeys(seeds) if s != self.addr]
+        if not others:
+            log.info("%s: no seed other than myself: starting a new swarm", self.self_id)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        first = self.rng.randrange(len(others))
+        errors: dict[str, str] = {}
+        attempt = 0
+        while (remaining := deadline - loop.time()) > 0:
+            seed = others[(first + attempt) % len(others)]
+            try:
+                await self._join_via(seed, min(self.cfg.join_attempt_timeout, remaining))
+                return
+            except (TransportError, CodecError) as exc:
+                errors[seed] = f"{type(exc).__name__}: {exc}"
+                log.debug("%s: join via %s failed: %s", self.self_id, seed, exc)
+            attempt += 1
+            if attempt % len(others) == 0:  # a full pass failed: back off before the next
+                pause = min(self._backoff(attempt // len(others)), deadline - loop.time())
+                await asyncio.sleep(max(0.0, pause))
+        detail = "; ".join(f"{s}: {why}" for s, why in errors.items()) or "no attempt completed"
+        raise JoinTimeout(
+            f"could not join: no seed of {', '.join(others)} answered within {timeout:g} s "
+            f"({detail})"
+        )
+
+    def _backoff(self, passes: int) -> float:
+        base = self.cfg.join_backoff * 2 ** (passes - 1)
+        return min(self.cfg.join_backoff_max, base) * self.rng.uniform(0.5, 1.0)
+
+    async def _join_via(self, seed: str, timeout: float) -> None:
+        body = encode_control("join", member=self.table.self_entry())
+        answer = await self.transport.request(seed, "join", body, timeout=timeout)
+        if self._merge(decode_control(answer, "join-ack"), f"join answer of {seed}"):
+            # The seed still had a tombstone of us (we restarted): it ignored our entry.
+            # Tell it our refuted incarnation now, so it spreads us at once; best effort.
+            body = encode_control("join", member=self.table.self_entry())
+            try:
+                await self.transport.request(seed, "join", body, timeout=timeout)
+            except TransportError as exc:
+                log.info("%s: second join to %s failed: %s", self.self_id, seed, exc)
+        log.info("%s: joined through %s; %d members known", self.self_id, seed, len(self.table))
+
+    async def leave(self) -> int:
+        """Announce that we leave to every live peer (in parallel, best effort), and stop
+        gossiping. Returns how many acknowledged. Idempotent."""
+        if self.table.leaving:
+            return 0
+        self.table.leaving = True
+        await self._stop_tasks()
+        peers = self.table.members(self._clock(), GOSSIP_TARGET_STATES)
+        body = encode_control("leave", member=self.table.self_entry())
+        acks = await asyncio.gather(*(self._announce_leave(m, body) for m in peers))
+        log.info("%s: left; %d of %d peers acknowledged", self.self_id, sum(acks), len(peers))
+        return sum(acks)
+
+    async def _announce_leave(self, peer: Member, body: bytes) -> bool:
+        try:
+            await self.transport.request(peer.addr, "leave", body, timeout=self.cfg.leave_timeout)
+            return True
+        except TransportError as exc:
+            log.debug("%s: leave announcement to %s failed: %s", self.self_id, peer.peer_id, exc)
+            return False
+
+    async def close(self) -> None:
+        """Stop the loop and every exchange in flight (idempotent). Does not announce."""
+        self._closed = True
+        await self._stop_tasks()
+
+    async def _stop_tasks(self) -> None:
+        tasks = [t for t in (self._loop_task, *self._inflight.values()) if t is not None]
+        self._loop_task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._inflight.clear()
+
+
+__all__ = [
+    "Change",
+    "JoinTimeout",
+    "Member",
+    "Membership",
+    "MembershipConfig",
+    "MembershipError",
+]

@@ -156,6 +156,8 @@ class Exchanger:
         self.rounds_applied = 0
         self.served = 0
         self.rejected = 0
+        self.last_round_s = 0.0
+        self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
 
     # --- serving -------------------------------------------------------------------------
 
@@ -190,6 +192,8 @@ class Exchanger:
         run = self._average_round if self.cfg.mode == "average" else self._robust_round
         result = await run()
         result.duration_s = time.perf_counter() - t0
+        self.last_round_s = result.duration_s
+        self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
         level = logging.INFO if result.failures or not result.applied else logging.DEBUG

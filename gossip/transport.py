@@ -13,8 +13,8 @@ from typing import Protocol
 
 from kernels.errors import SwarmnodeError
 
-# A handler takes the request body and the caller's address (as the caller claims it, may be "")
-# and returns the response body. Raising `RemoteError` answers with an error status.
+# A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
+# the response body. Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
 Handler = Callable[[bytes], Awaitable[bytes]]
 
 

@@ -17,7 +17,7 @@ import sys
 
 from kernels.errors import SwarmnodeError
 
-VERB_MODULES = ("node.cmd_start",)
+VERB_MODULES = ("node.cmd_start", "node.cmd_status", "node.cmd_demo", "node.cmd_chaos")
 
 EXIT_USAGE = 2
 

@@ -48,6 +48,9 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_training_options(p)
+    from node.peer_options import add_peer_options  # late: peer_options imports this module's deps
+
+    add_peer_options(p)
     p.set_defaults(func=run)
 
 
@@ -179,7 +182,11 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_training(config_from_args(args))
+    """Every `start` is a swarm peer: alone it trains like a single node, with --join it joins."""
+    from node.peer_options import peer_config_from_args
+    from node.run_peer import run_peer
+
+    run_peer(peer_config_from_args(args, config_from_args(args)))
     return 0
 
 

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gossip.auth import AuthTransport, Signer, auth_handlers
-from gossip.membership import Membership, MembershipConfig
-from kernels.backend import to_numpy
 
 from fault.byzantine import parse_byzantine
 from fault.spec import parse_fault_spec
 from fault.transport import FaultyTransport
+from gossip.auth import AuthTransport, Signer, auth_handlers
 from gossip.exchange import Exchanger
+from gossip.membership import Membership, MembershipConfig
+from kernels.backend import to_numpy
+from kernels.errors import SwarmnodeError
 from node.byzantine_serving import ByzantineServing
 from node.checkpoint import save_checkpoint
 from node.cmd_start import build_trainer, resume, run_meta
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
 META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
 LEAVE_DEADLINE_S = 1.0
+REJOIN_EVERY_S = 5.0
 
 
 class WorkerStore:
@@ -181,6 +183,8 @@ class Node:
         self._spawn(self._meta_loop(), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
+        if cfg.join:
+            self._spawn(self._rejoin_loop(), "rejoin")
         await asyncio.to_thread(self._write_ready_file)
         log.info("peer %s serving on %s", self.peer_id, self.addr)
 
@@ -210,12 +214,12 @@ class Node:
 
     def _membership_config(self) -> MembershipConfig:
         cfg = self.cfg
-        kw: dict[str, Any] = {"gossip_interval": cfg.gossip_interval, "fanout": cfg.fanout}
+        kw: dict[str, Any] = {"fanout": cfg.fanout}
         if cfg.suspect_after is not None:
             kw["suspect_after"] = cfg.suspect_after
         if cfg.dead_after is not None:
             kw["dead_after"] = cfg.dead_after
-        return MembershipConfig(**kw)
+        return MembershipConfig.for_interval(cfg.gossip_interval, **kw)
 
     def request_stop(self) -> None:
         """Ask the peer to leave (signal-handler safe: only sets a flag)."""
@@ -279,6 +283,18 @@ class Node:
             log.error("training stopped: %s", self.worker.error)
         self._update_meta()
         self._stop.set()
+
+    async def _rejoin_loop(self) -> None:
+        """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
+        while True:
+            await asyncio.sleep(REJOIN_EVERY_S)
+            if self.membership.live_peers():
+                continue
+            try:
+                await self.membership.join(self.cfg.join, timeout=REJOIN_EVERY_S)
+                log.info("re-joined the swarm through the seeds")
+            except SwarmnodeError as exc:
+                log.info("re-join attempt failed: %s", exc)
 
     def _update_meta(self) -> None:
         m = self.worker.metrics()

@@ -42,8 +42,9 @@ def _guarded(
             body = await request.content.read(MAX_ADMIN_BYTES + 1)
             if len(body) > MAX_ADMIN_BYTES:
                 return _reject(request, route, 413, "admin body too large")
+            nonce = b""
             if node.signer is not None:
-                body = node.signer.open(route, body)
+                body, nonce = node.signer.unseal(route, body)
             elif not _is_loopback(request.remote):
                 return _reject(
                     request, route, 403, "admin routes need --secret for non-loopback callers"
@@ -53,7 +54,7 @@ def _guarded(
         except SwarmnodeError as exc:
             return _reject(request, route, getattr(exc, "status", 400), str(exc))
         if node.signer is not None:
-            reply = node.signer.seal(route, reply)
+            reply = node.signer.seal(route, reply, reply_to=nonce)
         return web.Response(body=bytes(reply), content_type="application/octet-stream")
 
     return handler

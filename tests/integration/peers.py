@@ -1,0 +1,100 @@
+"""Real `swarmnode start` processes on 127.0.0.1 for integration tests, and condition polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# One BLAS thread per peer: several peers share this (2-core) machine.
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+FAST = ["--model", "mlp:32", "--eval-every", "50", "--batch-size", "32"]
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll `cond` until it returns something truthy; fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = cond()
+            if value:
+                return value
+        except Exception as exc:  # a peer not up yet, a refused connection: keep polling
+            last_exc = exc
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
+
+
+class Peer:
+    """One peer process; `.addr` and `.peer_id` once ready."""
+
+    def __init__(self, workdir: Path, name: str, *args: str) -> None:
+        self.name = name
+        self.dir = workdir / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.ready_file = self.dir / "ready.json"
+        self.log = open(self.dir / "log.txt", "ab")
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.addr = ""
+        self.peer_id = ""
+
+    def start(self, timeout: float = 60.0) -> Peer:
+        self.ready_file.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0",
+               "--ready-file", str(self.ready_file), "--checkpoint-dir", str(self.dir / "ckpt"),
+               *FAST, *self.args]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=ENV)
+        info = wait_for(self._ready, timeout, f"peer {self.name} to be ready")
+        self.addr, self.peer_id = info["addr"], info["peer_id"]
+        return self
+
+    def _ready(self) -> dict[str, Any] | None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(
+                f"peer {self.name} exited with {self.proc.returncode}: {self.tail()}"
+            )
+        if self.ready_file.exists():
+            return json.loads(self.ready_file.read_text())
+        return None
+
+    def status(self, timeout: float = 2.0) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{self.addr}/v1/status", timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def member_state(self, peer: Peer) -> str | None:
+        for m in self.status()["members"]:
+            if m["peer_id"] == peer.peer_id:
+                return m["state"]
+        return None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+    def tail(self, n: int = 15) -> str:
+        lines = (self.dir / "log.txt").read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])

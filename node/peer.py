@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from node.peer_admin import admin_routes
 from node.peer_config import PeerConfig, parse_hostport
 from node.peer_status import status_routes
 from node.state_sync import sync_from_swarm
-from node.worker import TrainingWorker
+from node.worker import TrainingWorker, WorkerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,11 @@ class MembershipPeers:
 class Node:
     """One swarm peer. Build with `await Node.create(cfg)`; always `await node.close()`."""
 
-    def __init__(self, cfg: PeerConfig) -> None:
+    def __init__(
+        self, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+    ) -> None:
         self.cfg = cfg
+        self.on_eval = on_eval
         self.addr = ""
         self.peer_id = ""
         self.incarnation = 0
@@ -115,8 +119,11 @@ class Node:
     # --- lifecycle -----------------------------------------------------------------------
 
     @classmethod
-    async def create(cls, cfg: PeerConfig) -> Node:
-        node = cls(cfg.validate())
+    async def create(
+        cls, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+    ) -> Node:
+        """A started peer; `on_eval` is called on the training thread after every evaluation."""
+        node = cls(cfg.validate(), on_eval)
         try:
             await node._start()
         except BaseException:
@@ -131,6 +138,7 @@ class Node:
         self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
+        self.start_step = self.trainer.step_count
         self.worker = self._build_worker()
         self.store = WorkerStore(self.worker)
 
@@ -205,6 +213,7 @@ class Node:
             eval_every=cfg.eval_every,
             max_steps=cfg.steps or None,
             device=self.backend.describe(),
+            on_eval=self.on_eval,
             on_checkpoint=self._save_checkpoint if cfg.checkpoint_dir is not None else None,
             checkpoint_every=cfg.checkpoint_every,
         )

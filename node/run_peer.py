@@ -7,13 +7,12 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from node.peer import Node
 from node.peer_config import PeerConfig
-from node.progress import format_progress, format_summary, write_summary_json
-
-PROGRESS_EVERY_S = 2.0
+from node.progress import ProgressPrinter, format_summary, write_summary_json
 
 
 def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any]:
@@ -23,18 +22,13 @@ def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any]:
 
 async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any]:
     t0 = time.perf_counter()
-    node = await Node.create(cfg)
+    node = await Node.create(cfg, on_eval=ProgressPrinter(cfg.steps or None, out))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, node.request_stop)
-    print(f"listening on {node.addr} as {node.peer_id}", file=out, flush=True)
+        loop.add_signal_handler(sig, _stopper(node, sig, out))
+    _say_start(node, cfg, out)
     try:
-        progress = asyncio.create_task(_progress(node, cfg, out))
-        try:
-            await node.wait()
-        finally:
-            progress.cancel()
-            await asyncio.gather(progress, return_exceptions=True)
+        await node.wait()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -44,16 +38,21 @@ async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any]:
     return _summary(node, cfg, out, time.perf_counter() - t0)
 
 
-async def _progress(node: Node, cfg: PeerConfig, out: TextIO) -> None:
-    last_eval = -1
-    while True:
-        await asyncio.sleep(PROGRESS_EVERY_S)
-        m = node.worker.metrics()
-        if m.eval_step != last_eval:
-            last_eval = m.eval_step
-            peers = len(node.membership.live_peers())
-            line = format_progress(m, cfg.steps or None)
-            print(f"{line}  peers {peers}", file=out, flush=True)
+def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
+    n_params = int(node.trainer.model.params.size)
+    print(f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}", file=out)
+    print(f"device {node.backend.describe()}; {node.trainer.n_samples} training samples", file=out)
+    if node.resumed is not None:
+        print(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", file=out)
+    print(f"listening on {node.addr} as {node.peer_id}", file=out, flush=True)
+
+
+def _stopper(node: Node, sig: signal.Signals, out: TextIO) -> Callable[[], None]:
+    def stop() -> None:
+        print(f"{sig.name}: leaving the swarm, checkpointing, exiting", file=out, flush=True)
+        node.request_stop()
+
+    return stop
 
 
 def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
@@ -63,6 +62,11 @@ def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[st
         "test_accuracy": m.test_acc,
         "test_loss": m.test_loss,
         "steps": m.step,
+        "steps_this_run": m.step - node.start_step,
+        "resumed_from_step": node.start_step if node.resumed is not None else None,
+        "model": cfg.model,
+        "data": cfg.data,
+        "n_params": int(node.trainer.model.params.size),
         "samples_per_s": m.samples_per_s,
         "device": m.device,
         "wall_s": wall_s,

@@ -172,7 +172,8 @@ class Exchanger:
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
         async with self._bulk_slot():
-            header, theirs = await self._decode(body, source="pushpull request")
+            # inbound: the HTTP layer logs the rejection with the caller's address; count it only
+            header, theirs = await self._decode(body, source="pushpull request", quiet=True)
             reply = await self._encode_mine()  # snapshot before mixing: both sides mix old values
             await self.store.mix_in(theirs, self.cfg.mix)
             self.served += 1
@@ -285,12 +286,15 @@ class Exchanger:
             vec = await self.outgoing(step, vec)
         return await asyncio.to_thread(wire.encode_params, vec, sender=self.self_id, step=step)
 
-    async def _decode(self, data: bytes, *, source: str) -> tuple[dict, np.ndarray]:
+    async def _decode(
+        self, data: bytes, *, source: str, quiet: bool = False
+    ) -> tuple[dict, np.ndarray]:
         try:
             return await asyncio.to_thread(_decode_checked, data, self.store.size)
         except SwarmnodeError as exc:
             self.rejected += 1
-            log.warning("rejected %s: %s", source, exc)
+            if not quiet:
+                log.warning("rejected %s: %s", source, exc)
             raise
 
 

@@ -209,7 +209,6 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
 
     from kernels.backend import select_backend  # lazy: keeps `swarmnode --help` fast
     from kernels.optim import make_optimizer
-
     from node.models import build_model
 
     backend = select_backend(cfg.device)

@@ -9,10 +9,11 @@ that keeps running whatever a peer sends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gossip.transport import Handler
 from kernels.errors import SwarmnodeError
@@ -30,7 +31,7 @@ def build_app(
     extra_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
     """An app serving `handlers` (read at request time, so it may be filled after binding)."""
-    app = web.Application(client_max_size=_largest(max_body_bytes))
+    app = web.Application(client_max_size=_largest(max_body_bytes), middlewares=[_log_unrouted])
     app.add_routes(list(extra_routes))
 
     async def dispatch(request: web.Request) -> web.StreamResponse:
@@ -44,6 +45,8 @@ def build_app(
             answer = await handler(body)
         except SwarmnodeError as exc:
             return _reject(request, route, int(getattr(exc, "status", 400)), str(exc))
+        except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
+            return _reject(request, route, 400, f"connection lost while reading the body: {exc}")
         except Exception:  # a bug: log it with its traceback, answer 500, keep serving
             log.exception("handler for /v1/%s failed on a request from %s", route, request.remote)
             return web.Response(status=500, text="internal error")
@@ -55,7 +58,9 @@ def build_app(
 
 async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Bind and start `app`; returns the runner (cleanup() it) and the bound port."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, logger=_OneLineServerLog(_server_log, {})
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
@@ -86,6 +91,46 @@ def _reject(request: web.Request, route: str, status: int, why: str) -> web.Resp
     one_line = " ".join(why.split())[:500]
     log.warning("rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
     return web.Response(status=status, text=one_line)
+
+
+@web.middleware
+async def _log_unrouted(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """The router's own 404/405 (no such path, wrong method) get the same one line as ours."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if 400 <= exc.status < 500:
+            log.warning(
+                "rejected %s %s from %s: %s %s",
+                request.method,
+                request.path[:200],
+                request.remote,
+                exc.status,
+                exc.reason,
+            )
+        raise
+
+
+_server_log = logging.getLogger("aiohttp.server")
+
+
+class _OneLineServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server logger, with malformed HTTP (a bad chunk size, a negative Content-Length)
+    logged as one warning line instead of an ERROR with a traceback: a peer on a network must
+    expect such requests, and aiohttp answers them 400 by itself. Real bugs keep their traceback.
+    """
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            why = " ".join(str(exc_info.message).split())[:200]
+            remote = args[0] if args else "?"
+            log.warning(
+                "rejected a malformed HTTP request from %s: %s %s", remote, exc_info.code, why
+            )
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kw)
 
 
 __all__: list[Any] = ["ListenError", "build_app", "serve"]

@@ -14,13 +14,19 @@ layer: `relu` (default), `gelu` or `tanh`):
                                 then the classifier, e.g. `cnn1d:16k5,p2,32k3,p2,64`
 
 Inputs: an MLP flattens each sample. A conv net reads (N, C, L): 2-D samples (H, W) are taken as
-H channels of length W — the 8x8 digits are 8 channels of 8 pixels each — and 1-D samples (L,)
-as one channel of length L. Conv tokens must come before dense tokens.
+H channels of length W — the 8x8 digits are 8 channels of 8 pixels each (one image row per
+channel, convolving along the columns) — and 1-D samples (L,) as one channel of length L. Conv
+and pool tokens must come before dense tokens. Every model ends in a dense classifier of
+`n_classes` outputs trained with softmax cross-entropy.
+
+A model over MAX_PARAMS parameters is refused before anything is allocated (a typo like
+`mlp:1000000` should be an error message, not an out-of-memory kill).
 """
 
 from __future__ import annotations
 
 import re
+from numbers import Integral
 
 from kernels.backend import Backend
 from kernels.errors import ShapeError
@@ -35,19 +41,23 @@ from kernels.layers import (
     ReLU,
     Tanh,
 )
-from kernels.model import Sequential
+from kernels.model import Sequential, count_params, plan
 from node.errors import ModelSpecError
 
 ACTIVATIONS = {"relu": ReLU, "gelu": GELU, "tanh": Tanh}
 KINDS = ("mlp", "cnn1d", "linear")
 _CONV = re.compile(r"^(\d+)k(\d+)$")
 _POOL = re.compile(r"^p(\d+)$")
+MAX_PARAMS = 500_000_000  # 2 GB of float32, before gradients and optimizer state
 
 
 def build_model(
     spec: str, input_shape: tuple[int, ...], n_classes: int, backend: Backend, seed: int
 ) -> Sequential:
     """Parse `spec` and build the model; `ModelSpecError` names what is wrong."""
+    input_shape = _check_shape(input_shape)
+    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
+        raise ModelSpecError(f"a classifier needs n_classes >= 2, got {n_classes!r}")
     kind, tokens, act = parse_spec(spec)
     if kind == "cnn1d":
         layers = _cnn1d_layers(tokens, act, input_shape, spec)
@@ -55,14 +65,32 @@ def build_model(
         layers = [Flatten(), *_dense_layers(tokens, act, spec)]
     layers.append(Linear(n_classes))
     try:
-        return Sequential(layers, input_shape, backend=backend, seed=seed)
+        n_params = count_params(plan(layers, input_shape)[0])
     except ShapeError as exc:
         raise ModelSpecError(
             f"model {spec!r} does not fit inputs of shape {input_shape}: {exc}"
         ) from None
+    if n_params > MAX_PARAMS:
+        raise ModelSpecError(
+            f"model {spec!r} has {n_params:,} parameters (at most {MAX_PARAMS:,} supported)"
+        )
+    return Sequential(layers, input_shape, backend=backend, seed=seed)
+
+
+def _check_shape(input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in input_shape)
+    except (TypeError, ValueError):
+        raise ModelSpecError(f"input shape must be a tuple of ints, got {input_shape!r}") from None
+    if not shape or any(d < 1 for d in shape):
+        raise ModelSpecError(f"input shape must be non-empty with dims >= 1, got {shape}")
+    return shape
 
 
 def parse_spec(spec: str) -> tuple[str, list[str], type[Layer]]:
+    """(kind, layer tokens, activation class); syntax errors only, shapes are checked later."""
+    if not isinstance(spec, str):
+        raise ModelSpecError(f"model spec must be a string, got {type(spec).__name__}")
     text = "".join(spec.split()).lower()
     if not text:
         raise ModelSpecError("empty model spec (expected e.g. mlp:128 or cnn1d:16k5,p2,64)")

@@ -26,7 +26,9 @@ import numpy as np
 from fault.byzantine import parse_byzantine
 from fault.spec import parse_fault_spec
 from fault.transport import FaultyTransport
+from gossip.auth import HEADER_BYTES as AUTH_HEADER_BYTES
 from gossip.auth import AuthTransport, Signer, auth_handlers
+from gossip.codec import MAX_CONTROL_BYTES
 from gossip.exchange import Exchanger
 from gossip.membership import Membership, MembershipConfig
 from kernels.backend import to_numpy
@@ -143,19 +145,22 @@ class Node:
         self.store = WorkerStore(self.worker)
 
         self.signer = Signer(cfg.secret) if cfg.secret else None
-        self.faults = FaultyTransport(HttpTransport(), parse_fault_spec(cfg.fault), cfg.seed, "")
-        transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
 
         host, port = parse_hostport(cfg.listen, "--listen")
         self._handlers: dict[str, Any] = {}
         app = build_app(
             self._handlers,
-            max_body_bytes=int(cfg.max_body_mb * 2**20),
+            max_body_bytes=_body_caps(cfg),
             extra_routes=status_routes(self) + admin_routes(self),
         )
         self._runner, bound = await serve(app, host, port)
         self.addr = cfg.advertise or f"{_dialable(host)}:{bound}"
-        self.faults.self_addr = self.addr
+        # Built once the address is known: partitions compare it to the others' addresses
+        # (FaultyTransport keeps it from construction; it has no setter).
+        self.faults = FaultyTransport(
+            HttpTransport(), parse_fault_spec(cfg.fault), cfg.seed, self.addr
+        )
+        transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
 
         self.membership = Membership(
             self.peer_id,
@@ -331,6 +336,16 @@ class Node:
 
     def params_host(self) -> np.ndarray:
         return to_numpy(self.trainer.model.params.data)
+
+
+def _body_caps(cfg: PeerConfig) -> dict[str, int]:
+    """Per-route caps, checked before a body is read: only pushpull carries a model inbound;
+    control routes never need more than a control message (plus its HMAC envelope)."""
+    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    return {
+        "pushpull": int(cfg.max_body_mb * 2**20) + envelope,
+        "*": MAX_CONTROL_BYTES + envelope,
+    }
 
 
 def _dialable(host: str) -> str:

@@ -17,6 +17,7 @@ from aiohttp import web
 from fault.spec import FaultConfig, parse_fault_spec
 from gossip.codec import decode_control, encode_control, require
 from kernels.errors import SwarmnodeError
+from node.http_body import read_body
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,10 @@ def _guarded(
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         try:
-            body = await request.content.read(MAX_ADMIN_BYTES + 1)
-            if len(body) > MAX_ADMIN_BYTES:
-                return _reject(request, route, 413, "admin body too large")
+            # read_body, not content.read(n): read(n) returns whatever chunk has arrived, so a
+            # body split over two TCP segments was cut short; and a Content-Length over the cap
+            # is refused (413) before anything is read.
+            body = bytes(await read_body(request.content, request.content_length, MAX_ADMIN_BYTES))
             nonce = b""
             if node.signer is not None:
                 body, nonce = node.signer.unseal(route, body)
@@ -53,6 +55,8 @@ def _guarded(
             reply = encode_control("ok", **await action(node, msg))
         except SwarmnodeError as exc:
             return _reject(request, route, getattr(exc, "status", 400), str(exc))
+        except ConnectionError as exc:  # the caller hung up mid-body
+            return _reject(request, route, 400, f"connection lost while reading the body: {exc}")
         if node.signer is not None:
             reply = node.signer.seal(route, reply, reply_to=nonce)
         return web.Response(body=bytes(reply), content_type="application/octet-stream")
@@ -95,5 +99,6 @@ def _is_loopback(remote: str | None) -> bool:
 
 
 def _reject(request: web.Request, route: str, status: int, why: str) -> web.Response:
-    log.warning("rejected /v1/%s from %s: %s", route, request.remote, why)
-    return web.Response(status=status, text=why)
+    one_line = " ".join(why.split())[:500]
+    log.warning("rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
+    return web.Response(status=status, text=one_line)

@@ -23,8 +23,10 @@ COLUMNS = (
 def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
     """Self first, then the other members sorted by state then id."""
     me = dict(status.get("self", {}), state="self", last_heard_s=0.0)
+    # str(): the status comes from another process; a null id must not break the sort
     others = sorted(
-        status.get("members", []), key=lambda m: (m.get("state", ""), m.get("peer_id", ""))
+        status.get("members", []),
+        key=lambda m: (str(m.get("state", "")), str(m.get("peer_id", ""))),
     )
     return [me, *(m for m in others if m.get("peer_id") != me.get("peer_id"))]
 
@@ -42,10 +44,11 @@ def format_status_table(status: dict[str, Any]) -> str:
 def _cell(key: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or key not in ("acc", "loss", "last_heard_s"):
+        return str(value)  # also a value of the wrong type from a peer: shown, not a crash
     if key == "acc":
         return f"{100 * value:.1f}%"
     if key == "loss":
         return f"{value:.4f}"
-    if key == "last_heard_s":
-        return f"{value:.1f}s ago" if value else "now"
-    return str(value)
+    return f"{value:.1f}s ago" if value else "now"

@@ -1,0 +1,433 @@
+"""Bad input on every route of a real peer: a 4xx answer, one log line, and nothing else changes.
+
+Each test runs one in-process `Node` on 127.0.0.1 with its training thread stopped, so the model
+is frozen: any change to it after a request is that request's doing. Requests go over real TCP to
+the node's own aiohttp server (the same `serve()` the process uses; aiohttp's TestServer would
+start a second server on the same app). After every bad request the test checks:
+
+- the status code (4xx, and the specific one where it is defined);
+- exactly one WARNING line naming the route, and no ERROR line or traceback anywhere;
+- the model is bit-for-bit what it was and finite, and the peer still serves a valid pull.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import struct
+import zlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import aiohttp
+import msgpack
+import numpy as np
+import pytest
+
+from gossip import wire
+from gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_control
+from node.peer import Node
+from node.peer_config import PeerConfig
+
+pytestmark = pytest.mark.timeout(90)
+
+CAP_MB = 2  # the test peer's HTTP body cap: anything past it must be refused with 413
+OVERSIZE = 3 << 20  # over the cap
+ADMIN_ROUTES = ("admin/fault", "admin/byzantine", "admin/slowdown")
+CONTROL_ROUTES = ("gossip", "join", "leave", "params", *ADMIN_ROUTES)
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[Node]:
+    cfg = PeerConfig(
+        model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6, max_body_mb=CAP_MB
+    )
+    peer = await Node.create(cfg)
+    try:
+        # Freeze the model: with the training thread stopped, mixes run inline and nothing else
+        # writes the parameters, so "unchanged" can be checked exactly.
+        assert await asyncio.to_thread(peer.worker.stop, 30.0)
+        yield peer
+    finally:
+        await peer.close()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        yield session
+
+
+# --- bodies --------------------------------------------------------------------------------
+
+
+def frame(header: object, payload: bytes, *, pad_byte: bytes = b"\0") -> bytes:
+    """A parameter frame built by hand (not by gossip.wire), so the header can be anything."""
+    head = msgpack.packb(header, use_bin_type=True)
+    padding = pad_byte * (-(4 + len(head)) % 64)
+    return struct.pack(">I", len(head)) + head + padding + payload
+
+
+def header_for(payload: bytes, shape: object, **override: object) -> dict[str, object]:
+    h: dict[str, object] = {
+        "version": 1,
+        "type": "params",
+        "sender": "tester",
+        "step": 1,
+        "dtype": "float32",
+        "shape": shape,
+        "codec": "raw",
+        "nbytes": len(payload),
+        "checksum": "crc32",
+        "crc": zlib.crc32(payload).to_bytes(4, "big"),
+    }
+    h.update(override)
+    return h
+
+
+def params_frame(vec: np.ndarray, **override: object) -> bytes:
+    payload = np.ascontiguousarray(vec, dtype="<f4").tobytes()
+    return frame(header_for(payload, list(vec.shape), **override), payload)
+
+
+def entry(peer_id: str = "tester", state: str = "alive", hb: int = 1) -> list[object]:
+    return [peer_id, "127.0.0.1:9", 0, hb, state, 0.0, {}]
+
+
+def valid_body(route: str, size: int) -> bytes:
+    """A request each route accepts (used to show the peer still serves that route)."""
+    return {
+        "gossip": lambda: encode_control("gossip", sender="tester", members=[]),
+        "join": lambda: encode_control("join", member=entry()),
+        "leave": lambda: encode_control("leave", member=entry(state="left", hb=2)),
+        "params": lambda: encode_control("pull", sender="tester"),
+        "pushpull": lambda: params_frame(np.zeros(size, np.float32)),
+        "admin/fault": lambda: encode_control("fault", spec="none"),
+        "admin/byzantine": lambda: encode_control("byzantine", kind=None),
+        "admin/slowdown": lambda: encode_control("slowdown", factor=1.0),
+    }[route]()
+
+
+# Per-route bodies of the right message type but with fields of the wrong type or value.
+WRONG_FIELDS: dict[str, list[tuple[str, bytes]]] = {
+    "gossip": [("members not a list", encode_control("gossip", members="x"))],
+    "join": [
+        ("member not a list", encode_control("join", member=5)),
+        ("member with bad fields", encode_control("join", member=[1, 2, 3, 4, 5, 6, 7])),
+        ("member with NaN meta", encode_control("join", member=[*entry()[:6], {"x": math.nan}])),
+    ],
+    "leave": [("leave carrying an alive entry", encode_control("leave", member=entry()))],
+    "params": [("type not a string", msgpack.packb({"version": 1, "type": 5}))],
+    "admin/fault": [
+        ("spec not a string", encode_control("fault", spec=5)),
+        ("config value not a number", encode_control("fault", config={"drop": "x"})),
+        ("unknown fault", encode_control("fault", config={"meteor": 1})),
+        ("probability out of range", encode_control("fault", spec="drop=7")),
+    ],
+    "admin/byzantine": [
+        ("kind not a string", encode_control("byzantine", kind=5)),
+        ("unknown kind", encode_control("byzantine", kind="meteor")),
+    ],
+    "admin/slowdown": [
+        ("factor not a number", encode_control("slowdown", factor="x")),
+        ("factor NaN", encode_control("slowdown", factor=math.nan)),
+        ("factor out of range", encode_control("slowdown", factor=1e9)),
+    ],
+}
+
+
+def pushpull_cases(size: int) -> list[tuple[str, bytes]]:
+    ok = np.zeros(size, np.float32)
+    nan, inf = ok.copy(), ok.copy()
+    nan[size // 2] = np.nan
+    inf[0] = np.inf
+    payload = ok.tobytes()
+    good = params_frame(ok)
+    f16_huge = np.full(size, 0x7C00, "<u2").tobytes()  # float16 +Inf: what 1e6 would become
+    return [
+        ("version 99", params_frame(ok, version=99)),
+        ("header not a map", frame([1, 2, 3], payload)),
+        ("header length past the cap", struct.pack(">I", 1 << 30) + b"\x80" * 60),
+        ("shape not a list", frame(header_for(payload, "x"), payload)),
+        ("step not an int", params_frame(ok, step="x")),
+        ("dtype float64", params_frame(ok, dtype="float64")),
+        ("unknown codec", params_frame(ok, codec="zip")),
+        ("bad checksum", params_frame(ok, crc=b"\0\0\0\0")),
+        ("non-zero padding", frame(header_for(payload, [size]), payload, pad_byte=b"\1")),
+        ("truncated payload", good[: len(good) - 8]),
+        ("truncated header", good[:10]),
+        ("NaN parameter", params_frame(nan)),
+        ("Inf parameter", params_frame(inf)),
+        ("one parameter too many", params_frame(np.zeros(size + 1, np.float32))),
+        ("one parameter too few", params_frame(np.zeros(size - 1, np.float32))),
+        ("right size, wrong shape", params_frame(ok.reshape(size, 1))),
+        ("negative dimension", frame(header_for(payload, [-size]), payload)),
+        ("f16 values past its range", frame(header_for(f16_huge, [size], codec="f16"), f16_huge)),
+    ]
+
+
+@dataclass
+class Case:
+    name: str
+    body: bytes
+    status: int | tuple[int, ...] = 400
+
+
+def cases_for(route: str, size: int, self_id: str) -> list[Case]:
+    common = [
+        Case("msgpack garbage", b"\xc1\xc1\xff\x00 not msgpack"),
+        Case("empty body", b""),
+        Case("a map of version 99", msgpack.packb({"version": 99, "type": "gossip"})),
+        Case("not a map", msgpack.packb([1, 2, 3])),
+    ]
+    if route == "pushpull":
+        return common + [Case(n, b) for n, b in pushpull_cases(size)]
+    valid = valid_body(route, size)
+    other = "join" if route != "join" else "gossip"
+    specific = [
+        Case("truncated message", valid[: len(valid) // 2]),
+        Case("another route's message", valid_body(other, size)),
+        *(Case(n, b) for n, b in WRONG_FIELDS[route]),
+    ]
+    if route == "join":
+        itself = encode_control("join", member=entry(peer_id=self_id))
+        specific.append(Case("a joiner with this peer's own id", itself, status=409))
+    if route not in ADMIN_ROUTES:  # admin bodies are capped at 64 KiB: that is their oversize
+        over = encode_control("gossip", members=[], pad="x" * MAX_CONTROL_BYTES)
+        # refused by its size before it is read: the route cap is a control message
+        specific.append(Case("over the control-message cap", over, status=413))
+    return common + specific
+
+
+# --- requests and checks -------------------------------------------------------------------
+
+
+async def post(http: aiohttp.ClientSession, node: Node, route: str, body: object) -> int:
+    async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
+        await resp.read()
+        return resp.status
+
+
+async def raw_request(node: Node, head: str, body: bytes = b"") -> int:
+    """Send bytes as they are (a lying Content-Length, broken chunking); the status answered."""
+    host, port = node.addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head.replace("\n", "\r\n").encode() + body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+async def chunked(total: int, piece: int = 64 * 1024) -> AsyncIterator[bytes]:
+    for start in range(0, total, piece):
+        yield b"x" * min(piece, total - start)
+
+
+def route_lines(caplog: pytest.LogCaptureFixture, needle: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and needle in r.getMessage()
+    ]
+
+
+def assert_logged_once(caplog: pytest.LogCaptureFixture, needle: str, what: str) -> None:
+    lines = route_lines(caplog, needle)
+    assert len(lines) == 1, f"{what}: expected one warning naming {needle}, got {lines}"
+    assert "\n" not in lines[0], f"{what}: the log line spans lines: {lines[0]!r}"
+    bad = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not bad, f"{what}: error/traceback logged: {[r.getMessage() for r in bad]}"
+
+
+async def assert_untouched(http: aiohttp.ClientSession, node: Node, frozen: np.ndarray) -> None:
+    now = node.params_host()
+    assert np.isfinite(now).all()
+    np.testing.assert_array_equal(now, frozen)
+    async with http.post(f"http://{node.addr}/v1/params", data=valid_body("params", 0)) as resp:
+        assert resp.status == 200
+        _, served = wire.decode_params(await resp.read(), expected_size=frozen.size)
+    np.testing.assert_array_equal(served, frozen)
+
+
+def admin_state(node: Node) -> tuple[object, ...]:
+    return (node.faults.config.to_spec(), node.byzantine.kind, node.worker._slowdown)
+
+
+async def check_case(
+    http: aiohttp.ClientSession,
+    node: Node,
+    caplog: pytest.LogCaptureFixture,
+    what: str,
+    needle: str,
+    expected: int | tuple[int, ...],
+    send: Callable[[], object],
+) -> None:
+    frozen, admin_before = node.params_host().copy(), admin_state(node)
+    caplog.clear()
+    status = await send()  # type: ignore[misc]
+    allowed = (expected,) if isinstance(expected, int) else expected
+    assert status in allowed, f"{what}: answered {status}, expected {allowed}"
+    assert_logged_once(caplog, needle, what)
+    assert admin_state(node) == admin_before, f"{what} changed the admin state"
+    await assert_untouched(http, node, frozen)
+
+
+# --- the tests -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", [*CONTROL_ROUTES, "pushpull"])
+async def test_malformed_bodies_are_refused_and_change_nothing(route, node, http, caplog):
+    caplog.set_level(logging.INFO)
+    size = node.store.size
+    for case in cases_for(route, size, node.peer_id):
+        what = f"POST /v1/{route} with {case.name}"
+        send = lambda body=case.body: post(http, node, route, body)  # noqa: E731
+        await check_case(http, node, caplog, what, f"/v1/{route}", case.status, send)
+
+    # The route itself still works after all that.
+    frozen = node.params_host().copy()
+    async with http.post(f"http://{node.addr}/v1/{route}", data=valid_body(route, size)) as resp:
+        assert resp.status == 200, await resp.text()
+        answer = await resp.read()
+    if route == "pushpull":  # a valid push of zeros halves our (frozen) model: mix weight 0.5
+        np.testing.assert_allclose(node.params_host(), frozen * 0.5, rtol=1e-6)
+        _, theirs = wire.decode_params(answer, expected_size=size)
+        np.testing.assert_array_equal(theirs, frozen)  # the answer is the model before the mix
+    elif route != "params":
+        assert decode_control(answer)["type"].endswith(("ack", "ok"))
+
+
+@pytest.mark.parametrize("route", [*CONTROL_ROUTES, "pushpull"])
+async def test_oversized_bodies_are_refused_413(route, node, http, caplog):
+    caplog.set_level(logging.INFO)
+    needle = f"/v1/{route}"
+    lying = f"POST {needle} HTTP/1.1\nHost: x\nContent-Length: {OVERSIZE}\nConnection: close\n\n"
+
+    await check_case(
+        http,
+        node,
+        caplog,
+        f"{needle}: Content-Length past the cap, refused before the body is read",
+        needle,
+        413,
+        lambda: raw_request(node, lying, b"x" * 100),
+    )
+    await check_case(
+        http,
+        node,
+        caplog,
+        f"{needle}: chunked body past the cap",
+        needle,
+        413,
+        lambda: post(http, node, route, chunked(OVERSIZE)),
+    )
+
+
+async def test_admin_body_split_across_packets_is_read_whole(node, caplog):
+    """A body that arrives in two TCP segments must not be cut at the first (it used to be)."""
+    body = encode_control("slowdown", factor=3.0)
+    head = f"POST /v1/admin/slowdown HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    host, port = node.addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head.encode() + body[:4])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # not waiting for state: forcing a second segment on the wire
+        writer.write(body[4:])
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+    finally:
+        writer.close()
+    assert b" 200 " in status_line, status_line
+    assert node.worker._slowdown == 3.0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("POST", "/v1/no-such-route", 404),
+        ("POST", "/v2/gossip", 404),
+        ("GET", "/v1/no-such-route", (404, 405)),
+        ("GET", "/v1/gossip", 405),
+        ("PUT", "/v1/pushpull", 405),
+        ("POST", "/v1/status", (404, 405)),
+        ("POST", "/metrics", 405),
+        ("DELETE", "/v1/admin/fault", 405),
+        ("GET", "/", 404),
+    ],
+)
+async def test_unknown_routes_and_methods_are_refused_and_logged(
+    method, path, expected, node, http, caplog
+):
+    caplog.set_level(logging.INFO)
+
+    async def send() -> int:
+        async with http.request(method, f"http://{node.addr}{path}", data=b"\xc1junk") as r:
+            await r.read()
+            return r.status
+
+    # Both the router's line and the dispatcher's name the path followed by " from".
+    await check_case(http, node, caplog, f"{method} {path}", f"{path} from", expected, send)
+
+
+@pytest.mark.parametrize(
+    ("what", "head", "body"),
+    [
+        (
+            "a bad chunk size",
+            "POST /v1/gossip HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n\n",
+            b"ZZ\r\nabc\r\n0\r\n\r\n",
+        ),
+        (
+            "a negative Content-Length",
+            "POST /v1/pushpull HTTP/1.1\nHost: x\nContent-Length: -1\n\n",
+            b"abc",
+        ),
+    ],
+    ids=["bad-chunk-size", "negative-content-length"],
+)
+async def test_malformed_http_framing_is_one_line(what, head, body, node, http, caplog):
+    """aiohttp answers these 400 itself; the peer must log them as one line, not a traceback."""
+    caplog.set_level(logging.INFO)
+    await check_case(
+        http,
+        node,
+        caplog,
+        what,
+        "malformed HTTP request",
+        400,
+        lambda: raw_request(node, head, body),
+    )
+
+
+async def test_body_cut_short_by_the_client_is_one_line(node, http, caplog):
+    """The client promises 1000 bytes, sends 3 and hangs up: one line, no traceback."""
+    caplog.set_level(logging.INFO)
+    frozen = node.params_host().copy()
+    head = "POST /v1/gossip HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc"
+    host, port = node.addr.rsplit(":", 1)
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode())
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+
+    deadline = asyncio.get_running_loop().time() + 20
+    while not route_lines(caplog, "/v1/gossip"):
+        assert asyncio.get_running_loop().time() < deadline, "the cut-short body was never logged"
+        await asyncio.sleep(0.02)
+    assert_logged_once(caplog, "/v1/gossip", "body cut short")
+    await assert_untouched(http, node, frozen)
+
+
+@pytest.mark.parametrize("path", ["/v1/status", "/metrics"])
+async def test_get_routes_ignore_a_junk_body_and_query(path, node, http):
+    url = f"http://{node.addr}{path}?version=99&x=%ff"
+    async with http.get(url, data=b"\xc1" * 10_000) as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    assert node.peer_id in text

@@ -1,0 +1,260 @@
+"""The swarm secret end to end: peers that share it form a swarm and exchange; nothing else gets in.
+
+In-process `Node`s on 127.0.0.1 (one `swarmnode start` process for the exit code). The attacks
+are real HTTP requests built with `gossip.auth.Signer`, the same envelope the peers use: unsigned,
+forged tag, wrong secret, sealed for another route, stale, truncated, a captured request replayed
+verbatim and replayed with another body. Each must be answered 401 with one log line and leave
+the model, the membership and the admin settings exactly as they were; a signed but malformed
+payload is answered 400 and never reaches the model either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+
+from gossip import wire
+from gossip.auth import HEADER_BYTES, Signer, nonce_of
+from gossip.codec import decode_control, encode_control
+from kernels.errors import SwarmnodeError
+from node.peer import Node
+from node.peer_config import PeerConfig
+from tests.integration.peers import ENV
+
+pytestmark = pytest.mark.timeout(90)
+
+SECRET = "s"
+
+
+def peer_config(**kw: Any) -> PeerConfig:
+    base: dict[str, Any] = {
+        "model": "mlp:8",
+        "steps": 0,
+        "listen": "127.0.0.1:0",
+        "eval_every": 10**6,
+        "secret": SECRET,
+        "slowdown": 4.0,  # three training threads share this process (and 2 shared cores)
+    }
+    return PeerConfig(**{**base, **kw})
+
+
+@pytest.fixture
+async def nodes() -> AsyncIterator[list[Node]]:
+    started: list[Node] = []
+    yield started
+    for node in reversed(started):
+        await node.close()
+
+
+async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def sees_all_alive(node: Node, others: list[Node]) -> bool:
+    states = {m.peer_id: str(m.state) for m in node.membership.members()}
+    return all(states.get(o.peer_id) == "alive" for o in others)
+
+
+# --- a swarm with a secret -----------------------------------------------------------------
+
+
+async def test_peers_with_the_secret_join_and_exchange(nodes, caplog):
+    caplog.set_level(logging.INFO)
+    a = await Node.create(peer_config())
+    nodes.append(a)
+    b = await Node.create(peer_config(join=[a.addr]))
+    nodes.append(b)
+    c = await Node.create(peer_config(join=[b.addr]))  # any peer is an entry point
+    nodes.append(c)
+    swarm = [a, b, c]
+    for n in swarm:
+        others = [o for o in swarm if o is not n]
+        await poll(lambda n=n, o=others: sees_all_alive(n, o), 20, f"{n.peer_id} to see all")
+    for n in swarm:  # every peer both initiates and serves signed exchanges
+        await poll(
+            lambda n=n: n.exchanger.rounds_applied >= 1 and n.exchanger.served >= 1,
+            30,
+            f"{n.peer_id} to exchange",
+        )
+        assert np.isfinite(n.params_host()).all()
+    assert sum(n.exchanger.rejected for n in swarm) == 0
+
+    for secret in ("wrong", None):  # a wrong secret, and none at all, cannot get in
+        caplog.clear()
+        with pytest.raises(SwarmnodeError, match="could not join"):
+            await Node.create(peer_config(secret=secret, join=[a.addr], join_timeout=1.5))
+        assert join_refused_401(caplog), f"secret {secret!r}: the seed never answered 401"
+    for n in swarm:
+        assert len(n.membership.members()) == 2, "an outsider made it into the table"
+
+
+def join_refused_401(caplog: pytest.LogCaptureFixture) -> bool:
+    # The joiner's error names the last attempt, which may be a deadline cut short; the seed's
+    # own log says why it refused.
+    return any(
+        "rejected /v1/join" in r.getMessage() and " 401 " in r.getMessage() for r in caplog.records
+    )
+
+
+async def test_a_process_with_the_wrong_secret_exits_2_with_one_clear_line(nodes, caplog):
+    caplog.set_level(logging.INFO)
+    seed = await Node.create(peer_config(slowdown=1.0, steps=1))  # steps=1: idle after one step
+    nodes.append(seed)
+    cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0",
+           "--model", "mlp:8", "--steps", "0", "--secret", "wrong", "--join", seed.addr,
+           "--join-timeout", "2"]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, (out, err)
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("swarmnode start: error: could not join"), lines[0]
+    assert join_refused_401(caplog)
+    assert "Traceback" not in out.decode()
+    assert seed.membership.members() == []
+
+
+# --- attacks on a frozen peer --------------------------------------------------------------
+
+
+@pytest.fixture
+async def frozen(nodes) -> Node:
+    node = await Node.create(peer_config(slowdown=1.0))
+    nodes.append(node)
+    # Training stopped: the parameters change only if a request changes them.
+    assert await asyncio.to_thread(node.worker.stop, 30.0)
+    return node
+
+
+def entry(peer_id: str) -> list[object]:
+    return [peer_id, "127.0.0.1:9", 0, 1, "alive", 0.0, {}]
+
+
+def request_body(route: str, size: int, variant: int) -> bytes:
+    """A well-formed body for `route`; variants differ, so a changed body is detectable."""
+    if route == "params":
+        return encode_control("pull", sender=f"tester-{variant}")
+    if route == "pushpull":
+        return bytes(wire.encode_params(np.full(size, variant, np.float32), sender="t", step=1))
+    if route == "gossip":
+        return encode_control("gossip", sender="t", members=[entry(f"member-{variant}")])
+    return encode_control("slowdown", factor=float(variant + 1))
+
+
+def malformed_body(route: str, size: int) -> bytes:
+    if route == "pushpull":
+        bad = np.zeros(size, np.float32)
+        bad[1] = np.nan
+        return bytes(wire.encode_params(bad, sender="t", step=1))
+    if route == "admin/slowdown":
+        return encode_control("slowdown", factor=math.nan)
+    return b"\xc1 not msgpack"
+
+
+def state_of(node: Node) -> tuple[Any, ...]:
+    ids = sorted(m.peer_id for m in node.membership.members())
+    return (node.params_host().tobytes(), tuple(ids), node.worker._slowdown)
+
+
+async def send(http: aiohttp.ClientSession, node: Node, route: str, body: bytes) -> tuple:
+    async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
+        return resp.status, await resp.read()
+
+
+def forged(sealed: bytes) -> bytes:
+    tag_byte = HEADER_BYTES - 1
+    return sealed[:tag_byte] + bytes([sealed[tag_byte] ^ 1]) + sealed[tag_byte + 1 :]
+
+
+@pytest.mark.parametrize("route", ["params", "pushpull", "gossip", "admin/slowdown"])
+async def test_unsigned_forged_and_replayed_requests_are_refused(route, frozen, caplog):
+    caplog.set_level(logging.INFO)
+    node, size = frozen, frozen.store.size
+    signer = Signer(SECRET)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        # A genuine request works, and its answer is sealed for it.
+        captured = bytes(signer.seal(route, request_body(route, size, 1)))
+        status, answer = await send(http, node, route, captured)
+        assert status == 200, answer
+        check_answer(route, signer.open(route, answer, reply_to=nonce_of(captured)), size)
+        if route == "admin/slowdown":  # put it back, so a replay would show
+            reset = bytes(signer.seal(route, request_body(route, size, 0)))
+            assert (await send(http, node, route, reset))[0] == 200
+        other = "join"  # not among the routes under test
+        fresh = request_body(route, size, 7)
+        attacks = {
+            "unsigned": fresh,
+            "forged tag": forged(bytes(signer.seal(route, fresh))),
+            "wrong secret": bytes(Signer("not-" + SECRET).seal(route, fresh)),
+            "sealed for another route": bytes(signer.seal(other, fresh)),
+            "sealed two minutes ago": bytes(
+                Signer(SECRET, clock=lambda: time.time() - 120).seal(route, fresh)
+            ),
+            "truncated envelope": bytes(signer.seal(route, fresh))[: HEADER_BYTES - 5],
+            "replayed verbatim": captured,
+            "replayed with another body": captured[:HEADER_BYTES] + fresh,
+        }
+        for what, body in attacks.items():
+            before = state_of(node)
+            caplog.clear()
+            status, text = await send(http, node, route, body)
+            assert status == 401, f"{what}: answered {status} {text[:200]!r}"
+            lines = [r.getMessage() for r in caplog.records if f"/v1/{route}" in r.getMessage()]
+            assert len(lines) == 1, f"{what}: expected one log line, got {lines}"
+            assert not [r for r in caplog.records if r.levelno >= logging.ERROR], what
+            assert state_of(node) == before, f"{what} changed the peer's state"
+
+        # Signed by someone holding the secret, but malformed: 400, and the model is untouched.
+        before = state_of(node)
+        status, _ = await send(
+            http, node, route, bytes(signer.seal(route, malformed_body(route, size)))
+        )
+        assert status == 400
+        assert state_of(node) == before
+        assert np.isfinite(node.params_host()).all()
+
+        # The peer still serves genuine requests.
+        again = bytes(signer.seal(route, request_body(route, size, 2)))
+        status, answer = await send(http, node, route, again)
+        assert status == 200
+        check_answer(route, signer.open(route, answer, reply_to=nonce_of(again)), size)
+
+
+def check_answer(route: str, body: bytes | memoryview, size: int) -> None:
+    """An opened (authenticated) answer is what the route promises."""
+    if route in ("params", "pushpull"):
+        _, vec = wire.decode_params(body, expected_size=size)
+        wire.validate_params(vec, size)
+    else:
+        assert decode_control(body)["type"] in ("gossip-ack", "ok")
+
+
+async def test_admin_routes_refuse_unsigned_callers_even_on_loopback(frozen, caplog):
+    """Without a secret, loopback is trusted; with one, only the HMAC is."""
+    caplog.set_level(logging.INFO)
+    async with aiohttp.ClientSession() as http:
+        for route, body in [
+            ("admin/fault", encode_control("fault", spec="drop=1")),
+            ("admin/byzantine", encode_control("byzantine", kind="nan")),
+        ]:
+            status, _ = await send(http, frozen, route, body)
+            assert status == 401
+    assert frozen.faults.config.to_spec() == "none"
+    assert frozen.byzantine.kind is None

@@ -1,0 +1,306 @@
+"""What a peer tells the outside: `GET /v1/status`, `GET /metrics`, and `swarmnode status`.
+
+A small live swarm of in-process `Node`s on 127.0.0.1; the CLI runs as a real subprocess against
+it (started with asyncio, so the nodes keep serving on this loop while it runs). The status JSON
+is checked against the schema in docs/architecture.md ("The peer process, seen from outside"),
+the metrics are parsed with prometheus-client's own parser and compared with the status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from node.peer import Node
+from node.peer_config import PeerConfig
+from tests.integration.peers import ENV
+
+pytestmark = pytest.mark.timeout(90)
+
+MEMBER_STATES = {"alive", "suspect", "dead", "left"}
+NUMBER = (int, float)
+OPT_NUMBER = (int, float, type(None))
+SELF_SCHEMA: dict[str, Any] = {
+    "peer_id": str,
+    "addr": str,
+    "incarnation": int,
+    "state": str,
+    "device": str,
+    "step": int,
+    "loss": OPT_NUMBER,
+    "acc": OPT_NUMBER,
+    "test_loss": OPT_NUMBER,
+    "samples_per_s": OPT_NUMBER,
+    "byzantine": (str, type(None)),
+    "faults": str,
+    "exchange": dict,
+}
+EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
+MEMBER_SCHEMA: dict[str, Any] = {
+    "peer_id": str,
+    "addr": str,
+    "state": str,
+    "incarnation": int,
+    "heartbeat": int,
+    "last_heard_s": NUMBER,
+    "step": (int, type(None)),
+    "loss": OPT_NUMBER,
+    "acc": OPT_NUMBER,
+    "device": (str, type(None)),
+}
+
+
+async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def peer_config(**kw: Any) -> PeerConfig:
+    base: dict[str, Any] = {
+        "model": "mlp:8",
+        "steps": 0,
+        "listen": "127.0.0.1:0",
+        "eval_every": 20,
+        "slowdown": 4.0,  # three training threads share this process (and 2 shared cores)
+    }
+    return PeerConfig(**{**base, **kw})
+
+
+@pytest.fixture
+async def swarm() -> AsyncIterator[list[Node]]:
+    """Three peers that see each other alive and have each evaluated once while training."""
+    nodes: list[Node] = []
+    try:
+        nodes.append(await Node.create(peer_config()))
+        for _ in range(2):
+            nodes.append(await Node.create(peer_config(join=[nodes[-1].addr])))
+        for n in nodes:
+            others = {o.peer_id for o in nodes if o is not n}
+            await poll(
+                lambda n=n, o=others: {m.peer_id for m in n.membership.live_peers()} == o,
+                20,
+                f"{n.peer_id} to see the others alive",
+            )
+            await poll(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
+        yield nodes
+    finally:
+        for n in reversed(nodes):
+            await n.close()
+
+
+async def freeze(nodes: list[Node]) -> None:
+    """Stop training (and with it the exchange loops) so steps and counters hold still."""
+    for n in nodes:
+        assert await asyncio.to_thread(n.worker.stop, 30.0)
+
+
+async def get(http: aiohttp.ClientSession, node: Node, path: str) -> tuple[int, str, str]:
+    async with http.get(f"http://{node.addr}{path}") as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), await resp.text()
+
+
+def check_fields(obj: dict[str, Any], schema: dict[str, Any], where: str) -> None:
+    missing = set(schema) - set(obj)
+    assert not missing, f"{where} lacks {sorted(missing)}"
+    for key, kind in schema.items():
+        value = obj[key]
+        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, NUMBER))
+        assert ok, f"{where}.{key} = {value!r} is not {kind}"
+        if isinstance(value, float):
+            assert math.isfinite(value), f"{where}.{key} is {value} (JSON has no NaN)"
+
+
+def check_status_schema(status: dict[str, Any], node: Node) -> None:
+    assert set(status) >= {"self", "members"}
+    me = status["self"]
+    check_fields(me, SELF_SCHEMA, "self")
+    check_fields(me["exchange"], EXCHANGE_SCHEMA, "self.exchange")
+    assert me["peer_id"] == node.peer_id and me["addr"] == node.addr
+    assert me["state"] in ("alive", "leaving")
+    assert me["acc"] is None or 0.0 <= me["acc"] <= 1.0
+    assert isinstance(status["members"], list)
+    for m in status["members"]:
+        check_fields(m, MEMBER_SCHEMA, f"member {m.get('peer_id')}")
+        assert m["state"] in MEMBER_STATES
+        assert m["peer_id"] != node.peer_id, "a peer lists itself among the members"
+        assert m["acc"] is None or 0.0 <= m["acc"] <= 1.0
+
+
+def parse_metrics(text: str) -> dict[str, Any]:
+    """{family name: family} from prometheus-client's parser (which rejects malformed text)."""
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def value_of(families: dict[str, Any], name: str, **labels: str) -> float:
+    samples = [
+        s
+        for f in families.values()
+        for s in f.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(samples) == 1, f"{name}{labels}: {samples}"
+    return samples[0].value
+
+
+def same_number(metric: float, status_value: float | None) -> bool:
+    if status_value is None:
+        return math.isnan(metric)
+    return math.isclose(metric, status_value, rel_tol=1e-9, abs_tol=1e-12)
+
+
+# --- the tests -----------------------------------------------------------------------------
+
+
+async def test_status_schema_and_metrics_agree(swarm):
+    a, b, c = swarm
+    await freeze(swarm)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for node in swarm:
+            code, ctype, text = await get(http, node, "/v1/status")
+            assert code == 200 and ctype.startswith("application/json")
+            status = json.loads(text)
+            check_status_schema(status, node)
+            me = status["self"]
+            assert me["step"] == node.trainer.step_count > 0
+            assert me["acc"] is not None and me["exchange"]["mode"] == "average"
+            assert {m["peer_id"] for m in status["members"]} == {
+                o.peer_id for o in swarm if o is not node
+            }
+            assert all(m["state"] == "alive" for m in status["members"])
+
+            code, ctype, text = await get(http, node, "/metrics")
+            assert code == 200 and ctype.startswith("text/plain")
+            fam = parse_metrics(text)
+            pid = {"peer_id": node.peer_id}
+            for metric, key in [
+                ("swarmnode_step", "step"),
+                ("swarmnode_test_accuracy", "acc"),
+                ("swarmnode_test_loss", "test_loss"),
+                ("swarmnode_train_loss", "loss"),
+            ]:
+                assert fam[metric].type == "gauge"
+                assert same_number(value_of(fam, metric, **pid), me[key]), (metric, me[key])
+            for metric, key in [
+                ("swarmnode_exchange_rounds", "rounds"),
+                ("swarmnode_exchange_applied", "applied"),
+                ("swarmnode_exchange_served", "served"),
+                ("swarmnode_exchange_rejected", "rejected"),
+            ]:
+                assert fam[metric].type == "counter"
+                got = value_of(fam, metric + "_total", **pid)
+                assert got == me["exchange"][key], (metric, got, me["exchange"][key])
+            for state in MEMBER_STATES:
+                want = sum(m["state"] == state for m in status["members"])
+                assert value_of(fam, "swarmnode_members", state=state, **pid) == want, state
+
+        # A peer that leaves is a `left` tombstone in the others' status and metrics.
+        await c.close()
+        await poll(lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left")
+        status = json.loads((await get(http, a, "/v1/status"))[2])
+        check_status_schema(status, a)
+        states = {m["peer_id"]: m["state"] for m in status["members"]}
+        assert states == {b.peer_id: "alive", c.peer_id: "left"}
+        fam = parse_metrics((await get(http, a, "/metrics"))[2])
+        assert value_of(fam, "swarmnode_members", state="left", peer_id=a.peer_id) == 1
+        assert value_of(fam, "swarmnode_members", state="alive", peer_id=a.peer_id) == 1
+
+
+async def run_cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "node.cli", "status", *args,
+        env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
+    a, b, c = swarm
+    await c.close()  # a tombstone must be listed too
+    await poll(lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left")
+
+    (rc, out, err), (rc_json, out_json, _), (rc_dead, out_dead, err_dead) = await asyncio.gather(
+        run_cli("--peer", a.addr),
+        run_cli("--peer", a.addr, "--json"),
+        run_cli("--peer", f"127.0.0.1:{free_port()}", "--timeout", "5"),
+    )
+
+    assert rc == 0, err
+    header, rule, *lines = out.strip().splitlines()
+    assert header.split()[:2] == ["peer", "address"] and set(rule) <= {"-", " "}, out
+    rows = {line.split()[0]: line for line in lines}
+    assert set(rows) == {a.peer_id, b.peer_id, c.peer_id}, out
+    for node, state in [(a, "self"), (b, "alive"), (c, "left")]:
+        # by words, not columns: the device column may hold spaces ("cuda:0 (H100 ...)")
+        assert re.search(rf"\s{re.escape(node.addr)}\s.*\s{state}\s", rows[node.peer_id]), out
+
+    assert rc_json == 0
+    status = json.loads(out_json)
+    check_status_schema(status, a)
+    assert {m["peer_id"] for m in status["members"]} == {b.peer_id, c.peer_id}
+
+    assert rc_dead == 2 and out_dead == ""
+    lines = err_dead.strip().splitlines()
+    assert len(lines) == 1 and "no answer from" in lines[0], err_dead
+
+
+@pytest.mark.parametrize(
+    ("what", "reply"),
+    [
+        ("a JSON list", web.json_response([1, 2])),
+        ("a map without self", web.json_response({"peers": []})),
+        ("members not a list", web.json_response({"self": {}, "members": 5})),
+        (
+            "values of the wrong type",
+            web.json_response(
+                {
+                    "self": {"acc": "x", "loss": [], "peer_id": 3},
+                    "members": [{"peer_id": None, "state": 5, "last_heard_s": "y"}, {}],
+                }
+            ),
+        ),
+        ("not JSON", web.Response(text="<html>hello</html>")),
+        ("an HTTP error", web.Response(status=503, text="busy")),
+    ],
+)
+async def test_cli_status_against_something_that_is_not_a_peer(what, reply):
+    async def status(_request: web.Request) -> web.Response:
+        return reply
+
+    app = web.Application()
+    app.router.add_get("/v1/status", status)
+    async with TestServer(app, host="127.0.0.1") as server:
+        rc, out, err = await run_cli("--peer", f"127.0.0.1:{server.port}")
+    if what == "values of the wrong type":  # still a status: shown as it is, not a crash
+        assert rc == 0, (out, err)
+        assert len(out.strip().splitlines()) == 2 + 3 and " x " in out and " y " in out, out
+        return
+    assert rc == 2, (what, out, err)
+    assert out == "" and len(err.strip().splitlines()) == 1, (what, err)
+    assert "Traceback" not in err

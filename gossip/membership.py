@@ -414,6 +414,11 @@ class Membership:
                 await self._join_via(seed, min(self.cfg.join_attempt_timeout, remaining))
                 return
             except (TransportError, CodecError) as exc:
+                if getattr(exc, "status", None) in (401, 403):
+                    # retrying cannot fix a wrong or missing secret: say so now, not at timeout
+                    raise MembershipError(
+                        f"could not join via {seed}: refused ({exc}); check --secret"
+                    ) from None
                 errors[seed] = f"{type(exc).__name__}: {exc}"
                 log.debug("%s: join via %s failed: %s", self.self_id, seed, exc)
             attempt += 1

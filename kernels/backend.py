@@ -16,7 +16,8 @@ import numpy as np
 
 from kernels.errors import BackendError
 
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+_DEVICE_RE = re.compile(r"^(?:auto|cpu|cuda(?::(\d+))?)$")
+DEVICE_HELP = "expected auto, cpu, cuda or cuda:N"
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,14 @@ class Backend:
         return self.name == "cupy"
 
     def asarray(self, a: Any, dtype: Any = None) -> Any:
-        """A host or device array on this backend (a no-op when it is already there)."""
+        """`a` (host or device) as an array of this backend; no copy when it already is one."""
         if self.is_gpu:
             with self.xp.cuda.Device(self.device_id):
                 return self.xp.asarray(a, dtype=dtype)
         return np.asarray(to_numpy(a), dtype=dtype)
 
     def describe(self) -> str:
+        """`cpu` or `cuda:N (device name)`, for status lines and logs."""
         if not self.is_gpu:
             return "cpu"
         props = self.xp.cuda.runtime.getDeviceProperties(self.device_id)
@@ -58,6 +60,7 @@ def _cupy() -> ModuleType | None:
 
 
 def cuda_device_count() -> int:
+    """How many CUDA devices cupy sees (0 without cupy, a driver or a device)."""
     cp = _cupy()
     if cp is None:
         return 0
@@ -69,36 +72,46 @@ def cuda_device_count() -> int:
 
 def select_backend(device: str = "auto") -> Backend:
     """`auto`, `cpu`, `cuda` or `cuda:N` -> a Backend; `cuda` without a GPU is a BackendError."""
-    m = _DEVICE_RE.match(device.strip().lower())
+    if not isinstance(device, str):
+        raise BackendError(f"--device {device!r}: {DEVICE_HELP}")
+    text = device.strip().lower()
+    m = _DEVICE_RE.match(text)
     if not m:
-        raise BackendError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
-    kind, index = m.group(1), m.group(2)
-    if kind == "cpu":
+        raise BackendError(f"--device {device!r}: {DEVICE_HELP}")
+    if text == "cpu":
         return CPU
-    if kind == "auto" and index is None:
-        return _gpu(0) if cuda_device_count() > 0 else CPU
     count = cuda_device_count()
+    if text == "auto":
+        return _gpu(0) if count > 0 else CPU
     if count == 0:
         why = "cupy is not installed" if _cupy() is None else "no CUDA device was found"
         raise BackendError(
             f"--device {device}: {why} (install swarmnode[cuda12] or use --device cpu)"
         )
-    n = int(index or 0)
-    if n >= count:
-        raise BackendError(f"--device {device}: only {count} CUDA device(s) present")
-    return _gpu(n)
+    index = int(m.group(1) or 0)
+    if index >= count:
+        raise BackendError(
+            f"--device {device}: only {count} CUDA device(s) present (cuda:0..cuda:{count - 1})"
+        )
+    return _gpu(index)
 
 
 def _gpu(index: int) -> Backend:
     cp = _cupy()
-    assert cp is not None
+    if cp is None:  # cuda_device_count() said yes a moment ago; keep the error one line anyway
+        raise BackendError("cupy disappeared while selecting the device")
     cp.cuda.Device(index).use()
     return Backend("cupy", cp, index)
 
 
+def is_device_array(a: Any) -> bool:
+    """True for a cupy array (checked by module name, so cupy is never imported here)."""
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
 def array_module(a: Any) -> ModuleType:
     """numpy or cupy, whichever `a` belongs to."""
-    if isinstance(a, np.ndarray) or type(a).__module__.split(".")[0] != "cupy":
+    if type(a) is np.ndarray or not is_device_array(a):  # fast path: called per layer per step
         return np
     cp = _cupy()
     return cp if cp is not None else np
@@ -108,6 +121,6 @@ def to_numpy(a: Any) -> np.ndarray:
     """A host numpy array of `a` (a copy for device arrays, no copy for numpy ones)."""
     if isinstance(a, np.ndarray):
         return a
-    if hasattr(a, "get") and type(a).__module__.split(".")[0] == "cupy":
+    if is_device_array(a):
         return a.get()
     return np.asarray(a)

@@ -1,9 +1,12 @@
 """CUDA kernels (cupy ElementwiseKernel), each behind a function that checks its arguments.
 
 cupy checks nothing about a raw kernel's arguments: a float64 array or a strided view would be
-read as garbage. Every wrapper here checks dtype, contiguity and sizes first. The numpy
-reference of each kernel lives beside its caller (kernels/optim.py) and the gpu tests compare
-the two on random inputs.
+read as garbage. Every wrapper here checks dtype, contiguity, device and sizes first. The numpy
+reference of each kernel lives beside its caller (`kernels.optim.sgd_reference`,
+`adamw_reference`), computes in the same order with the same host-side scalars, and the gpu tests
+(tests/kernels/test_gpu_parity.py) compare the two on random inputs.
+
+cupy is imported inside the functions only, so this module imports on a machine without it.
 """
 
 from __future__ import annotations
@@ -11,23 +14,25 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from kernels.backend import is_device_array
 from kernels.errors import ShapeError
 
+# Scalars that depend only on hyper-parameters and the step (1 - beta, bias corrections) are
+# computed on the host in float64, exactly as the numpy reference does, then passed in float32.
 _SGD_SRC = """
-    float g = grad + weight_decay * param;
-    float v = momentum * velocity + g;
+    float v = momentum * velocity + grad;
+    v = v + weight_decay * param;
     velocity = v;
     param = param - lr * v;
 """
 
 _ADAMW_SRC = """
-    float m1 = beta1 * m + (1.0f - beta1) * grad;
-    float v1 = beta2 * v + (1.0f - beta2) * grad * grad;
+    float m1 = beta1 * m + one_minus_beta1 * grad;
+    float v1 = beta2 * v + one_minus_beta2 * (grad * grad);
     m = m1;
     v = v1;
-    float mhat = m1 / bc1;
-    float vhat = v1 / bc2;
-    param = param - lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param);
+    float denom = sqrtf(v1 / bc2) + eps;
+    param = param * decay - step_size * (m1 / denom);
 """
 
 
@@ -48,8 +53,8 @@ def _adamw_kernel() -> Any:
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "float32 grad, float32 lr, float32 beta1, float32 beta2, float32 eps, "
-        "float32 weight_decay, float32 bc1, float32 bc2",
+        "float32 grad, float32 beta1, float32 one_minus_beta1, float32 beta2, "
+        "float32 one_minus_beta2, float32 eps, float32 bc2, float32 decay, float32 step_size",
         "float32 param, float32 m, float32 v",
         _ADAMW_SRC,
         "swarmnode_adamw",
@@ -57,15 +62,21 @@ def _adamw_kernel() -> Any:
 
 
 def check_vectors(*arrays: Any) -> None:
-    """All float32, 1-D, C-contiguous and of one size; raise ShapeError otherwise."""
-    size = arrays[0].size
+    """All cupy, float32, 1-D, C-contiguous, on one device and of one size; else ShapeError."""
+    first = arrays[0]
     for a in arrays:
+        if not is_device_array(a):
+            raise ShapeError(f"kernel needs cupy arrays, got {type(a).__name__}")
         if str(a.dtype) != "float32":
             raise ShapeError(f"kernel needs float32 arrays, got {a.dtype}")
         if a.ndim != 1 or not a.flags.c_contiguous:
-            raise ShapeError("kernel needs 1-D C-contiguous arrays")
-        if a.size != size:
-            raise ShapeError(f"kernel arrays differ in size: {a.size} != {size}")
+            raise ShapeError(f"kernel needs 1-D C-contiguous arrays, got shape {a.shape}")
+        if a.size != first.size:
+            raise ShapeError(f"kernel arrays differ in size: {a.size} != {first.size}")
+        if a.device.id != first.device.id:
+            raise ShapeError(
+                f"kernel arrays on different devices: {a.device.id}, {first.device.id}"
+            )
 
 
 def sgd_step(param: Any, grad: Any, velocity: Any, lr: float, momentum: float, wd: float) -> None:
@@ -89,5 +100,11 @@ def adamw_step(
 ) -> None:
     """One fused AdamW update (bias-corrected, decoupled weight decay), in place."""
     check_vectors(param, grad, m, v)
-    bc1, bc2 = 1.0 - beta1**t, 1.0 - beta2**t
-    _adamw_kernel()(grad, lr, beta1, beta2, eps, wd, bc1, bc2, param, m, v)
+    if t < 1:
+        raise ShapeError(f"adamw step count must be >= 1, got {t}")
+    bc2 = 1.0 - beta2**t
+    decay = 1.0 - lr * wd
+    step_size = lr / (1.0 - beta1**t)
+    _adamw_kernel()(
+        grad, beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps, bc2, decay, step_size, param, m, v
+    )

@@ -1,46 +1,68 @@
 """All of a model's parameters, and their gradients, as views into one contiguous vector.
 
 The exchange sends `data` as one buffer, the optimizer updates it in one fused pass, aggregation
-works on rows of an (n, d) matrix: none of them loop over layers.
+works on rows of an (n, d) matrix: none of them loop over layers. Views stay valid for the life of
+the object, so the vectors are only ever written in place (`load`, `x[...] = ...`), never rebound.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from kernels.backend import to_numpy
 from kernels.errors import ShapeError
+
+Spec = tuple[str, tuple[int, ...]]
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # float64 is for gradient checks
 
 
 class FlatParams:
     """`data` and `grad`: 1-D vectors; `views[name]` / `grads[name]`: shaped views into them."""
 
-    def __init__(
-        self, specs: Sequence[tuple[str, tuple[int, ...]]], xp: Any = np, dtype: Any = np.float32
-    ) -> None:
-        names = [name for name, _ in specs]
-        if len(set(names)) != len(names):
-            raise ShapeError(f"duplicate parameter names in {names}")
-        self.shapes = {name: tuple(int(s) for s in shape) for name, shape in specs}
-        sizes = [int(np.prod(shape)) for shape in self.shapes.values()]
-        self.size = int(sum(sizes))
+    def __init__(self, specs: Sequence[Spec], xp: Any = np, dtype: Any = np.float32) -> None:
         self.dtype = np.dtype(dtype)
+        if self.dtype not in _DTYPES:
+            raise ShapeError(f"parameters must be float32 or float64, got {self.dtype}")
+        self.shapes = _check_specs(specs)
+        sizes = [math.prod(shape) for shape in self.shapes.values()]
+        self.size = int(sum(sizes))
+        self.xp = xp
         self.data = xp.zeros(self.size, dtype=self.dtype)
         self.grad = xp.zeros(self.size, dtype=self.dtype)
         self.views: dict[str, Any] = {}
         self.grads: dict[str, Any] = {}
+        self.offsets: dict[str, tuple[int, int]] = {}
         offset = 0
         for (name, shape), n in zip(self.shapes.items(), sizes, strict=True):
+            self.offsets[name] = (offset, offset + n)
             self.views[name] = self.data[offset : offset + n].reshape(shape)
             self.grads[name] = self.grad[offset : offset + n].reshape(shape)
             offset += n
 
     def load(self, vector: Any) -> None:
-        """Copy a flat vector in, in place (the views stay valid)."""
-        if tuple(vector.shape) != (self.size,):
-            raise ShapeError(
-                f"expected a vector of {self.size} parameters, got shape {vector.shape}"
-            )
-        self.data[...] = vector
+        """Copy a flat host or device vector in, in place (the views stay valid)."""
+        shape = tuple(getattr(vector, "shape", np.shape(vector)))
+        if shape != (self.size,):
+            raise ShapeError(f"expected a vector of {self.size} parameters, got shape {shape}")
+        if self.xp is np:  # a cupy vector must be copied to the host explicitly
+            vector = to_numpy(vector)
+        self.data[...] = self.xp.asarray(vector, dtype=self.dtype)
+
+    def zero_grad(self) -> None:
+        self.grad[...] = 0
+
+
+def _check_specs(specs: Sequence[Spec]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in specs:
+        if name in shapes:
+            raise ShapeError(f"duplicate parameter name {name!r}")
+        dims = tuple(int(s) for s in shape)
+        if any(d < 0 for d in dims):
+            raise ShapeError(f"parameter {name!r} has a negative dimension: {dims}")
+        shapes[name] = dims
+    return shapes

@@ -2,8 +2,10 @@
 
 Each layer declares its parameters (`param_specs`), gets shaped views into the model's flat
 buffer (`bind`), initialises them from a host RNG (so CPU and GPU start bit-identical), and
-implements `forward(x)` / `backward(dy) -> dx`, writing its parameter gradients into the bound
-gradient views. Every op is checked against central finite differences in float64
+implements `forward(x)` / `backward(dy, need_dx=True) -> dx`, writing its parameter gradients into
+the bound gradient views (overwritten, not accumulated). `need_dx=False` lets the first layer with
+parameters skip the input gradient nobody reads (for the digits MLP that is a third of the
+backward GEMMs). Every op is checked against central finite differences in float64
 (tests/kernels/test_ops_gradcheck.py). Layouts: dense (N, F); sequences (N, C, L).
 """
 
@@ -38,12 +40,14 @@ class Layer:
     def forward(self, x: Any) -> Any:
         raise NotImplementedError
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         raise NotImplementedError
 
 
 class Linear(Layer):
     def __init__(self, out_features: int) -> None:
+        if out_features < 1:
+            raise ShapeError(f"linear layer needs >= 1 output, got {out_features}")
         self.out_features = out_features
 
     def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
@@ -63,10 +67,11 @@ class Linear(Layer):
         self.x = x
         return x @ self.p["W"] + self.p["b"]
 
-    def backward(self, dy: Any) -> Any:
-        array_module(dy).matmul(self.x.T, dy, out=self.g["W"])
-        self.g["b"][...] = dy.sum(axis=0)
-        return dy @ self.p["W"].T
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
+        xp = array_module(dy)
+        xp.matmul(self.x.T, dy, out=self.g["W"])
+        dy.sum(axis=0, out=self.g["b"])
+        return dy @ self.p["W"].T if need_dx else None
 
 
 class ReLU(Layer):
@@ -74,7 +79,7 @@ class ReLU(Layer):
         self.mask = x > 0
         return x * self.mask
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         return dy * self.mask
 
 
@@ -83,7 +88,7 @@ class Tanh(Layer):
         self.y = array_module(x).tanh(x)
         return self.y
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         return dy * (1.0 - self.y * self.y)
 
 
@@ -99,7 +104,7 @@ class GELU(Layer):
         self.t = xp.tanh(_GELU_C * (x + 0.044715 * x**3))
         return 0.5 * x * (1.0 + self.t)
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         x, t = self.x, self.t
         dt = (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x)
         return dy * (0.5 * (1.0 + t) + 0.5 * x * dt)
@@ -113,7 +118,7 @@ class Flatten(Layer):
         self.shape = x.shape
         return x.reshape(x.shape[0], -1)
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         return dy.reshape(self.shape)
 
 
@@ -123,6 +128,8 @@ class Conv1d(Layer):
     def __init__(self, out_channels: int, kernel: int) -> None:
         if kernel < 1 or kernel % 2 == 0:
             raise ShapeError(f"conv kernel size must be odd and >= 1, got {kernel}")
+        if out_channels < 1:
+            raise ShapeError(f"conv layer needs >= 1 output channel, got {out_channels}")
         self.out_channels, self.k = out_channels, kernel
 
     def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
@@ -150,12 +157,14 @@ class Conv1d(Layer):
         out = self.cols @ self.p["W"].T + self.p["b"]  # (N*L, out)
         return out.reshape(n, length, self.out_channels).transpose(0, 2, 1)
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         xp = array_module(dy)
         n, c, length = self.in_shape
         dyr = dy.transpose(0, 2, 1).reshape(n * length, self.out_channels)
         xp.matmul(dyr.T, self.cols, out=self.g["W"])
-        self.g["b"][...] = dyr.sum(axis=0)
+        dyr.sum(axis=0, out=self.g["b"])
+        if not need_dx:
+            return None
         dcols = (dyr @ self.p["W"]).reshape(n, length, c, self.k).transpose(0, 2, 1, 3)
         pad = self.k // 2
         dxpad = xp.zeros((n, c, length + 2 * pad), dtype=dy.dtype)
@@ -188,7 +197,7 @@ class MaxPool1d(Layer):
         self.in_shape = x.shape
         return xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         xp = array_module(dy)
         n, c, length = self.in_shape
         lo = length // self.size
@@ -198,17 +207,22 @@ class MaxPool1d(Layer):
 
 
 def softmax_cross_entropy(logits: Any, y: Any) -> tuple[float, Any]:
-    """Mean cross-entropy of integer labels `y` and its gradient w.r.t. `logits`."""
+    """Mean cross-entropy of integer labels `y` and its gradient w.r.t. `logits`.
+
+    Shifting by the row maximum keeps exp() finite for any logits, and makes every row sum >= 1,
+    so log() never sees zero.
+    """
     xp = array_module(logits)
     n = logits.shape[0]
     z = logits - logits.max(axis=1, keepdims=True)
-    logsumexp = xp.log(xp.exp(z).sum(axis=1, keepdims=True))
-    logp = z - logsumexp
+    e = xp.exp(z)
+    total = e.sum(axis=1, keepdims=True)
     rows = xp.arange(n)
-    loss = -logp[rows, y].mean()
-    grad = xp.exp(logp)
+    loss = (xp.log(total[:, 0]) - z[rows, y]).sum() / n
+    grad = e
+    grad /= total
     grad[rows, y] -= 1.0
-    grad /= n
+    grad *= 1.0 / n
     return float(loss), grad
 
 
@@ -221,5 +235,5 @@ class AddChannel(Layer):
     def forward(self, x: Any) -> Any:
         return x[:, None, :]
 
-    def backward(self, dy: Any) -> Any:
+    def backward(self, dy: Any, need_dx: bool = True) -> Any:
         return dy[:, 0, :]

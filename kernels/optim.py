@@ -2,16 +2,18 @@
 
 One update is one pass over the flat buffer: on cupy a single fused ElementwiseKernel
 (kernels/cuda_kernels.py), on numpy the in-place reference below (which the gpu tests compare
-against). No per-layer loops anywhere.
+against). No per-layer loops anywhere. The numpy references work through one scratch vector with
+`out=` ufuncs, so a step allocates nothing.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from kernels.backend import to_numpy
+from kernels.backend import array_module, is_device_array, to_numpy
 from kernels.errors import ShapeError, SwarmnodeError
 from kernels.flat import FlatParams
 
@@ -20,30 +22,72 @@ class OptimizerError(SwarmnodeError, ValueError):
     """An unknown optimizer, a bad hyper-parameter, or an incompatible saved state."""
 
 
-def _is_gpu(a: Any) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+def _fused(x: Any) -> bool:
+    """The cupy kernels are float32-only; float64 device buffers take the (cupy) reference."""
+    return is_device_array(x) and x.dtype == np.float32
 
 
 class Optimizer:
+    """Updates `params.data` in place from `params.grad`; `t` counts the steps taken."""
+
     name = "base"
+    _slots: tuple[str, ...] = ()  # the per-parameter state vectors, saved by state_dict
 
     def __init__(self, params: FlatParams, lr: float) -> None:
-        if not lr > 0:
-            raise OptimizerError(f"learning rate must be > 0, got {lr}")
         self.params = params
-        self.lr = float(lr)
+        self.lr = lr
         self.t = 0
+        self._scratch: Any = None
+
+    @property
+    def lr(self) -> float:
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        # A NaN or negative rate would silently wreck every parameter on the next step.
+        if not isinstance(value, (int, float, np.floating, np.integer)) or not (
+            math.isfinite(value) and value > 0
+        ):
+            raise OptimizerError(f"learning rate must be a finite number > 0, got {value!r}")
+        self._lr = float(value)
 
     def step(self) -> None:
         raise NotImplementedError
 
+    def scratch(self) -> Any:
+        if self._scratch is None:
+            self._scratch = array_module(self.params.data).empty_like(self.params.data)
+        return self._scratch
+
     def state_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Host numpy copies of the state vectors plus the name, step count and rate."""
+        state: dict[str, Any] = {"name": self.name, "t": self.t, "lr": self.lr}
+        for slot in self._slots:
+            state[slot] = to_numpy(getattr(self, slot)).copy()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Restore `state_dict()` output. Everything is validated before anything is written,
+        so a rejected state leaves the optimizer as it was. The learning rate is *not*
+        restored: the one this run was started with wins (a resume may change --lr)."""
+        if not isinstance(state, dict):
+            raise OptimizerError(f"{self.name} state must be a dict, got {type(state).__name__}")
+        saved = state.get("name", self.name)
+        if saved != self.name:
+            raise OptimizerError(
+                f"saved optimizer state is for {saved!r}, this run uses {self.name!r}"
+            )
+        t = state.get("t", 0)
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise OptimizerError(f"{self.name} state 't' must be an int >= 0, got {t!r}")
+        vectors = {slot: self._checked_vector(state, slot) for slot in self._slots}
+        for slot, host in vectors.items():
+            target = getattr(self, slot)
+            target[...] = array_module(target).asarray(host, dtype=target.dtype)
+        self.t = int(t)
 
-    def _load_vector(self, state: dict[str, Any], key: str, into: Any) -> None:
+    def _checked_vector(self, state: dict[str, Any], key: str) -> np.ndarray:
         if key not in state:
             raise OptimizerError(f"{self.name} state lacks {key!r}")
         v = np.asarray(state[key])
@@ -51,78 +95,62 @@ class Optimizer:
             raise ShapeError(
                 f"{self.name} state {key!r} has shape {v.shape}, expected ({self.params.size},)"
             )
-        into[...] = _like(into, v)
-
-
-def _zeros_like(a: Any) -> Any:
-    if _is_gpu(a):
-        import cupy as cp
-
-        return cp.zeros_like(a)
-    return np.zeros_like(a)
-
-
-def _like(target: Any, host: np.ndarray) -> Any:
-    if _is_gpu(target):
-        import cupy as cp
-
-        return cp.asarray(host, dtype=target.dtype)
-    return host.astype(target.dtype, copy=False)
+        if v.dtype.kind != "f" or not np.isfinite(v).all():
+            raise OptimizerError(f"{self.name} state {key!r} must be finite floats")
+        return v
 
 
 class SGD(Optimizer):
     """v <- mu v + (g + wd x); x <- x - lr v (PyTorch's convention, L2-coupled weight decay)."""
 
     name = "sgd"
+    _slots = ("velocity",)
 
     def __init__(
         self, params: FlatParams, lr: float, momentum: float = 0.9, weight_decay: float = 0.0
     ) -> None:
         super().__init__(params, lr)
-        if not 0 <= momentum < 1 or weight_decay < 0:
+        if not (0 <= momentum < 1 and 0 <= weight_decay < math.inf):
             raise OptimizerError(
                 f"need 0 <= momentum < 1 and weight_decay >= 0, got {momentum}, {weight_decay}"
             )
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
-        self.velocity = _zeros_like(params.data)
+        self.velocity = array_module(params.data).zeros_like(params.data)
 
     def step(self) -> None:
         x, g, v = self.params.data, self.params.grad, self.velocity
         self.t += 1
-        if _is_gpu(x) and x.dtype == np.float32:
+        if _fused(x):
             from kernels.cuda_kernels import sgd_step
 
             sgd_step(x, g, v, self.lr, self.momentum, self.weight_decay)
             return
-        sgd_reference(x, g, v, self.lr, self.momentum, self.weight_decay)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "t": self.t,
-            "lr": self.lr,
-            "velocity": to_numpy(self.velocity).copy(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_name(state, self.name)
-        self._load_vector(state, "velocity", self.velocity)
-        self.t = int(state.get("t", 0))
+        sgd_reference(x, g, v, self.lr, self.momentum, self.weight_decay, scratch=self.scratch())
 
 
-def sgd_reference(x: Any, g: Any, v: Any, lr: float, momentum: float, wd: float) -> None:
-    """The numpy reference of the fused SGD kernel (in place)."""
+def sgd_reference(
+    x: Any, g: Any, v: Any, lr: float, momentum: float, wd: float, *, scratch: Any = None
+) -> None:
+    """The reference of the fused SGD kernel, in place on `x` and `v` (numpy or cupy)."""
+    xp = array_module(x)
+    s = xp.empty_like(x) if scratch is None else scratch
     v *= momentum
     v += g
     if wd:
-        v += wd * x
-    x -= lr * v
+        xp.multiply(x, wd, out=s)
+        v += s
+    xp.multiply(v, lr, out=s)
+    x -= s
 
 
 class AdamW(Optimizer):
-    """Adam with decoupled weight decay (Loshchilov & Hutter 2019), bias-corrected."""
+    """Adam with decoupled weight decay (Loshchilov & Hutter 2019), bias-corrected.
+
+    x <- x - lr * (m_hat / (sqrt(v_hat) + eps) + wd * x), as PyTorch's AdamW.
+    """
 
     name = "adamw"
+    _slots = ("m", "v")
 
     def __init__(
         self,
@@ -133,19 +161,21 @@ class AdamW(Optimizer):
         weight_decay: float = 0.01,
     ) -> None:
         super().__init__(params, lr)
-        b1, b2 = betas
-        if not (0 <= b1 < 1 and 0 <= b2 < 1 and eps > 0 and weight_decay >= 0):
+        try:
+            b1, b2 = (float(b) for b in betas)
+        except (TypeError, ValueError):
+            raise OptimizerError(f"betas must be two numbers, got {betas!r}") from None
+        if not (
+            0 <= b1 < 1 and 0 <= b2 < 1 and 0 < eps < math.inf and 0 <= weight_decay < math.inf
+        ):
             raise OptimizerError(
-                f"bad AdamW hyper-parameters betas={betas} eps={eps} wd={weight_decay}"
+                f"bad AdamW hyper-parameters betas={betas} eps={eps} weight_decay={weight_decay}"
             )
-        self.beta1, self.beta2, self.eps, self.weight_decay = (
-            float(b1),
-            float(b2),
-            float(eps),
-            float(weight_decay),
-        )
-        self.m = _zeros_like(params.data)
-        self.v = _zeros_like(params.data)
+        self.beta1, self.beta2 = b1, b2
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        xp = array_module(params.data)
+        self.m = xp.zeros_like(params.data)
+        self.v = xp.zeros_like(params.data)
 
     def step(self) -> None:
         self.t += 1
@@ -158,27 +188,12 @@ class AdamW(Optimizer):
             wd=self.weight_decay,
             t=self.t,
         )
-        if _is_gpu(x) and x.dtype == np.float32:
+        if _fused(x):
             from kernels.cuda_kernels import adamw_step
 
             adamw_step(x, g, self.m, self.v, **kw)
             return
-        adamw_reference(x, g, self.m, self.v, **kw)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "t": self.t,
-            "lr": self.lr,
-            "m": to_numpy(self.m).copy(),
-            "v": to_numpy(self.v).copy(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_name(state, self.name)
-        self._load_vector(state, "m", self.m)
-        self._load_vector(state, "v", self.v)
-        self.t = int(state.get("t", 0))
+        adamw_reference(x, g, self.m, self.v, **kw, scratch=self.scratch())
 
 
 def adamw_reference(
@@ -193,33 +208,39 @@ def adamw_reference(
     eps: float,
     wd: float,
     t: int,
+    scratch: Any = None,
 ) -> None:
-    """The numpy reference of the fused AdamW kernel (in place)."""
-    xp = np if isinstance(x, np.ndarray) else __import__("cupy")
+    """The reference of the fused AdamW kernel, in place on `x`, `m`, `v` (numpy or cupy)."""
+    xp = array_module(x)
+    s = xp.empty_like(x) if scratch is None else scratch
+    # decoupled decay uses the parameters from before this step, like the kernel
+    if wd:
+        x *= 1.0 - lr * wd
     m *= beta1
-    m += (1 - beta1) * g
+    xp.multiply(g, 1.0 - beta1, out=s)
+    m += s
     v *= beta2
-    v += (1 - beta2) * g * g
-    mhat = m / (1 - beta1**t)
-    vhat = v / (1 - beta2**t)
-    x -= lr * (mhat / (xp.sqrt(vhat) + eps) + wd * x)
+    xp.multiply(g, g, out=s)
+    s *= 1.0 - beta2
+    v += s
+    # s <- lr * m_hat / (sqrt(v_hat) + eps)
+    xp.divide(v, 1.0 - beta2**t, out=s)
+    xp.sqrt(s, out=s)
+    s += eps
+    xp.divide(m, s, out=s)
+    s *= lr / (1.0 - beta1**t)
+    x -= s
 
 
-def _check_name(state: dict[str, Any], name: str) -> None:
-    saved = state.get("name", name)
-    if saved != name:
-        raise OptimizerError(f"saved optimizer state is for {saved!r}, this run uses {name!r}")
-
-
-OPTIMIZERS = {"sgd": SGD, "adamw": AdamW}
+OPTIMIZERS: dict[str, type[Optimizer]] = {"sgd": SGD, "adamw": AdamW}
 
 
 def make_optimizer(name: str, params: FlatParams, lr: float, **kw: Any) -> Optimizer:
     """`sgd` (momentum, weight_decay) or `adamw` (betas, eps, weight_decay)."""
-    cls = OPTIMIZERS.get(name.lower())
+    cls = OPTIMIZERS.get(str(name).lower())
     if cls is None:
         raise OptimizerError(f"unknown optimizer {name!r} (expected {', '.join(OPTIMIZERS)})")
     try:
         return cls(params, lr, **kw)
-    except TypeError as exc:
+    except TypeError as exc:  # an unknown keyword, e.g. momentum= for adamw
         raise OptimizerError(f"{name}: {exc}") from None

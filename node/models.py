@@ -19,8 +19,10 @@ channel, convolving along the columns) — and 1-D samples (L,) as one channel o
 and pool tokens must come before dense tokens. Every model ends in a dense classifier of
 `n_classes` outputs trained with softmax cross-entropy.
 
-A model over MAX_PARAMS parameters is refused before anything is allocated (a typo like
-`mlp:1000000` should be an error message, not an out-of-memory kill).
+Convolutions have stride 1 and 'same' zero padding (so the length is kept); pooling windows do
+not overlap and a trailing remainder shorter than the window is dropped. A model over MAX_PARAMS
+parameters is refused before anything is allocated (a typo like `mlp:100000,100000` should be an
+error message, not an out-of-memory kill).
 """
 
 from __future__ import annotations

@@ -1,73 +1,220 @@
-"""cupy vs numpy: forward, backward and both optimizer steps (skipped without a GPU)."""
+"""cupy vs numpy on random inputs: every op's forward and backward, whole models, both optimizer
+steps (the fused kernels against the numpy reference), the kernel wrappers' checks.
+
+Marked gpu: tests/conftest.py skips them without cupy or a device. cupy is imported inside the
+tests only, so this module collects on a machine without it.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from kernels.backend import CPU
+from kernels.layers import (
+    GELU,
+    AddChannel,
+    Conv1d,
+    Flatten,
+    Linear,
+    MaxPool1d,
+    ReLU,
+    Tanh,
+)
+from kernels.model import Sequential
+
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 
-SPECS = ["mlp:64,32", "mlp:32/gelu", "cnn1d:8k5,p2,16k3,p2,32"]
+SPECS = ["linear", "mlp:64,32", "mlp:32/gelu", "mlp:16/tanh", "cnn1d:8k5,p2,16k3,p2,32"]
+
+LAYER_STACKS = {
+    "linear": (lambda: [Linear(7)], (5,)),
+    "relu": (lambda: [Linear(6), ReLU()], (5,)),
+    "tanh": (lambda: [Tanh()], (9,)),
+    "gelu": (lambda: [GELU()], (9,)),
+    "flatten": (lambda: [Flatten(), Linear(3)], (3, 4)),
+    "conv_k1": (lambda: [Conv1d(4, 1)], (3, 10)),
+    "conv_k5": (lambda: [Conv1d(4, 5)], (3, 10)),
+    "maxpool": (lambda: [MaxPool1d(3)], (3, 10)),
+    "stack": (
+        lambda: [AddChannel(), Conv1d(4, 3), ReLU(), MaxPool1d(2), Flatten(), Linear(5)],
+        (12,),
+    ),
+}
 
 
-def _models(spec):
-    from kernels.backend import CPU, select_backend
-    from node.models import build_model
+def gpu():
+    from kernels.backend import select_backend
 
-    gpu = select_backend("cuda")
-    return (
-        build_model(spec, (8, 8), 10, CPU, seed=1),
-        build_model(spec, (8, 8), 10, gpu, seed=1),
-        gpu,
-    )
+    return select_backend("cuda")
+
+
+def close(got_device, want_host, rtol):
+    """Relative to the largest magnitude: tight, yet fair to float32 sums in another order."""
+    got = got_device.get()
+    scale = max(float(np.abs(want_host).max()), 1e-30)
+    np.testing.assert_allclose(got, want_host, rtol=rtol, atol=rtol * scale)
+
+
+def test_cuda_backend_describes_its_device():
+    backend = gpu()
+    assert backend.name == "cupy" and backend.device_id == 0
+    assert backend.describe().startswith("cuda:0 (")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(LAYER_STACKS))
+def test_each_op_forward_and_backward_match(name, dtype):
+    make, shape = LAYER_STACKS[name]
+    backend = gpu()
+    cpu_model = Sequential(make(), shape, backend=CPU, seed=3, dtype=dtype)
+    gpu_model = Sequential(make(), shape, backend=backend, seed=3, dtype=dtype)
+    np.testing.assert_array_equal(gpu_model.params.data.get(), cpu_model.params.data)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, *shape)).astype(dtype)
+    out_c = cpu_model.forward(x)
+    out_g = gpu_model.forward(backend.asarray(x))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    close(out_g, out_c, rtol)
+    dy = rng.standard_normal(out_c.shape).astype(dtype)
+    dx_c = cpu_model.backward(dy)
+    dx_g = gpu_model.backward(backend.asarray(dy))
+    close(dx_g, dx_c, rtol)
+    if cpu_model.params.size:
+        close(gpu_model.params.grad, cpu_model.params.grad, rtol)
 
 
 @pytest.mark.parametrize("spec", SPECS)
-def test_forward_backward_match(spec):
-    cpu, gpu, backend = _models(spec)
-    np.testing.assert_array_equal(cpu.params.data, gpu.params.data.get())
+def test_models_loss_grad_evaluate_predict_match(spec):
+    from node.models import build_model
+
+    backend = gpu()
+    cpu_model = build_model(spec, (8, 8), 10, CPU, seed=1)
+    gpu_model = build_model(spec, (8, 8), 10, backend, seed=1)
+    np.testing.assert_array_equal(gpu_model.params.data.get(), cpu_model.params.data)
     rng = np.random.default_rng(0)
     x = rng.random((64, 8, 8), dtype=np.float32)
     y = rng.integers(0, 10, 64)
-    loss_c = cpu.loss_and_grad(x, y)
-    loss_g = gpu.loss_and_grad(backend.asarray(x), backend.asarray(y))
+    loss_c = cpu_model.loss_and_grad(x, y)
+    loss_g = gpu_model.loss_and_grad(backend.asarray(x), backend.asarray(y))
     assert abs(loss_c - loss_g) < 1e-5 * max(1.0, abs(loss_c))
-    np.testing.assert_allclose(gpu.params.grad.get(), cpu.params.grad, rtol=1e-4, atol=1e-6)
+    close(gpu_model.params.grad, cpu_model.params.grad, 1e-5)
+    ev_c = cpu_model.evaluate(x, y)
+    ev_g = gpu_model.evaluate(backend.asarray(x), backend.asarray(y))
+    assert ev_g[0] == pytest.approx(ev_c[0], rel=1e-5)
+    # host inputs are accepted too (copied to the device); compare where the top two logits
+    # are not within rounding of each other
+    top2 = np.sort(cpu_model.forward(x, train=False), axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 1e-4
+    pred_g, pred_c = gpu_model.predict(x).get(), cpu_model.predict(x)
+    np.testing.assert_array_equal(pred_g[clear], pred_c[clear])
 
 
-@pytest.mark.parametrize("name", ["sgd", "adamw"])
-def test_fused_optimizer_matches_numpy_reference(name):
-    import cupy as cp
+def test_softmax_cross_entropy_matches():
+    from kernels.layers import softmax_cross_entropy
 
+    backend = gpu()
+    rng = np.random.default_rng(2)
+    logits = (rng.standard_normal((32, 10)) * 20).astype(np.float32)
+    y = rng.integers(0, 10, 32)
+    loss_c, grad_c = softmax_cross_entropy(logits, y)
+    loss_g, grad_g = softmax_cross_entropy(backend.asarray(logits), backend.asarray(y))
+    assert loss_g == pytest.approx(loss_c, rel=1e-5)
+    close(grad_g, grad_c, 1e-5)
+
+
+def _run_optimizer(name, xp, x0, grads, dtype, kw):
     from kernels.flat import FlatParams
     from kernels.optim import make_optimizer
 
+    p = FlatParams([("a", (7,)), ("w", (x0.size - 7,))], xp, dtype)
+    p.load(x0)
+    opt = make_optimizer(name, p, 1e-2, **kw)
+    for g in grads:
+        p.grad[...] = xp.asarray(g, dtype=dtype)
+        opt.step()
+    return p, opt
+
+
+OPT_KW = {
+    "sgd": {"momentum": 0.9, "weight_decay": 0.01},
+    "adamw": {"weight_decay": 0.05, "betas": (0.8, 0.99)},
+}
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_fused_optimizer_kernel_matches_numpy_reference(name):
+    import cupy as cp
+
     rng = np.random.default_rng(1)
-    n = 1_000_003
-    x0, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-    pc, pg = FlatParams([("w", (n,))]), FlatParams([("w", (n,))], cp)
-    pc.data[...] = x0
-    pg.data[...] = cp.asarray(x0)
-    kw = {"weight_decay": 0.01} | ({"momentum": 0.9} if name == "sgd" else {})
-    oc, og = make_optimizer(name, pc, 1e-2, **kw), make_optimizer(name, pg, 1e-2, **kw)
-    for _ in range(3):
-        pc.grad[...] = g
-        pg.grad[...] = cp.asarray(g)
-        oc.step()
-        og.step()
+    n = 1_000_003  # odd size: no kernel may assume a multiple of the block size
+    x0 = rng.standard_normal(n).astype(np.float32)
+    grads = [rng.standard_normal(n).astype(np.float32) for _ in range(5)]
+    pc, oc = _run_optimizer(name, np, x0, grads, np.float32, OPT_KW[name])
+    pg, og = _run_optimizer(name, cp, x0, grads, np.float32, OPT_KW[name])
+    # same formula, same host-side scalars: only FMA contraction and rounding order differ
+    np.testing.assert_allclose(pg.data.get(), pc.data, rtol=1e-5, atol=1e-6)
+    for slot in oc._slots:
+        np.testing.assert_allclose(getattr(og, slot).get(), getattr(oc, slot), rtol=1e-5, atol=1e-7)
+    assert og.t == oc.t == 5
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_float64_device_path_matches_numpy(name):
+    import cupy as cp
+
+    rng = np.random.default_rng(2)
+    x0 = rng.standard_normal(1001)
+    grads = [rng.standard_normal(1001) for _ in range(4)]
+    pc, _ = _run_optimizer(name, np, x0, grads, np.float64, OPT_KW[name])
+    pg, _ = _run_optimizer(name, cp, x0, grads, np.float64, OPT_KW[name])
+    np.testing.assert_allclose(pg.data.get(), pc.data, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_state_moves_between_host_and_device(name):
+    """A checkpoint written on a CPU peer resumes on a GPU peer (and the state is host numpy)."""
+    import cupy as cp
+
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal(500).astype(np.float32)
+    grads = [rng.standard_normal(500).astype(np.float32) for _ in range(4)]
+    pg, og = _run_optimizer(name, cp, x0, grads, np.float32, OPT_KW[name])
+    state = og.state_dict()
+    assert all(not isinstance(v, cp.ndarray) for v in state.values())
+    pc, oc = _run_optimizer(name, np, x0, grads[:2], np.float32, OPT_KW[name])
+    oc.load_state_dict(state)
+    pc.load(pg.data.get())
+    for g in grads:
+        for p, o, xp in ((pc, oc, np), (pg, og, cp)):
+            p.grad[...] = xp.asarray(g)
+            o.step()
     np.testing.assert_allclose(pg.data.get(), pc.data, rtol=1e-5, atol=1e-6)
 
 
 def test_kernel_wrappers_refuse_bad_arrays():
     import cupy as cp
 
-    from kernels.cuda_kernels import sgd_step
+    from kernels.cuda_kernels import adamw_step, sgd_step
     from kernels.errors import ShapeError
 
     good = cp.zeros(8, cp.float32)
+    bad = {
+        "float64": cp.zeros(8, cp.float64),
+        "strided": cp.zeros(16, cp.float32)[::2],
+        "2-D": cp.zeros((2, 4), cp.float32),
+        "size": cp.zeros(9, cp.float32),
+        "host": np.zeros(8, np.float32),
+    }
+    for what, arr in bad.items():
+        for pos in range(3):
+            args = [good.copy(), good.copy(), good.copy()]
+            args[pos] = arr
+            with pytest.raises(ShapeError):
+                sgd_step(*args, 0.1, 0.9, 0.0)
+            assert what  # keeps the failing case visible in the traceback
+    kw = dict(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.0)
     with pytest.raises(ShapeError):
-        sgd_step(cp.zeros(8, cp.float64), good, good, 0.1, 0.9, 0.0)
-    with pytest.raises(ShapeError):
-        sgd_step(cp.zeros(16, cp.float32)[::2], good, good, 0.1, 0.9, 0.0)
-    with pytest.raises(ShapeError):
-        sgd_step(cp.zeros(9, cp.float32), good, good, 0.1, 0.9, 0.0)
+        adamw_step(good, good, good, bad["float64"], t=1, **kw)
+    with pytest.raises(ShapeError, match="step count"):
+        adamw_step(good, good.copy(), good.copy(), good.copy(), t=0, **kw)

@@ -1,10 +1,14 @@
-"""Every op's backward against central finite differences in float64 (relative error < 1e-6)."""
+"""Every op against a reference: forward against a plain loop / formula, backward against central
+finite differences in float64 (relative error < 1e-6), for inputs AND parameters."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
+from kernels.errors import ShapeError
 from kernels.layers import (
     GELU,
     AddChannel,
@@ -28,6 +32,7 @@ def rel_error(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def numeric_grad(f, x: np.ndarray) -> np.ndarray:
+    """Central differences of the scalar f() w.r.t. every entry of x (perturbed in place)."""
     g = np.zeros_like(x)
     flat, gflat = x.reshape(-1), g.reshape(-1)
     for i in range(flat.size):
@@ -41,15 +46,20 @@ def numeric_grad(f, x: np.ndarray) -> np.ndarray:
     return g
 
 
-def check_layers(layers, x_shape, seed=0, away_from_kinks=False):
-    """Gradient of sum(w * out) w.r.t. the input and every parameter."""
+def away_from_kinks(x: np.ndarray) -> np.ndarray:
+    """relu / maxpool: keep every FD step from crossing a kink or flipping a tie."""
+    return np.sign(x) * (np.abs(x) + 0.1) + 1e-3 * np.arange(x.size).reshape(x.shape)
+
+
+def check_layers(layers, x_shape, seed=0, kinks=False):
+    """Gradient of sum(w * out) w.r.t. the input and every parameter, against FD."""
     rng = np.random.default_rng(seed)
     model = Sequential(layers, x_shape[1:], seed=seed, dtype=np.float64)
+    model.params.data[...] += 0.1 * rng.standard_normal(model.params.size)  # non-zero biases
     x = rng.standard_normal(x_shape)
-    if away_from_kinks:  # relu / maxpool: keep FD steps from crossing a kink or a tie
-        x = np.sign(x) * (np.abs(x) + 0.1) + 1e-3 * np.arange(x.size).reshape(x.shape)
-    out = model.forward(x)
-    w = rng.standard_normal(out.shape)
+    if kinks:
+        x = away_from_kinks(x)
+    w = rng.standard_normal(model.forward(x).shape)
 
     def f():
         return float((model.forward(x) * w).sum())
@@ -57,10 +67,14 @@ def check_layers(layers, x_shape, seed=0, away_from_kinks=False):
     model.forward(x)
     dx = model.backward(w)
     grads = model.params.grad.copy()
+    assert dx.shape == x.shape
     assert rel_error(dx, numeric_grad(f, x)) < TOL
     if model.params.size:
-        num = numeric_grad(f, model.params.data)
-        assert rel_error(grads, num) < TOL
+        assert np.abs(grads).max() > 0  # a gradient that stayed zero would pass FD trivially
+        assert rel_error(grads, numeric_grad(f, model.params.data)) < TOL
+
+
+# --- backward against finite differences ---------------------------------------------------
 
 
 def test_linear():
@@ -68,7 +82,7 @@ def test_linear():
 
 
 def test_relu():
-    check_layers([Linear(6), ReLU()], (5, 4), away_from_kinks=True)
+    check_layers([Linear(6), ReLU()], (5, 4), kinks=True)
 
 
 def test_tanh():
@@ -88,38 +102,122 @@ def test_conv1d(k):
     check_layers([Conv1d(4, k)], (2, 3, 7))
 
 
-def test_maxpool1d_with_remainder():
-    check_layers([MaxPool1d(2)], (2, 3, 7), away_from_kinks=True)
+def test_conv1d_kernel_longer_than_signal():
+    check_layers([Conv1d(2, 7)], (2, 2, 3))
+
+
+@pytest.mark.parametrize("length", [6, 7])
+def test_maxpool1d_with_and_without_remainder(length):
+    check_layers([MaxPool1d(2)], (2, 3, length), kinks=True)
 
 
 def test_add_channel_conv_stack():
     check_layers(
         [AddChannel(), Conv1d(2, 3), Tanh(), MaxPool1d(2), Flatten(), Linear(3)],
         (2, 8),
-        away_from_kinks=True,
+        kinks=True,
     )
 
 
 def test_softmax_cross_entropy():
     rng = np.random.default_rng(1)
-    logits = rng.standard_normal((6, 5))
+    logits = rng.standard_normal((6, 5)) * 3
     y = rng.integers(0, 5, size=6)
     _, grad = softmax_cross_entropy(logits, y)
     num = numeric_grad(lambda: softmax_cross_entropy(logits, y)[0], logits)
     assert rel_error(grad, num) < TOL
 
 
-def test_whole_model_loss_and_grad():
+@pytest.mark.parametrize("act", [ReLU, GELU, Tanh])
+def test_whole_model_loss_and_grad(act):
+    """loss_and_grad (which skips the unused input gradient) against FD of the mean loss."""
     rng = np.random.default_rng(2)
-    model = Sequential([Flatten(), Linear(8), GELU(), Linear(4)], (2, 3), seed=3, dtype=np.float64)
-    x, y = rng.standard_normal((5, 2, 3)), rng.integers(0, 4, size=5)
+    model = Sequential([Flatten(), Linear(8), act(), Linear(4)], (2, 3), seed=3, dtype=np.float64)
+    x, y = away_from_kinks(rng.standard_normal((5, 2, 3))), rng.integers(0, 4, size=5)
     model.loss_and_grad(x, y)
     analytic = model.params.grad.copy()
     num = numeric_grad(lambda: softmax_cross_entropy(model.forward(x), y)[0], model.params.data)
     assert rel_error(analytic, num) < TOL
 
 
+def test_conv_model_loss_and_grad():
+    rng = np.random.default_rng(4)
+    layers = [Conv1d(3, 3), ReLU(), MaxPool1d(2), Flatten(), Linear(4)]
+    model = Sequential(layers, (2, 6), seed=1, dtype=np.float64)
+    x, y = away_from_kinks(rng.standard_normal((3, 2, 6))), rng.integers(0, 4, size=3)
+    model.loss_and_grad(x, y)
+    analytic = model.params.grad.copy()
+    num = numeric_grad(lambda: softmax_cross_entropy(model.forward(x), y)[0], model.params.data)
+    assert rel_error(analytic, num) < TOL
+
+
+# --- forward against plain references --------------------------------------------------------
+
+
+def test_conv1d_forward_matches_a_direct_loop():
+    rng = np.random.default_rng(5)
+    n, c, length, out, k = 2, 3, 9, 4, 5
+    model = Sequential([Conv1d(out, k)], (c, length), seed=0, dtype=np.float64)
+    model.params.views["0.b"][...] = rng.standard_normal(out)
+    x = rng.standard_normal((n, c, length))
+    W = model.params.views["0.W"].reshape(out, c, k)  # layout: W[o, c * k + j]
+    b = model.params.views["0.b"]
+    pad = k // 2
+    xpad = np.pad(x, ((0, 0), (0, 0), (pad, pad)))
+    want = np.zeros((n, out, length))
+    for s in range(n):
+        for o in range(out):
+            for pos in range(length):
+                want[s, o, pos] = b[o] + (W[o] * xpad[s, :, pos : pos + k]).sum()
+    np.testing.assert_allclose(model.forward(x), want, rtol=1e-12, atol=1e-12)
+
+
+def test_maxpool_forward_and_ties():
+    x = np.array([[[1.0, 3.0, 2.0, 2.0, -1.0, -5.0, 9.0]]])
+    pool = Sequential([MaxPool1d(2)], (1, 7), dtype=np.float64)
+    np.testing.assert_array_equal(pool.forward(x), [[[3.0, 2.0, -1.0]]])
+    dx = pool.backward(np.array([[[10.0, 20.0, 30.0]]]))
+    # a tie (2, 2) sends its gradient to one input only; the dropped remainder gets none
+    np.testing.assert_array_equal(dx, [[[0, 10, 20, 0, 30, 0, 0]]])
+
+
+def test_activations_forward():
+    x = np.linspace(-4, 4, 17)
+    np.testing.assert_array_equal(Sequential([ReLU()], (17,)).forward(x[None]), [np.maximum(x, 0)])
+    np.testing.assert_allclose(
+        Sequential([Tanh()], (17,), dtype=np.float64).forward(x[None])[0], np.tanh(x)
+    )
+    gelu = Sequential([GELU()], (17,), dtype=np.float64).forward(x[None])[0]
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    assert np.abs(gelu - exact).max() < 1e-3  # the tanh approximation is within 1e-3 of erf
+
+
+def test_softmax_cross_entropy_matches_the_definition():
+    rng = np.random.default_rng(6)
+    logits, y = rng.standard_normal((4, 3)), np.array([0, 2, 1, 2])
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    loss, grad = softmax_cross_entropy(logits, y)
+    assert loss == pytest.approx(-np.log(p[np.arange(4), y]).mean(), rel=1e-12)
+    np.testing.assert_allclose(grad, (p - np.eye(3)[y]) / 4, rtol=1e-12, atol=1e-15)
+
+
 def test_softmax_cross_entropy_is_stable_for_huge_logits():
-    logits = np.array([[1e4, 0.0, -1e4]], dtype=np.float32)
-    loss, grad = softmax_cross_entropy(logits, np.array([0]))
+    logits = np.array([[1e4, 0.0, -1e4], [-1e4, 1e4, 0.0]], dtype=np.float32)
+    loss, grad = softmax_cross_entropy(logits, np.array([0, 0]))
     assert np.isfinite(loss) and np.isfinite(grad).all()
+    assert loss == pytest.approx(2e4 / 2)  # the second row is off by 2e4, the first by 0
+
+
+def test_bad_layer_arguments_are_shape_errors():
+    for make in (
+        lambda: Conv1d(4, 4),
+        lambda: Conv1d(0, 3),
+        lambda: Linear(0),
+        lambda: MaxPool1d(0),
+    ):
+        with pytest.raises(ShapeError):
+            make()
+    with pytest.raises(ShapeError, match="conv1d needs"):
+        Sequential([Conv1d(2, 3)], (8,))
+    with pytest.raises(ShapeError, match="cannot pool"):
+        Sequential([MaxPool1d(4)], (2, 3))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from kernels.backend import CPU
-from node.errors import ModelSpecError
+from kernels.layers import GELU, Conv1d, Linear, MaxPool1d, ReLU, Tanh
+from node.errors import ConfigError, ModelSpecError
 from node.models import build_model
 
 pytestmark = pytest.mark.timeout(30)
@@ -19,7 +20,10 @@ pytestmark = pytest.mark.timeout(30)
         ("mlp:", 64 * 10 + 10),
         ("mlp:32", 64 * 32 + 32 + 32 * 10 + 10),
         ("mlp:32,16/gelu", 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10),
+        (" MLP: 32 , 16 / Tanh ", 64 * 32 + 32 + 32 * 16 + 16 + 16 * 10 + 10),
+        # digits are 8 channels of length 8: conv 8->4 (k3), pool to length 4, dense 16
         ("cnn1d:4k3,p2,16", 4 * 8 * 3 + 4 + (4 * 4) * 16 + 16 + 16 * 10 + 10),
+        ("cnn1d:4k3,8k5", 4 * 8 * 3 + 4 + 8 * 4 * 5 + 8 + 8 * 8 * 10 + 10),
     ],
 )
 def test_specs_build_the_right_number_of_parameters(spec, n_params):
@@ -29,27 +33,100 @@ def test_specs_build_the_right_number_of_parameters(spec, n_params):
     assert out.shape == (3, 10)
 
 
-def test_cnn1d_on_flat_signals():
+def test_the_layers_are_what_the_spec_says():
+    kinds = [type(layer) for layer in build_model("mlp:32,16/gelu", (8, 8), 10, CPU, 0).layers]
+    assert kinds[1:] == [Linear, GELU, Linear, GELU, Linear]
+    cnn = build_model("cnn1d:16k5,p2,32k3,p2,64/tanh", (8, 8), 10, CPU, 0).layers
+    assert [type(layer) for layer in cnn if type(layer) in (Conv1d, MaxPool1d, Tanh, ReLU)] == [
+        Conv1d,
+        Tanh,
+        MaxPool1d,
+        Conv1d,
+        Tanh,
+        MaxPool1d,
+        Tanh,
+    ]
+    convs = [layer for layer in cnn if isinstance(layer, Conv1d)]
+    assert [(c.out_channels, c.k) for c in convs] == [(16, 5), (32, 3)]
+
+
+def test_digits_rows_are_the_conv_channels():
+    """Permuting the 8 rows of an image (= channels) changes the output; the conv weight of
+    layer 0 spans 8 input channels."""
+    model = build_model("cnn1d:4k3", (8, 8), 10, CPU, seed=0)
+    assert model.params.views["0.W"].shape == (4, 8 * 3)
+    x = np.random.default_rng(0).random((2, 8, 8), dtype=np.float32)
+    assert not np.allclose(model.forward(x), model.forward(x[:, ::-1, :]))
+
+
+def test_cnn1d_on_flat_signals_and_mlp_on_any_shape():
     model = build_model("cnn1d:4k5,p2", (20,), 3, CPU, seed=0)
     assert model.forward(np.zeros((2, 20), np.float32)).shape == (2, 3)
+    assert model.params.views["1.W"].shape == (4, 1 * 5)  # one channel in
+    assert build_model("mlp:4", (2, 3, 4), 5, CPU, seed=0).params.size == 24 * 4 + 4 + 4 * 5 + 5
+
+
+def test_seed_decides_the_initial_parameters():
+    a = build_model("cnn1d:4k3,p2,8", (8, 8), 10, CPU, seed=7)
+    b = build_model("cnn1d:4k3,p2,8", (8, 8), 10, CPU, seed=7)
+    c = build_model("cnn1d:4k3,p2,8", (8, 8), 10, CPU, seed=8)
+    np.testing.assert_array_equal(a.params.data, b.params.data)
+    assert not np.array_equal(a.params.data, c.params.data)
 
 
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("resnet:50", "unknown model kind 'resnet'"),
+        (
+            "resnet:50",
+            "unknown model kind 'resnet' in 'resnet:50' \\(expected mlp, cnn1d, linear\\)",
+        ),
         ("mlp:12x", "bad layer width '12x'"),
         ("mlp:0", "bad layer width '0'"),
+        ("mlp:-3", "bad layer width '-3'"),
         ("mlp:32/swish", "unknown activation 'swish'"),
         ("cnn1d:64", "needs at least one conv token"),
+        ("cnn1d:", "needs at least one conv token"),
         ("cnn1d:4k4", "odd kernel"),
+        ("cnn1d:0k3", "channels >= 1"),
+        ("cnn1d:4k3,p0", "size must be >= 1"),
         ("cnn1d:4k3,16,p2", "after a dense layer"),
+        ("cnn1d:4k3,q2", "bad layer width 'q2'"),
         ("linear:5", "takes no layers"),
         ("", "empty model spec"),
-        ("cnn1d:4k3,p16", "does not fit"),
+        ("   ", "empty model spec"),
+        ("cnn1d:4k3,p16", "does not fit inputs of shape \\(8, 8\\)"),
+        ("mlp:100000,100000", "parameters \\(at most"),
+        ("mlp:99999999999999999999", "parameters \\(at most"),
     ],
 )
 def test_bad_specs_name_the_problem(spec, needle):
     with pytest.raises(ModelSpecError, match=needle) as info:
         build_model(spec, (8, 8), 10, CPU, seed=0)
     assert "\n" not in str(info.value)
+    assert isinstance(info.value, ConfigError)  # the CLI prints it as one line, exit 2
+
+
+@pytest.mark.parametrize(
+    ("shape", "n_classes", "needle"),
+    [
+        ((8, 8), 1, "n_classes >= 2"),
+        ((8, 8), 2.5, "n_classes >= 2"),
+        ((), 10, "non-empty"),
+        ((8, 0), 10, "dims >= 1"),
+        (("a",), 10, "tuple of ints"),
+    ],
+)
+def test_bad_shapes_and_class_counts(shape, n_classes, needle):
+    with pytest.raises(ModelSpecError, match=needle):
+        build_model("mlp:8", shape, n_classes, CPU, seed=0)
+
+
+def test_cnn1d_refuses_images_with_more_axes():
+    with pytest.raises(ModelSpecError, match="cnn1d reads"):
+        build_model("cnn1d:4k3", (3, 8, 8), 10, CPU, seed=0)
+
+
+def test_non_string_spec():
+    with pytest.raises(ModelSpecError, match="must be a string"):
+        build_model(None, (8, 8), 10, CPU, seed=0)  # type: ignore[arg-type]

@@ -17,9 +17,16 @@ so a unit test can feed it synthetic samples. Kinds and their keys (`[[assert]]`
                        default the first heal); window (s, default 5) -- time after the heal until
                        the max pairwise model distance is back under factor x its level before
                        the partition (needs [scenario] params_every > 0)
+    merge              within (s, default 30); after (heal event id, default the first heal)
+                       -- time after the heal until every peer running then lists every other
+                       one (by its current peer id) as alive: the halves' membership merged
     exchange_progress  max_stall (s, default exchange-timeout + 2 x sample_every); peers
-                       (default: honest peers without a slowdown) -- longest time an honest
-                       peer's exchange round counter stood still while it was answering
+                       (default: honest peers not slowed below the rest) -- longest time an
+                       honest peer's exchange round counter stood still while it answered
+    max_wait           max (s, default exchange-timeout + 0.5); peers (default: honest peers
+                       never frozen, killed or slowed below the rest) -- longest single round
+                       any of them reported (status `exchange.max_round_s`): one may wait at
+                       most one deadline; the 0.5 s is the round's own snapshot/encode/mix work
 
 Any kind takes `must_fail = true`: the bar is expected to fail ("failed as expected").
 """
@@ -35,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fault.scenario import Scenario
 
+PEER_LIFECYCLE = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 FAULT_ACTIONS = ("kill", "terminate", "freeze", "partition", "fault", "byzantine", "slowdown")
 DEFAULT_EXCHANGE_TIMEOUT = 5.0  # gossip.exchange.ExchangeConfig.timeout
 
@@ -131,6 +139,7 @@ def _check_references(kind: str, params: dict[str, Any], scenario: Scenario) -> 
         "accuracy_drop": FAULT_ACTIONS,
         "membership": ("kill", "terminate"),
         "reconverge": ("heal",),
+        "merge": ("heal",),
     }.get(kind)
     if actions is None:
         pass
@@ -326,10 +335,16 @@ def _membership(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> 
         for name, samples in record.samples.items():
             if name == event.peer or not any(s["t"] <= t_e for s in samples):
                 continue  # the target itself, or a peer that joined after the event
-            window = [s for s in samples if s.get("ok") and t_e <= s["t"] < t_stop]
+            # The observer's own view ends when the runner stops it (killed with the target,
+            # say): what it lists after its restart is hearsay from the others, not detection.
+            t_blind = _stopped_at(record, name, t_e)
+            end = min(t_stop, t_blind)
+            window = [s for s in samples if s.get("ok") and t_e <= s["t"] < end]
             if not window:
                 continue  # this peer was not answering then: it could not be asked
             seen = [s["t"] for s in window if _sees_gone(s, ids)]
+            if not seen and t_blind <= t_e + p["within"]:
+                continue  # stopped itself before the deadline: it had no chance to see
             per[f"{name} sees {event.peer} @{t_e:.0f}s"] = seen[0] - t_e if seen else math.inf
     measured = max(per.values()) if per else None
     return Result(
@@ -349,6 +364,22 @@ def _next_start(scenario: Scenario, record: RunRecord, peer: str | None, index: 
         if e.peer == peer and e.action in ("restart", "join"):
             return record.event_time(scenario, j)
     return math.inf
+
+
+def _stopped_at(record: RunRecord, name: str, t0: float) -> float:
+    """When `name` stops watching from `t0` on: `t0` itself if the runner had stopped it (kill,
+    terminate, freeze) by then and not brought it back, else its next stop (inf: never). Kills
+    of several peers land a few ms apart: none of them is a blind observer of the others."""
+    stops = ("kill", "terminate", "freeze")
+    own = sorted(
+        (float(e["t"]), e.get("action"))
+        for e in record.timeline
+        if e.get("peer") == name and e.get("action") in PEER_LIFECYCLE
+    )
+    before = [action for t, action in own if t <= t0]
+    if before and before[-1] in stops:
+        return t0
+    return min((t for t, action in own if t > t0 and action in stops), default=math.inf)
 
 
 def _sees_gone(sample: Mapping[str, Any], ids: set[str]) -> bool:
@@ -389,13 +420,49 @@ def _reconverge(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> 
     )
 
 
-def _exchange_progress(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
-    slowed = {e.peer for e in scenario.events if e.action == "slowdown"}
-    default = [
+def _merge(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+    heal_index = _first_event(scenario, p, ("heal",))[0]
+    t_heal = record.event_time(scenario, heal_index)
+    # Peers running from the heal to the end, by their current ids; a peer the runner stops or
+    # starts after the heal changes what "everyone" means, so such peers are left out.
+    moved = {
+        e.get("peer")
+        for e in record.timeline
+        if float(e.get("t", -1.0)) >= t_heal and e.get("action") in PEER_LIFECYCLE
+    }
+    names = [
         n
-        for n in honest_peers(scenario)
-        if n not in slowed and not scenario.flags_for(n).get("slowdown")
+        for n in _running_at_end(scenario, record, (q.name for q in scenario.peers))
+        if n not in moved and any(s["t"] <= t_heal for s in record.samples.get(n, []))
     ]
+    ids = {n: record.peer_ids[n][-1] for n in names if record.peer_ids.get(n)}
+    per: dict[str, Any] = {}
+    for name in names:
+        want = {pid for other, pid in ids.items() if other != name}
+        merged = [
+            s["t"]
+            for s in record.samples.get(name, [])
+            if s.get("ok") and s["t"] >= t_heal and _sees_alive(s, want)
+        ]
+        per[name] = merged[0] - t_heal if merged else math.inf
+    return Result(
+        "merge",
+        f"every peer lists every other one alive within {p['within']:g} s of the heal",
+        max(per.values()) if per else None,
+        p["within"],
+        "<=",
+        False,
+        per_peer=per,
+    )
+
+
+def _sees_alive(sample: Mapping[str, Any], ids: set[str]) -> bool:
+    members = sample.get("members") or {}
+    return all(members.get(pid) == "alive" for pid in ids)
+
+
+def _exchange_progress(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+    default = [n for n in honest_peers(scenario) if n not in _stragglers(scenario)]
     per = {name: _longest_stall(record.samples.get(name, [])) for name in p["peers"] or default}
     known = [v for v in per.values() if v is not None]
     return Result(
@@ -407,6 +474,48 @@ def _exchange_progress(scenario: Scenario, record: RunRecord, p: Mapping[str, An
         False,
         per_peer=per,
     )
+
+
+def _max_wait(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+    disturbed = {e.peer for e in scenario.events if e.action in ("freeze", "kill", "terminate")}
+    disturbed |= _stragglers(scenario)
+    default = [n for n in honest_peers(scenario) if n not in disturbed]
+    per: dict[str, Any] = {}
+    for name in p["peers"] or default:
+        waits = [
+            float(s["max_round_s"])
+            for s in record.samples.get(name, [])
+            if s.get("ok") and s.get("max_round_s") is not None
+        ]
+        per[name] = max(waits) if waits else None
+    known = [v for v in per.values() if v is not None]
+    return Result(
+        "max_wait",
+        f"no honest peer's exchange round took longer than {p['max']:g} s",
+        max(known) if known and len(known) == len(per) else None,
+        p["max"],
+        "<=",
+        False,
+        detail=_missing(per, "exchange"),
+        per_peer=per,
+    )
+
+
+def _stragglers(scenario: Scenario) -> set[str]:
+    """Peers slowed down beyond the rest: by a `slowdown` event, or a per-peer `slowdown` above
+    the [node] one (a [node] slowdown paces every peer alike and makes nobody a straggler)."""
+    base = float(scenario.node.get("slowdown", 1.0))
+    slowed = {e.peer for e in scenario.events if e.action == "slowdown" and e.peer}
+    slowed |= {
+        p.name
+        for p in scenario.peers
+        if float(scenario.flags_for(p.name).get("slowdown", 1.0)) > base
+    }
+    return slowed
+
+
+def _default_wait(s: Scenario) -> float:
+    return float(s.node.get("exchange-timeout", DEFAULT_EXCHANGE_TIMEOUT)) + 0.5
 
 
 def _longest_stall(samples: list[dict[str, Any]]) -> float | None:
@@ -426,9 +535,9 @@ def _longest_stall(samples: list[dict[str, Any]]) -> float | None:
     return longest
 
 
-def _missing(per: Mapping[str, Any]) -> str:
+def _missing(per: Mapping[str, Any], what: str = "accuracy") -> str:
     missing = [n for n, v in per.items() if v is None]
-    return f"no accuracy sample from {', '.join(missing)}" if missing else ""
+    return f"no {what} sample from {', '.join(missing)}" if missing else ""
 
 
 _S = {"peers": (_v_peers, None), "window": (_v_seconds, 3.0)}
@@ -452,6 +561,8 @@ KINDS: dict[str, tuple[Callable[..., Result], dict[str, tuple[_Check, Any]]]] = 
             "window": (_v_seconds, 5.0),
         },
     ),
+    "max_wait": (_max_wait, {"max": (_v_seconds, _default_wait), "peers": (_v_peers, None)}),
+    "merge": (_merge, {"within": (_v_seconds, 30.0), "after": (_v_event, None)}),
     "exchange_progress": (
         _exchange_progress,
         {"max_stall": (_v_seconds, _default_stall), "peers": (_v_peers, None)},

@@ -85,13 +85,14 @@ def _line(
 
 
 def _mark_events(axes: Any, timeline: list[dict[str, Any]]) -> None:
-    for entry in timeline:
-        color = "tab:red" if entry.get("action") in ("kill", "died") else "tab:gray"
+    for t, entries in _same_moment(timeline):
+        kills = any(e.get("action") in ("kill", "died") for e in entries)
+        color = "tab:red" if kills else "tab:gray"
         for ax in axes:
-            ax.axvline(entry["t"], color=color, ls="--", lw=0.8, alpha=0.8)
+            ax.axvline(t, color=color, ls="--", lw=0.8, alpha=0.8)
         axes[0].annotate(
-            entry.get("label") or entry.get("action", ""),
-            xy=(entry["t"], 1.0),
+            ", ".join(e.get("label") or e.get("action", "") for e in entries),
+            xy=(t, 1.0),
             xycoords=("data", "axes fraction"),
             rotation=90,
             va="top",
@@ -99,3 +100,17 @@ def _mark_events(axes: Any, timeline: list[dict[str, Any]]) -> None:
             fontsize="x-small",
             color=color,
         )
+
+
+def _same_moment(
+    timeline: list[dict[str, Any]], gap: float = 0.5
+) -> list[tuple[float, list[dict[str, Any]]]]:
+    """Events less than `gap` s apart share one line and one label (kill c, kill d at t=12
+    would otherwise print on top of each other)."""
+    groups: list[tuple[float, list[dict[str, Any]]]] = []
+    for entry in sorted(timeline, key=lambda e: e["t"]):
+        if groups and entry["t"] - groups[-1][1][-1]["t"] < gap:
+            groups[-1][1].append(entry)
+        else:
+            groups.append((entry["t"], [entry]))
+    return groups

@@ -33,7 +33,7 @@ STATUS_FIELDS = (
     "byzantine",
     "faults",
 )
-EXCHANGE_FIELDS = ("rounds", "applied", "served", "rejected")
+EXCHANGE_FIELDS = ("rounds", "applied", "served", "rejected", "last_round_s", "max_round_s")
 
 
 def _url(addr: str, route: str) -> str:

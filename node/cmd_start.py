@@ -1,39 +1,35 @@
-"""`swarmnode start`: train one peer, print progress, checkpoint, resume, and write a summary.
+"""`swarmnode start`: the training options of a peer, and the blocks that build its trainer.
 
-For now a peer trains alone on its shard of the data. The peer service (listen/join/exchange)
-plugs in here later: it reuses `add_training_options`, `config_from_args` and `build_worker`,
-and drives the same `TrainingWorker` from its event loop.
+Every `start` runs a swarm peer (`node.run_peer`): alone it trains like a single node, with
+`--join` it joins a swarm. This module owns the training half of the command line
+(`add_training_options`, `config_from_args`) and the pieces the peer builds its `TrainingWorker`
+from: `build_trainer` (data shard, backend, model, optimizer), `resume` (newest readable
+checkpoint, refused if written for another model/data/shard) and `run_meta`.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any
 
 from node import config as defaults
-from node.checkpoint import load_latest, save_checkpoint
+from node.checkpoint import load_latest
 from node.config import NodeConfig
 from node.data import Dataset, load_dataset
 from node.errors import CheckpointError, ConfigError
-from node.progress import ProgressPrinter, format_summary, write_summary_json
 from node.shard import parse_partition, parse_shard, shard_indices
 from node.trainer import Trainer
-from node.worker import TrainingWorker
 
 HELP = "train one peer on the bundled digits (or any data set) and report test accuracy"
 
 DESCRIPTION = """\
-Train one peer. With no options: an MLP on the bundled UCI digits, reaching >= 96% test
-accuracy in seconds on one CPU core. Prints a progress line every --eval-every steps.
+Start one peer. With no options it trains alone: an MLP on the bundled UCI digits, reaching
+>= 96% test accuracy in seconds on one CPU core, with a progress line every --eval-every steps.
+With --join HOST:PORT it joins a running swarm and exchanges parameters with it.
 With --checkpoint-dir the run checkpoints every --checkpoint-every steps and resumes from the
-newest readable checkpoint there. SIGINT/SIGTERM stop cleanly: a final checkpoint is saved and
-the exit code is 0.
+newest readable checkpoint there. SIGINT/SIGTERM stop cleanly: the peer leaves the swarm, saves
+a final checkpoint and exits 0.
 """
 
 # Fields recorded in each checkpoint; a resume with a different value would silently mix runs.
@@ -253,95 +249,3 @@ def resume(trainer: Trainer, cfg: NodeConfig) -> dict[str, Any] | None:
             )
     trainer.load_state(state)
     return state
-
-
-# --- the run ----------------------------------------------------------------------------------
-
-
-def run_training(cfg: NodeConfig, out: TextIO | None = None) -> dict[str, Any]:
-    """Train to `cfg.steps` (or until SIGINT/SIGTERM); return the summary dict."""
-    out = out or sys.stdout
-    t0 = time.perf_counter()
-    cfg.validate()
-    trainer, data, backend = build_trainer(cfg)
-    n_params = int(trainer.model.params.data.size)
-    _say(out, f"model {cfg.model} ({n_params:,} parameters) on {data.describe()}")
-    _say(out, f"device {backend.describe()}; {trainer.n_samples} training samples in this shard")
-    resumed = resume(trainer, cfg)
-    if resumed is not None:
-        _say(out, f"resumed from checkpoint step {trainer.step_count} ({resumed['_path']})")
-    start_step = trainer.step_count
-
-    def checkpoint(state: dict[str, Any]) -> None:
-        state["meta"] = run_meta(cfg)
-        save_checkpoint(cfg.checkpoint_dir, state, keep=cfg.keep_checkpoints)
-
-    worker = TrainingWorker(
-        trainer,
-        X_test=data.X_test,
-        y_test=data.y_test,
-        eval_every=cfg.eval_every,
-        max_steps=cfg.steps,
-        device=backend.describe(),
-        on_eval=ProgressPrinter(cfg.steps, out),
-        on_checkpoint=checkpoint if cfg.checkpoint_dir is not None else None,
-        checkpoint_every=cfg.checkpoint_every,
-    )
-    with _stop_on_signals(worker, out):
-        worker.start()
-        while not worker.join(0.25):  # short waits: lets the main thread run signal handlers
-            pass
-    if worker.error is not None:
-        raise worker.error
-    m = worker.metrics()
-    if m.eval_step != trainer.step_count:  # stopped between two evaluations: measure the end
-        m = worker.evaluate_now()
-    if cfg.checkpoint_dir is not None and trainer.step_count > start_step:
-        checkpoint(trainer.state())
-    summary = {
-        "test_accuracy": m.test_acc,
-        "test_loss": m.test_loss,
-        "steps": trainer.step_count,
-        "steps_this_run": trainer.step_count - start_step,
-        "resumed_from_step": start_step if resumed is not None else None,
-        "samples_per_s": worker.steps_run * trainer.batch_size / worker.train_seconds
-        if worker.train_seconds > 0
-        else float("nan"),
-        "device": backend.describe(),
-        "wall_s": time.perf_counter() - t0,
-        "model": cfg.model,
-        "data": cfg.data,
-        "n_params": n_params,
-    }
-    _say(out, format_summary(summary))
-    if cfg.summary_json is not None:
-        write_summary_json(cfg.summary_json, summary)
-    return summary
-
-
-@contextmanager
-def _stop_on_signals(worker: TrainingWorker, out: TextIO) -> Iterator[None]:
-    """First SIGINT/SIGTERM: stop after the current step (then checkpoint). A second: abort."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be installed from the main thread
-        return
-    sigs = [signal.SIGINT, signal.SIGTERM]
-    previous = {s: signal.getsignal(s) for s in sigs}
-
-    def handler(signum: int, _frame: Any) -> None:
-        _say(out, f"{signal.Signals(signum).name}: stopping after the current step")
-        worker.request_stop()
-        for s in sigs:  # a second signal falls through to the previous behaviour
-            signal.signal(s, previous[s])
-
-    for s in sigs:
-        signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s in sigs:
-            signal.signal(s, previous[s])
-
-
-def _say(out: TextIO, line: str) -> None:
-    print(line, file=out, flush=True)

@@ -15,8 +15,10 @@ from node.errors import ConfigError
 from node.shard import Partition, parse_partition, parse_shard
 
 # Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled
-# digits in a few seconds on one CPU core (see README, "Measured").
-DEFAULT_MODEL = "mlp:128"
+# digits in under a second of training on one CPU core. Swept over 12 seeds: the final test
+# accuracy was 96.7-97.2% for every seed. mlp:128 ended as low as 95.6% for some seeds (constant-lr
+# SGD wanders at the end; the wider layer damps it at little cost on this tiny input).
+DEFAULT_MODEL = "mlp:512"
 DEFAULT_STEPS = 1500
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_LR = 0.05

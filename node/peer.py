@@ -291,19 +291,40 @@ class Node:
             await asyncio.sleep(META_EVERY_S)
 
     async def _watch_worker(self) -> None:
-        """The step budget is spent (or training failed): stop like on SIGTERM."""
+        """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""
         await asyncio.to_thread(self.worker.join)
+        if self.worker.error is not None and self.membership.live_peers():
+            await self._fail(self.worker.error)
+            return
         if self.worker.error is not None:
             log.error("training stopped: %s", self.worker.error)
         self._update_meta()
         self._stop.set()
 
+    async def _fail(self, error: BaseException) -> None:
+        """Training failed inside a swarm (typically diverged after mixing in a poisoned model).
+
+        Exiting would hide what happened; staying in the exchange would hand the broken model to
+        the others. So the peer stops serving its parameters, leaves the membership (the others
+        mark it `left` and stop sampling it), and keeps answering /v1/status with state `failed`
+        and the accuracy of the model it now holds, until SIGTERM (then exit code 2, as before).
+        A peer alone exits at once instead: nobody is there to look, and a script gets the code.
+        """
+        self.state = "failed"
+        self.exchanger.stop_serving(f"training failed: {error}")
+        log.error(
+            "training stopped: %s; left the swarm, /v1/status reports 'failed' until SIGTERM", error
+        )
+        await asyncio.to_thread(self.worker.evaluate_now)
+        self._update_meta()
+        await _quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+
     async def _rejoin_loop(self) -> None:
         """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
         while True:
             await asyncio.sleep(REJOIN_EVERY_S)
-            if self.membership.live_peers():
-                continue
+            if self.state != "alive" or self.membership.live_peers():
+                continue  # a failed peer has left on purpose
             try:
                 await self.membership.join(self.cfg.join, timeout=REJOIN_EVERY_S)
                 log.info("re-joined the swarm through the seeds")

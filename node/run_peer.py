@@ -67,7 +67,7 @@ def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[st
         "model": cfg.model,
         "data": cfg.data,
         "n_params": int(node.trainer.model.params.size),
-        "samples_per_s": m.samples_per_s,
+        "samples_per_s": _rate(node),
         "device": m.device,
         "wall_s": wall_s,
         "exchange_rounds": node.exchanger.rounds,
@@ -77,3 +77,9 @@ def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[st
     if cfg.summary_json is not None:
         write_summary_json(cfg.summary_json, summary)
     return json.loads(json.dumps(summary, default=float))
+
+
+def _rate(node: Node) -> float:
+    """Training throughput over this whole run (not just the last evaluation window)."""
+    w = node.worker
+    return w.steps_run * node.trainer.batch_size / w.train_seconds if w.train_seconds > 0 else 0.0

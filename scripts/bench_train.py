@@ -30,8 +30,8 @@ class Case:
 
 
 CASES = [
-    Case("digits mlp (default)", "mlp:128", "digits", 32),
-    Case("digits mlp, batch 256", "mlp:128", "digits", 256),
+    Case("digits mlp (default)", "mlp:512", "digits", 32),
+    Case("digits mlp, batch 512", "mlp:512", "digits", 512),
     Case("synthetic large mlp", "mlp:1024,1024", "synthetic:8192,1024,10", 256),
 ]
 

@@ -18,11 +18,13 @@ from node.checkpoint import list_checkpoints, load_latest
 REPO = Path(__file__).resolve().parents[2]
 EVERY = 5  # checkpoint every 5 steps: writes are frequent, so kills often land mid-write
 KILLS = 4
+# Port 0: the peer binds a free port, so runs never collide with another peer on 7070.
+START = ["start", "--listen", "127.0.0.1:0"]
 
 
 def _start(ckdir: Path, log: Path, steps: int, summary: Path | None = None) -> subprocess.Popen:
     cmd = [
-        sys.executable, "-m", "node.cli", "start", "--model", "mlp:16", "--device", "cpu",
+        sys.executable, "-m", "node.cli", *START, "--model", "mlp:16", "--device", "cpu",
         "--steps", str(steps), "--eval-every", "1000000", "--checkpoint-dir", str(ckdir),
         "--checkpoint-every", str(EVERY),
     ]  # fmt: skip

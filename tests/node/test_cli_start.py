@@ -17,6 +17,8 @@ from node.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--model", "mlp:16", "--device", "cpu"]
+# Port 0: the peer binds a free port, so runs never collide with another peer on 7070.
+START = ["start", "--listen", "127.0.0.1:0"]
 
 
 def _swarmnode(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -40,7 +42,7 @@ def _poll(cond, timeout: float = 60.0, what: str = "condition") -> None:
 def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
     summary_path = tmp_path / "out" / "summary.json"
     proc = _swarmnode(
-        "start", *SMALL, "--steps", "60", "--eval-every", "20", "--summary-json", str(summary_path)
+        *START, *SMALL, "--steps", "60", "--eval-every", "20", "--summary-json", str(summary_path)
     )
     assert proc.returncode == 0, proc.stderr
     progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
@@ -57,14 +59,29 @@ def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
 def test_defaults_reach_96_percent_on_digits(tmp_path: Path) -> None:
     # The README's promise: a plain `swarmnode start` trains the bundled digits to >= 96%.
     summary_path = tmp_path / "s.json"
-    assert main(["start", "--device", "cpu", "--summary-json", str(summary_path)]) == 0
+    proc = _swarmnode(*START, "--device", "cpu", "--summary-json", str(summary_path), timeout=110)
+    assert proc.returncode == 0, proc.stderr
     summary = json.loads(summary_path.read_text())
     assert summary["test_accuracy"] >= 0.96, summary
 
 
+def test_blas_threads_default_to_one_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    from node import cli
+
+    for var in cli._BLAS_THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    cli._default_to_one_blas_thread()
+    assert all(os.environ[v] == "1" for v in cli._BLAS_THREAD_VARS)
+    for var in cli._BLAS_THREAD_VARS:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    cli._default_to_one_blas_thread()
+    assert os.environ["OMP_NUM_THREADS"] == "4" and "OPENBLAS_NUM_THREADS" not in os.environ
+
+
 def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["start", "--help"])
+        main([*START, "--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
     for option in [
@@ -90,7 +107,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_input_is_one_line_and_exit_2(
     argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["start", "--device", "cpu", *argv]) == 2
+    assert main([*START, "--device", "cpu", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert (
         len(err.splitlines()) == 1 and fragment in err and err.startswith("swarmnode start: error:")
@@ -104,13 +121,13 @@ def test_unavailable_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture
         pytest.skip("cupy is installed here; --device cuda may be valid")
     except ImportError:
         pass
-    assert main(["start", "--device", "cuda", "--steps", "1"]) == 2
+    assert main([*START, "--device", "cuda", "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cuda" in err.lower()
 
 
 def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["start", "--partition", "zipf"], ["start", "--steps", "many"], ["nosuchverb"]):
+    for argv in ([*START, "--partition", "zipf"], [*START, "--steps", "many"], ["nosuchverb"]):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
@@ -122,7 +139,7 @@ def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signa
     ckdir = tmp_path / "ck"
     summary_path = tmp_path / "s.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "node.cli", "start", *SMALL, "--steps", "100000000",
+        [sys.executable, "-m", "node.cli", *START, *SMALL, "--steps", "100000000",
          "--eval-every", "1000000", "--checkpoint-dir", str(ckdir), "--checkpoint-every", "50",
          "--summary-json", str(summary_path)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -143,7 +160,7 @@ def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signa
     assert sig.name in out
 
     more = _swarmnode(
-        "start", *SMALL, "--steps", str(stopped_at + 7), "--checkpoint-dir", str(ckdir),
+        *START, *SMALL, "--steps", str(stopped_at + 7), "--checkpoint-dir", str(ckdir),
         "--summary-json", str(summary_path),
     )  # fmt: skip
     assert more.returncode == 0, more.stderr
@@ -154,8 +171,8 @@ def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signa
 
 def test_resume_with_another_model_is_refused(tmp_path: Path, capsys) -> None:
     ck = str(tmp_path / "ck")
-    assert main(["start", *SMALL, "--steps", "3", "--checkpoint-dir", ck]) == 0
-    assert main(["start", "--device", "cpu", "--model", "mlp:8", "--checkpoint-dir", ck]) == 2
+    assert main([*START, *SMALL, "--steps", "3", "--checkpoint-dir", ck]) == 0
+    assert main([*START, "--device", "cpu", "--model", "mlp:8", "--checkpoint-dir", ck]) == 2
     assert "another --checkpoint-dir" in capsys.readouterr().err
 
 

@@ -13,6 +13,8 @@ from node.data import load_dataset, make_synthetic
 from node.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
+# Port 0: the peer binds a free port, so runs never collide with another peer on 7070.
+START = ["start", "--listen", "127.0.0.1:0"]
 
 
 def _good_arrays() -> dict[str, np.ndarray]:
@@ -144,7 +146,7 @@ def test_cli_exits_2_with_one_line_on_bad_npz(tmp_path: Path, case: str) -> None
     changes, fragment = BAD_CASES[case]
     path = _write(tmp_path, **changes)
     proc = subprocess.run(
-        [sys.executable, "-m", "node.cli", "start", "--data", str(path), "--steps", "1"],
+        [sys.executable, "-m", "node.cli", *START, "--data", str(path), "--steps", "1"],
         cwd=REPO,
         capture_output=True,
         text=True,

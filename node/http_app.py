@@ -5,10 +5,11 @@ same ones the in-memory network calls). This module adds what HTTP needs around 
 caps checked before reading, errors mapped to status codes with one log line each, a server that
 keeps running whatever a peer sends, and a bulk path for 100 MB parameter bodies.
 
-Bulk path (measured with scripts/bench_exchange.py; aiohttp's defaults reach ~25% of raw
+Bulk path (measured with scripts/bench_exchange.py; aiohttp's defaults reach 10-25% of raw
 loopback TCP for a 100 MB push-pull):
-- bodies are read into ONE preallocated buffer of the declared size (`node.http_body`), not
-  collected and joined: handlers receive a `bytearray` (treat it as bytes-like, never assume
+- bodies are read into ONE preallocated, huge-page-backed buffer of the declared size
+  (`node.http_transport.read_sized_body`), not collected and joined: handlers receive `bytes`
+  up to 1 MiB and a writable `memoryview` beyond (treat the body as bytes-like, never assume
   `bytes`);
 - the per-connection read buffer is raised from 64 KiB to `BULK_READ_BUFSIZE`: at 64 KiB the
   body stream pauses and resumes the socket after every 128 KiB, hundreds of selector
@@ -54,8 +55,8 @@ def build_app(
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
     `handlers` is read at request time, so it may be filled after the server is bound (the node
-    learns its address first). A handler gets the body as a `bytearray` and may return any
-    C-contiguous bytes-like object. `max_body_bytes` is one cap for all routes, or per route
+    learns its address first). A handler gets the body as `bytes` (up to 1 MiB) or a
+    writable `memoryview` (larger) and may return any C-contiguous bytes-like object. `max_body_bytes` is one cap for all routes, or per route
     with an optional `"*"` default. `extra_routes` adds the node's own routes (GET /v1/status,
     /metrics, admin). Rejections and failures are logged on `logger` (default: this module's).
     """

@@ -56,7 +56,9 @@ class HttpTransport:
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self, where: str) -> aiohttp.ClientSession:
+        if self._closed:  # close() may have run while this request waited for its first step
+            raise PeerUnreachable(f"transport closed; cannot reach {where}")
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self.pool_size, ttl_dns_cache=60)
             self._session = aiohttp.ClientSession(
@@ -67,33 +69,34 @@ class HttpTransport:
     async def request(
         self, addr: str, route: str, body: Any, *, timeout: float
     ) -> bytes | memoryview:
-        if self._closed:
-            raise PeerUnreachable(f"transport closed; cannot reach {addr} /v1/{route}")
         where = f"{addr} /v1/{route}"
+        self._client(where)  # fail fast when closed
         try:
             payload = _SlicedPayload(body)
             # aiohttp's own deadline covers connect+send+headers; wait_for also bounds reading
             # the body, whatever aiohttp version and timer semantics are installed.
-            return await asyncio.wait_for(self._post(addr, route, payload, timeout), timeout)
+            post = self._post(f"http://{addr}/v1/{route}", where, payload, timeout)
+            return await asyncio.wait_for(post, timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise RequestTimeout(f"{where}: no answer within {timeout:.2f}s") from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
-            raise PeerUnreachable(f"{where}: {type(exc).__name__}: {exc}") from None
-        except (aiohttp.InvalidURL, ValueError) as exc:  # "host:port" that is no address
+        except aiohttp.ClientResponseError as exc:  # it answered, but not in HTTP we can parse
+            raise RemoteError(f"{where}: malformed answer: {exc.message}", 502) from None
+        except aiohttp.InvalidURL as exc:  # "host:port" that is no address
             raise PeerUnreachable(f"{where}: bad address: {exc}") from None
+        except (aiohttp.ClientError, OSError) as exc:  # refused, reset, DNS, disconnected
+            raise PeerUnreachable(f"{where}: {type(exc).__name__}: {exc}") from None
         except BodyError as exc:  # the answer is larger than we accept, or cut short
             raise RemoteError(f"{where}: {exc}", exc.status) from None
 
     async def _post(
-        self, addr: str, route: str, payload: Payload, timeout: float
+        self, url: str, where: str, payload: Payload, timeout: float
     ) -> bytes | memoryview:
-        url = f"http://{addr}/v1/{route}"
         deadline = aiohttp.ClientTimeout(total=timeout)
-        async with self._client().post(url, data=payload, timeout=deadline) as resp:
+        async with self._client(where).post(url, data=payload, timeout=deadline) as resp:
             if resp.status >= 400:
-                raw = await resp.content.read(MAX_ERROR_TEXT)
+                raw = await resp.content.read(MAX_ERROR_TEXT)  # one line, not a novel
                 text = " ".join(raw.decode("utf-8", "replace").split())
-                raise RemoteError(f"{addr} /v1/{route} answered {resp.status}: {text}", resp.status)
+                raise RemoteError(f"{where} answered {resp.status}: {text}", resp.status)
             return await read_sized_body(resp.content, resp.content_length, self.max_response_bytes)
 
     async def close(self) -> None:

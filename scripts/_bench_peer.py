@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""One benchmark peer process for scripts/bench_exchange.py (not meant to be run by hand).
+
+It serves, on 127.0.0.1:
+- the peer app from node/http_app.py with an echo-style `pushpull` route (receive N bytes, answer
+  this peer's own N-byte "model", as a real average-mode exchange does) and a `bench/run` route
+  that makes *this* peer drive a measurement against another peer and answer the timings as JSON;
+- a plain aiohttp app (`await request.read()`, `web.Response(body=...)`, default settings) on a
+  second port: the naive baseline;
+- a raw TCP listener on a third port (blocking sockets in a thread): an 8-byte length, the body
+  `recv_into` one preallocated buffer, the same number of bytes `sendall` back.
+
+It prints `ready HTTP_PORT NAIVE_PORT RAW_PORT` on stdout, then serves until stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from node.http_app import build_app, serve
+from node.http_transport import HttpTransport
+
+MAX_BODY = 1 << 30
+_models: dict[int, bytearray] = {}
+_inboxes: dict[int, bytearray] = {}
+
+
+def own_model(n: int) -> bytearray:
+    """This peer's n-byte "model" (cached: the echo must not time an allocation)."""
+    if n not in _models:
+        _models[n] = bytearray(b"\x5a" * n)
+    return _models[n]
+
+
+def raw_inbox(n: int) -> memoryview:
+    """A reused, already-touched receive buffer: raw sockets at their best, no page faults."""
+    if n not in _inboxes:
+        _inboxes[n] = bytearray(b"\0" * n)
+    return memoryview(_inboxes[n])
+
+
+# --- raw sockets -------------------------------------------------------------------------
+
+
+def _recv_exactly_into(sock: socket.socket, view: memoryview) -> None:
+    pos = 0
+    while pos < len(view):
+        n = sock.recv_into(view[pos:])
+        if n == 0:
+            raise ConnectionError("peer closed mid-message")
+        pos += n
+
+
+def raw_server(listener: socket.socket) -> None:
+    """Echo-style, one message per connection: receive N bytes, answer N bytes."""
+    while True:
+        conn, _ = listener.accept()
+        with conn:
+            head = bytearray(8)
+            _recv_exactly_into(conn, memoryview(head))
+            (n,) = struct.unpack(">Q", head)
+            _recv_exactly_into(conn, raw_inbox(n))
+            conn.sendall(own_model(n))
+
+
+def raw_exchange(port: int, payload: bytearray) -> float:
+    """Seconds for one raw push-pull of `payload` (connect included, as HTTP's first is)."""
+    answer = raw_inbox(len(payload))
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(struct.pack(">Q", len(payload)))
+        sock.sendall(payload)
+        _recv_exactly_into(sock, answer)
+    return time.perf_counter() - t0
+
+
+# --- drivers -----------------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads: the raw driver's too
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _time(fn: Callable[[], Awaitable[int]], reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        got = await fn()
+        out.append(time.perf_counter() - t0)
+        if got <= 0:
+            raise RuntimeError("empty answer")
+    return out
+
+
+async def run_raw(spec: dict) -> list[float]:
+    payload = own_model(spec["size"])
+    return [
+        await asyncio.to_thread(raw_exchange, spec["raw_port"], payload)
+        for _ in range(spec["reps"])
+    ]
+
+
+# Kept across runs, as a peer keeps its pool: the bench warms them with one unrecorded round.
+_transport = HttpTransport(max_response_bytes=MAX_BODY)
+_session: list[aiohttp.ClientSession] = []
+
+
+async def run_http(spec: dict) -> list[float]:
+    payload = own_model(spec["size"])
+    addr = f"127.0.0.1:{spec['http_port']}"
+
+    async def once() -> int:
+        answer = await _transport.request(addr, "pushpull", payload, timeout=120.0)
+        if len(answer) != len(payload):
+            raise RuntimeError(f"answer of {len(answer)} bytes, sent {len(payload)}")
+        return len(answer)
+
+    return await _time(once, spec["reps"])
+
+
+async def run_naive(spec: dict) -> list[float]:
+    payload = bytes(own_model(spec["size"]))
+    url = f"http://127.0.0.1:{spec['naive_port']}/pushpull"
+    if not _session:
+        _session.append(aiohttp.ClientSession())
+
+    async def once() -> int:
+        async with _session[0].post(url, data=payload) as resp:
+            return len(await resp.read())
+
+    return await _time(once, spec["reps"])
+
+
+DRIVERS = {"raw": run_raw, "http": run_http, "naive": run_naive}
+
+
+async def bench_run(body: bytes) -> bytes:
+    spec = json.loads(bytes(body))
+    cpu0 = cpu_seconds()
+    wall = await DRIVERS[spec["mode"]](spec)
+    return json.dumps({"wall": wall, "cpu": cpu_seconds() - cpu0}).encode()
+
+
+async def bench_cpu(body: bytes) -> bytes:
+    return json.dumps({"cpu": cpu_seconds()}).encode()
+
+
+# --- the process -------------------------------------------------------------------------
+
+
+async def pushpull(body: bytes) -> bytearray:
+    return own_model(len(body))
+
+
+async def naive_pushpull(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.Response(body=bytes(own_model(len(body))))
+
+
+async def main() -> None:
+    app = build_app(
+        {"pushpull": pushpull, "bench/run": bench_run, "bench/cpu": bench_cpu},
+        max_body_bytes=MAX_BODY,
+    )
+    runner, http_port = await serve(app, "127.0.0.1", 0)
+    naive = web.Application(client_max_size=MAX_BODY)
+    naive.router.add_post("/pushpull", naive_pushpull)
+    naive_runner = web.AppRunner(naive, access_log=None)
+    await naive_runner.setup()
+    site = web.TCPSite(naive_runner, "127.0.0.1", 0)
+    await site.start()
+    naive_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    listener = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=raw_server, args=(listener,), daemon=True).start()
+    print(f"ready {http_port} {naive_port} {listener.getsockname()[1]}", flush=True)
+    try:
+        await asyncio.to_thread(sys.stdin.read)  # the bench closes our stdin to stop us
+    finally:
+        await _transport.close()
+        for session in _session:
+            await session.close()
+        await runner.cleanup()
+        await naive_runner.cleanup()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

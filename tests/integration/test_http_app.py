@@ -27,21 +27,6 @@ Start = Callable[..., Awaitable[str]]
 
 
 @pytest.fixture
-async def start_server() -> AsyncIterator[Start]:
-    """`await start_server(handlers, **build_app_kwargs) -> "http://127.0.0.1:port"`."""
-    runners = []
-
-    async def start(handlers: dict[str, Handler], **kw: object) -> str:
-        runner, port = await serve(build_app(handlers, **kw), "127.0.0.1", 0, shutdown_timeout=1)
-        runners.append(runner)
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
-
-
-@pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         yield session
@@ -82,7 +67,7 @@ async def assert_still_serving(http: aiohttp.ClientSession, base: str) -> None:
 
 
 async def test_serve_on_port_zero_binds_a_real_port_and_answers(start_server, http):
-    base = await start_server({"echo": echo})
+    base = "http://" + await start_server({"echo": echo})
     assert not base.endswith(":0")
     assert await post(http, f"{base}/v1/echo", b"abc") == (200, b"abc")
 
@@ -101,7 +86,9 @@ async def test_extra_get_routes_are_served(start_server, http):
     async def status(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    base = await start_server({"echo": echo}, extra_routes=[web.get("/v1/status", status)])
+    base = "http://" + await start_server(
+        {"echo": echo}, extra_routes=[web.get("/v1/status", status)]
+    )
     async with http.get(f"{base}/v1/status") as resp:
         assert resp.status == 200 and await resp.json() == {"ok": True}
     await assert_still_serving(http, base)
@@ -114,7 +101,7 @@ async def test_extra_get_routes_are_served(start_server, http):
 async def test_unknown_route_or_method_is_4xx_with_one_line(
     start_server, http, caplog, method, path
 ):
-    base = await start_server({"echo": echo})
+    base = "http://" + await start_server({"echo": echo})
     caplog.set_level(logging.INFO)
     async with http.request(method, f"{base}{path}", data=b"x") as resp:
         assert resp.status in (404, 405)
@@ -124,7 +111,7 @@ async def test_unknown_route_or_method_is_4xx_with_one_line(
 
 
 async def test_listening_on_a_taken_port_is_a_listen_error(start_server):
-    base = await start_server({"echo": echo})
+    base = "http://" + await start_server({"echo": echo})
     port = int(base.rsplit(":", 1)[1])
     with pytest.raises(ListenError, match=f"127.0.0.1:{port}"):
         await serve(build_app({}), "127.0.0.1", port)
@@ -134,7 +121,7 @@ async def test_listening_on_a_taken_port_is_a_listen_error(start_server):
 
 
 async def test_malformed_body_is_400_with_one_line(start_server, http, caplog):
-    base = await start_server({"echo": echo, "ping": control})
+    base = "http://" + await start_server({"echo": echo, "ping": control})
     caplog.set_level(logging.INFO)
     status, text = await post(http, f"{base}/v1/ping", b"\xc1 not msgpack")
     assert status == 400 and b"\n" not in text and text
@@ -151,7 +138,7 @@ async def test_status_of_a_swarmnode_error_is_kept(start_server, http, caplog):
     async def guarded(body: bytes) -> bytes:
         raise Refused("bad signature", 401)
 
-    base = await start_server({"echo": echo, "guarded": guarded})
+    base = "http://" + await start_server({"echo": echo, "guarded": guarded})
     caplog.set_level(logging.INFO)
     assert await post(http, f"{base}/v1/guarded", b"x") == (401, b"bad signature")
     assert_one_warning(caplog, "/v1/guarded", "401", "bad signature")
@@ -166,7 +153,9 @@ async def test_oversized_by_content_length_is_413_before_reading(start_server, h
         return b"ok"
 
     caps = {"small": 1000, "*": 2000}
-    base = await start_server({"echo": echo, "small": record, "other": record}, max_body_bytes=caps)
+    base = "http://" + await start_server(
+        {"echo": echo, "small": record, "other": record}, max_body_bytes=caps
+    )
     caplog.set_level(logging.INFO)
     status, text = await post(http, f"{base}/v1/{route}", b"z" * 3000)
     assert status == 413 and b"limit" in text
@@ -185,7 +174,7 @@ async def test_oversized_chunked_body_is_413_as_it_streams(start_server, http, c
             sent += 1 << 20
             yield b"c" * (1 << 20)
 
-    base = await start_server({"echo": echo}, max_body_bytes=1 << 20)
+    base = "http://" + await start_server({"echo": echo}, max_body_bytes=1 << 20)
     caplog.set_level(logging.INFO)
     try:
         status, _ = await post(http, f"{base}/v1/echo", endless())
@@ -202,13 +191,13 @@ async def test_chunked_body_within_the_cap_arrives_whole(start_server, http):
         for i in range(5):
             yield bytes([i]) * 1000
 
-    base = await start_server({"echo": echo}, max_body_bytes=1 << 20)
+    base = "http://" + await start_server({"echo": echo}, max_body_bytes=1 << 20)
     status, answer = await post(http, f"{base}/v1/echo", parts())
     assert status == 200 and answer == b"".join(bytes([i]) * 1000 for i in range(5))
 
 
 async def test_body_cut_short_is_one_line_and_no_traceback(start_server, caplog):
-    base = await start_server({"echo": echo})
+    base = "http://" + await start_server({"echo": echo})
     host, port = base.removeprefix("http://").split(":")
     caplog.set_level(logging.INFO)
     logged = asyncio.Event()
@@ -243,7 +232,7 @@ async def test_handler_bug_is_500_with_a_logged_traceback_and_serving_goes_on(
     async def buggy(body: bytes) -> bytes:
         raise KeyError("oops")
 
-    base = await start_server({"echo": echo, "buggy": buggy})
+    base = "http://" + await start_server({"echo": echo, "buggy": buggy})
     caplog.set_level(logging.INFO)
     assert await post(http, f"{base}/v1/buggy", b"x") == (500, b"internal error")
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -252,7 +241,7 @@ async def test_handler_bug_is_500_with_a_logged_traceback_and_serving_goes_on(
 
 
 async def test_rejections_go_to_the_given_logger(start_server, http, caplog):
-    base = await start_server({"echo": echo}, logger=logging.getLogger("peer.abc"))
+    base = "http://" + await start_server({"echo": echo}, logger=logging.getLogger("peer.abc"))
     caplog.set_level(logging.INFO)
     assert (await post(http, f"{base}/v1/nope", b"x"))[0] == 404
     assert len(warnings_from(caplog, "peer.abc")) == 1
@@ -270,7 +259,7 @@ async def test_large_bodies_reach_handlers_whole_and_answers_stream_back(start_s
         got.append(body)
         return body  # a memoryview: answered through the sliced path
 
-    base = await start_server({"keep": keep})
+    base = "http://" + await start_server({"keep": keep})
     payload = bytes(range(256)) * (size // 256)
     status, answer = await post(http, f"{base}/v1/keep", payload)
     assert status == 200 and answer == payload

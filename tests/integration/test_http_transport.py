@@ -15,28 +15,13 @@ import numpy as np
 import pytest
 
 from gossip.codec import CodecError
-from gossip.transport import Handler, PeerUnreachable, RemoteError, RequestTimeout
+from gossip.transport import PeerUnreachable, RemoteError, RequestTimeout
 from node.http_app import build_app, serve
 from node.http_transport import INLINE_BYTES, HttpTransport
 
 pytestmark = pytest.mark.timeout(60)
 
 Start = Callable[..., Awaitable[str]]
-
-
-@pytest.fixture
-async def start_server() -> AsyncIterator[Start]:
-    """`await start_server(handlers, **build_app_kwargs) -> "127.0.0.1:port"`."""
-    runners = []
-
-    async def start(handlers: dict[str, Handler], **kw: object) -> str:
-        runner, port = await serve(build_app(handlers, **kw), "127.0.0.1", 0, shutdown_timeout=1)
-        runners.append(runner)
-        return f"127.0.0.1:{port}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 @pytest.fixture

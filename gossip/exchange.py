@@ -158,19 +158,31 @@ class Exchanger:
         self.rejected = 0
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
+        self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
 
     # --- serving -------------------------------------------------------------------------
 
     def handlers(self) -> dict[str, Callable[[bytes], Awaitable[bytes]]]:
         return {"params": self._handle_pull, "pushpull": self._handle_pushpull}
 
+    def stop_serving(self, reason: str) -> None:
+        """Answer every later exchange request with 503 `reason`: a peer whose training failed
+        holds a model that would only harm the peers mixing it in."""
+        self.refusing = reason
+
+    def _check_serving(self) -> None:
+        if self.refusing is not None:
+            raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
+
     async def _handle_pull(self, body: bytes) -> bytes:
         decode_control(body, "pull")
+        self._check_serving()
         async with self._bulk_slot():
             self.served += 1
             return await self._encode_mine()
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
+        self._check_serving()
         async with self._bulk_slot():
             # inbound: the HTTP layer logs the rejection with the caller's address; count it only
             header, theirs = await self._decode(body, source="pushpull request", quiet=True)

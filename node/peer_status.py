@@ -35,6 +35,7 @@ def status_json(node: Any) -> dict[str, Any]:
         "test_loss": _num(m.test_loss),
         "samples_per_s": _num(m.samples_per_s),
         "byzantine": node.byzantine.kind,
+        "error": None if node.worker.error is None else str(node.worker.error),
         "faults": node.faults.config.to_spec(),
         "uptime_s": time.monotonic() - node.started_at,
         "exchange": {

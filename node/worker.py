@@ -88,6 +88,7 @@ class TrainingWorker:
 
         self._lock = threading.Lock()  # held by the thread for each step; by others for snapshots
         self._stop = threading.Event()
+        self._wake = threading.Event()  # ends a throttle pause early: stop, or a new throttle
         self._done = threading.Event()
         self._pending: deque[tuple[Callable[[Any], Any], Future[Any]]] = deque()
         self._running = False
@@ -120,10 +121,12 @@ class TrainingWorker:
     def request_stop(self) -> None:
         """Ask the thread to stop after the current step; returns at once (signal-handler safe)."""
         self._stop.set()
+        self._wake.set()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop and join. True if the thread has ended (False: still busy after `timeout`)."""
         self._stop.set()
+        self._wake.set()
         return self.join(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
@@ -169,6 +172,7 @@ class TrainingWorker:
         if delay_s < 0 or slowdown < 1:
             raise ValueError("need delay_s >= 0 and slowdown >= 1")
         self._delay_s, self._slowdown = float(delay_s), float(slowdown)
+        self._wake.set()  # a pause computed from the old factor must not outlive it
 
     def metrics(self) -> WorkerMetrics:
         return self._metrics
@@ -235,7 +239,8 @@ class TrainingWorker:
     def _throttle(self, step_s: float) -> None:
         pause = self._delay_s + (self._slowdown - 1.0) * step_s
         if pause > 0:
-            self._stop.wait(pause)  # wakes at once on stop()
+            self._wake.wait(pause)  # wakes at once on stop() or set_throttle()
+            self._wake.clear()
 
     def _drain_pending(self) -> None:
         while self._pending:

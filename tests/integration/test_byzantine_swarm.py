@@ -1,0 +1,144 @@
+"""Five real peers, one of which lies about its parameters: Krum survives it, the mean does not.
+
+Every peer runs `--exchange robust --pull 4 --byzantine-f 1` on a fifth of the digits (iid);
+peer p4 serves poisoned parameters. The swarm starts held and is released together, trains
+until every honest peer has made `WINDOW` steps, and each honest peer's accuracy is the mean of
+its last few evaluations (one evaluation on 360 test images moves by a point or two).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from gossip.codec import encode_control
+from tests.integration.peers import HOLD, Peer, set_slowdown, start_swarm, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+WINDOW = 1200  # steps every honest peer makes after the release
+LAST = 3  # evaluations averaged into a peer's final accuracy
+HONEST = ["p0", "p1", "p2", "p3"]
+# sign-flip:9 serves -9x: the plain mean of 5 models (4 honest ~x) is then ~-x, and mixing it in
+# (--mix 0.5) leaves ~0: every exchange wipes most of the model. Krum never selects a model that
+# far from the others.
+SIGN_FLIP = "sign-flip:9"
+
+
+def swarm_args(aggregator: str) -> list[str]:
+    return ["--steps", "0", "--eval-every", "50", "--exchange", "robust", "--pull", "4",
+            "--byzantine-f", "1", "--aggregator", aggregator, "--sync-every", "5",
+            "--partition", "iid", *HOLD]  # fmt: skip
+
+
+def start(workdir: Path, aggregator: str, liar: str | None) -> list[Peer]:
+    per_peer = [[*swarm_args(aggregator), "--shard", f"{i}/5"] for i in range(5)]
+    if liar is not None:
+        per_peer[4] += ["--byzantine", liar]
+    return start_swarm(workdir, per_peer)
+
+
+class Run:
+    """One held five-peer swarm; `released()` paces it, `poll()` records honest evaluations."""
+
+    def __init__(self, workdir: Path, aggregator: str, liar: str | None) -> None:
+        self.peers = start(workdir, aggregator, liar)
+        self.honest = [p for p in self.peers if p.name in HONEST]
+        self.evals: dict[str, dict[int, float]] = {p.name: {} for p in self.honest}
+        self.start_step: dict[str, int] = {}
+        self.done: set[str] = set()
+
+    def release(self) -> None:
+        set_slowdown(self.peers, 20)  # ~100 steps/s: about `--sync-every` steps per round
+        self.start_step = {p.name: p.status()["self"]["step"] for p in self.honest}
+
+    def poll(self) -> bool:
+        """True once every honest peer made `WINDOW` steps (or reports a failed training)."""
+        for p in self.honest:
+            me = p.status()["self"]
+            if me["acc"] is not None:
+                self.evals[p.name][me["step"]] = me["acc"]  # `step` moves at evaluations
+            if me["step"] >= self.start_step[p.name] + WINDOW or me["state"] == "failed":
+                self.done.add(p.name)
+        return len(self.done) == len(self.honest)
+
+    def accuracy(self) -> dict[str, float]:
+        """Honest peer name -> mean of its last `LAST` evaluations."""
+        out = {}
+        for name, evals in self.evals.items():
+            last = [acc for _, acc in sorted(evals.items())[-LAST:]]
+            out[name] = sum(last) / len(last)
+        return out
+
+    def stop(self) -> None:
+        for p in self.peers:
+            p.stop()
+
+
+def honest_accuracy(workdir: Path, *configs: tuple[str, str | None]) -> list[dict[str, float]]:
+    """Run one swarm per (aggregator, liar) side by side (same load, less wall time)."""
+    runs: list[Run] = []
+    try:
+        for i, (aggregator, liar) in enumerate(configs):
+            runs.append(Run(workdir / f"run{i}", aggregator, liar))
+        for run in runs:
+            run.release()
+        wait_for(lambda: all([r.poll() for r in runs]), 150, f"{WINDOW} steps", every=0.2)
+    finally:
+        for run in runs:
+            run.stop()
+    return [run.accuracy() for run in runs]
+
+
+@pytest.fixture(scope="module")
+def krum_runs(tmp_path_factory) -> tuple[float, dict[str, float]]:
+    """(clean: the mean of p0..p3's accuracies with Krum and nobody lying, the same with p4
+    serving sign-flipped models)."""
+    clean, attacked = honest_accuracy(
+        tmp_path_factory.mktemp("krum"), ("krum", None), ("krum", SIGN_FLIP)
+    )
+    return sum(clean.values()) / len(clean), attacked
+
+
+def test_krum_keeps_honest_peers_within_two_points_of_the_clean_run(krum_runs):
+    clean, accs = krum_runs
+    assert all(acc >= clean - 0.02 for acc in accs.values()), (clean, accs)
+
+
+def test_the_mean_lets_one_liar_wreck_every_honest_peer(tmp_path, krum_runs):
+    clean, _ = krum_runs
+    (accs,) = honest_accuracy(tmp_path, ("mean", SIGN_FLIP))
+    # How far depends on how many local steps fit between two exchanges (load): typically
+    # 20-35 points on average, never less than 10 for any honest peer in our runs.
+    assert all(acc < clean - 0.10 for acc in accs.values()), (clean, accs)
+    assert sum(accs.values()) / len(accs) < clean - 0.15, (clean, accs)
+
+
+def test_an_honest_peer_diverged_by_a_huge_model_stays_up_and_reports_failed(tmp_path):
+    """`huge` (x 1e6) mixed in by the mean makes honest training diverge (NaN loss). Such a peer
+    must not vanish: it leaves the exchange, stops serving its model, and answers /v1/status."""
+    peers = start(tmp_path, "mean", "huge")
+    honest = [p for p in peers if p.name in HONEST]
+    try:
+        set_slowdown(peers, 20)
+        for p in honest:
+            wait_for(lambda p=p: p.status()["self"]["state"] == "failed", 60, f"{p.name} to fail")
+        for p in honest:
+            assert p.proc is not None and p.proc.poll() is None, p.tail()  # still up
+            me = p.status()["self"]
+            assert me["state"] == "failed" and "diverged" in p.tail(50), p.tail()
+        # the others were told: a failed peer left the swarm, nobody samples it any more
+        liar = peers[4]
+        for p in honest:
+            wait_for(lambda p=p: liar.member_state(p) == "left", 10, f"{p.name} marked left")
+        # it refuses to hand out its model (503), so it cannot spread the damage further
+        with pytest.raises(OSError, match="503"):
+            honest[0].post("params", encode_control("pull", sender="test"))
+        # SIGTERM still ends it, with the training error's exit code
+        honest[0].signal(signal.SIGTERM)
+        assert honest[0].wait_exit(15) == 2
+    finally:
+        for p in peers:
+            p.stop()

@@ -7,6 +7,7 @@ imports and runs without it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from types import ModuleType
@@ -38,6 +39,17 @@ class Backend:
             with self.xp.cuda.Device(self.device_id):
                 return self.xp.asarray(a, dtype=dtype)
         return np.asarray(to_numpy(a), dtype=dtype)
+
+    def use(self) -> contextlib.AbstractContextManager[Any]:
+        """A context manager that makes this backend's device current on the calling thread.
+
+        CUDA's current device is per thread: `select_backend` makes it current only on the thread
+        that selected it, so any other thread that computes (the training worker) must enter
+        this, or `--device cuda:1` would launch its kernels on device 0. A no-op for numpy.
+        """
+        if self.is_gpu:
+            return self.xp.cuda.Device(self.device_id)  # restores the previous device on exit
+        return contextlib.nullcontext()
 
     def describe(self) -> str:
         """`cpu` or `cuda:N (device name)`, for status lines and logs."""

@@ -16,7 +16,11 @@ damaged later (disk errors, a copy cut short), and `load_latest` then falls back
 checkpoint instead of refusing to start.
 
 One peer per directory: the directory is also where the peer keeps its identity (`peer.json`,
-written by the peer service), which this module never touches.
+written by the peer service), which this module never touches. `lock_checkpoint_dir` enforces it
+with an exclusive `flock` held for the life of the process: two processes sharing a directory
+would resume from and prune each other's files (a prune would delete the other's in-flight temp
+file). The kernel drops the lock when the process dies, SIGKILL included, so a crash never leaves
+a directory locked.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ import os
 import re
 import struct
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -44,6 +49,18 @@ _HEADER = struct.Struct("<8sQ32s")
 DEFAULT_KEEP = 3
 _NAME_RE = re.compile(r"^ckpt-(\d{12})\.swck$")
 _TMP_PREFIX = ".ckpt-tmp-"
+LOCK_FILE = ".swarmnode.lock"
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no advisory locks; one peer per dir is on the user
+    fcntl = None  # type: ignore[assignment]
+
+# Locks this process holds, by real path. Re-locking a directory this process already holds
+# returns the same handle: a peer restarted inside one process (tests, an embedding app) must
+# not lock itself out, and flock would refuse a second open file description.
+_held: dict[str, IO[bytes]] = {}
+_held_guard = threading.Lock()
 
 
 def checkpoint_name(step: int) -> str:
@@ -77,7 +94,10 @@ def save_checkpoint(directory: str | Path, state: dict[str, Any], keep: int = DE
         _atomic_write(final, encode_state(state))
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint in {d}: {exc.strerror or exc}") from None
-    _prune(d, keep)
+    try:
+        _prune(d, keep)
+    except OSError as exc:  # listing the directory failed: the new file is safe, pruning waits
+        log.warning("cannot prune checkpoints in %s: %s", d, exc.strerror or exc)
     return final
 
 
@@ -108,6 +128,55 @@ def load_latest(directory: str | Path) -> dict[str, Any] | None:
         state["_path"] = str(path)
         return state
     return None
+
+
+def lock_checkpoint_dir(directory: str | Path) -> IO[bytes]:
+    """Lock `directory` (created if missing) for this process until it exits; return the handle.
+
+    `CheckpointError` if another process holds it, naming that process's pid.
+    """
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(d)
+    except OSError as exc:
+        raise CheckpointError(f"cannot use checkpoint dir {d}: {exc.strerror or exc}") from None
+    with _held_guard:
+        if key not in _held:
+            _held[key] = _acquire(d)
+        return _held[key]
+
+
+def _acquire(d: Path) -> IO[bytes]:
+    try:
+        fh = open(d / LOCK_FILE, "a+b")  # no `with`: held open for the life of the process
+    except OSError as exc:
+        raise CheckpointError(f"cannot lock checkpoint dir {d}: {exc.strerror or exc}") from None
+    if fcntl is None:
+        return fh
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        fh.close()
+        if isinstance(exc, BlockingIOError):
+            raise CheckpointError(
+                f"checkpoint dir {d} is in use by another swarmnode process "
+                f"(pid {_holder_pid(d)}); give each peer its own --checkpoint-dir"
+            ) from None
+        raise CheckpointError(f"cannot lock checkpoint dir {d}: {exc.strerror or exc}") from None
+    # The pid is for the message a second process prints; the lock itself is the flock.
+    fh.truncate(0)
+    fh.write(f"{os.getpid()}\n".encode())
+    fh.flush()
+    return fh
+
+
+def _holder_pid(d: Path) -> str:
+    try:
+        text = (d / LOCK_FILE).read_text().strip()
+    except OSError:
+        return "unknown"
+    return text if text.isascii() and text.isdigit() else "unknown"
 
 
 # --- encoding -------------------------------------------------------------------------------
@@ -214,11 +283,20 @@ def _fsync_dir(d: Path) -> None:
 
 
 def _prune(d: Path, keep: int) -> None:
+    # Best effort: the new checkpoint is already durable, so a file we may not delete (a
+    # read-only copy, another user's file) is logged, never a reason to fail the save.
     for _, old in list_checkpoints(d)[keep:]:
-        with contextlib.suppress(FileNotFoundError):
-            old.unlink()
-    # Temp files are left behind only by a process killed mid-write (one peer per directory, so
-    # no other writer owns them); remove them so they do not pile up across crashes.
+        _remove(old, "old checkpoint")
+    # Temp files are left behind only by a process killed mid-write: the directory lock
+    # (`lock_checkpoint_dir`) keeps any other live writer out, so nobody else owns them.
     for p in d.glob(_TMP_PREFIX + "*"):
-        with contextlib.suppress(OSError):
-            p.unlink()
+        _remove(p, "stale temp file")
+
+
+def _remove(path: Path, what: str) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot remove %s %s: %s", what, path, exc.strerror or exc)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from node import config as defaults
-from node.checkpoint import load_latest
+from node.checkpoint import load_latest, lock_checkpoint_dir
 from node.config import NodeConfig
 from node.data import Dataset, load_dataset
 from node.errors import CheckpointError, ConfigError
@@ -236,6 +236,9 @@ def resume(trainer: Trainer, cfg: NodeConfig) -> dict[str, Any] | None:
     """Load the newest readable checkpoint of `cfg.checkpoint_dir` into `trainer`, if any."""
     if cfg.checkpoint_dir is None:
         return None
+    # Normally taken already by `load_identity` (re-locking is free); here too so no caller can
+    # resume from a directory another live process is writing.
+    lock_checkpoint_dir(cfg.checkpoint_dir)
     state = load_latest(cfg.checkpoint_dir)
     if state is None:
         return None

@@ -7,6 +7,7 @@ defaults, so a config built for a single-peer run stays valid.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,8 @@ class NodeConfig:
         _positive("eval-every", self.eval_every)
         _positive("checkpoint-every", self.checkpoint_every)
         _positive("keep-checkpoints", self.keep_checkpoints)
+        # numpy's seeding refuses negatives (and would crash deep in the trainer build).
+        _positive("seed", self.seed, allow_zero=True)
         if not (self.lr > 0 and self.lr < float("inf")):
             raise ConfigError(f"--lr must be a positive number, got {self.lr}")
         if not 0 <= self.momentum < 1:
@@ -77,7 +80,16 @@ class NodeConfig:
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
             raise ConfigError(f"--shard {index}/{count}: need COUNT >= 1 and 0 <= INDEX < COUNT")
+        self._check_paths()
         return self
+
+    def _check_paths(self) -> None:
+        # Checked now, not when first written: a bad --summary-json would otherwise surface only
+        # after the whole run, and a bad --checkpoint-dir at the first checkpoint.
+        if self.checkpoint_dir is not None:
+            check_writable_dir(self.checkpoint_dir, "--checkpoint-dir")
+        if self.summary_json is not None:
+            check_writable_file(self.summary_json, "--summary-json")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (for summaries and for recording in checkpoints)."""
@@ -93,3 +105,30 @@ def _positive(name: str, value: int, allow_zero: bool = False) -> None:
     low = 0 if allow_zero else 1
     if not isinstance(value, int) or value < low:
         raise ConfigError(f"--{name} must be an integer >= {low}, got {value!r}")
+
+
+def check_writable_dir(path: Path, option: str) -> None:
+    """`path` is, or can be created as, a directory this process can write in."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"{option} {str(path)!r} exists and is not a directory")
+    _check_creatable(Path(path), option, shown=Path(path))
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """`path` can be (over)written: it is not a directory and its directory can be written in."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{option} {str(path)!r} is a directory, not a file path")
+    _check_creatable(Path(path).parent, option, shown=Path(path))
+
+
+def _check_creatable(directory: Path, option: str, shown: Path) -> None:
+    # The nearest existing ancestor decides: missing directories below it are created later
+    # (mkdir -p), so it must be a directory we may create entries in. os.path's checks, unlike
+    # Path's, return False instead of raising on a component we may not search.
+    base = os.path.abspath(directory)
+    while not os.path.exists(base) and base != os.path.dirname(base):
+        base = os.path.dirname(base)
+    if not os.path.isdir(base):
+        raise ConfigError(f"{option} {str(shown)!r}: {base!r} is not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {str(shown)!r}: directory {base!r} is not writable")

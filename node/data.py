@@ -21,7 +21,9 @@ become 0..1); float inputs are kept as they are (the file's author chose their s
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -101,21 +103,39 @@ def _read_npz(raw: bytes, name: str) -> dict[str, np.ndarray]:
     """Read the four arrays; any failure of the container itself is a DataError."""
     try:
         # allow_pickle=False: a data file must never be able to run code on load.
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            missing = [k for k in REQUIRED_ARRAYS if k not in npz.files]
-            if missing:
-                raise DataError(
-                    f"{name}: missing array(s) {', '.join(missing)} "
-                    f"(an .npz needs {', '.join(REQUIRED_ARRAYS)}; found {', '.join(npz.files) or 'none'})"
-                )
-            return {k: npz[k] for k in REQUIRED_ARRAYS}
+        loaded = np.load(io.BytesIO(raw), allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            # A .npy holds one bare array: there is no split to read from it.
+            raise DataError(
+                f"{name}: is a single .npy array, not an .npz archive of "
+                f"{', '.join(REQUIRED_ARRAYS)} (save them with numpy.savez)"
+            )
+        with loaded as npz:
+            return _take_required(npz, name)
     except DataError:
         raise
     except ValueError as exc:
-        # Raised for object arrays (pickles), which we refuse, and for non-npz content.
+        # Object arrays (pickles), which we refuse, non-npz content, headers that do not parse
+        # and arrays shorter than their header claims.
         raise DataError(f"{name}: not a readable .npz of plain arrays ({exc})") from None
+    except MemoryError:
+        # A damaged (or hostile) header can claim a shape far larger than the file.
+        raise DataError(f"{name}: an array header claims more data than fits in memory") from None
+    except (zlib.error, lzma.LZMAError, NotImplementedError, RuntimeError) as exc:
+        # Damaged compressed members, or zip features numpy cannot read (encryption, odd methods).
+        raise DataError(f"{name}: corrupted or unsupported .npz member ({exc})") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise DataError(f"{name}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _take_required(npz: np.lib.npyio.NpzFile, name: str) -> dict[str, np.ndarray]:
+    missing = [k for k in REQUIRED_ARRAYS if k not in npz.files]
+    if missing:
+        raise DataError(
+            f"{name}: missing array(s) {', '.join(missing)} "
+            f"(an .npz needs {', '.join(REQUIRED_ARRAYS)}; found {', '.join(npz.files) or 'none'})"
+        )
+    return {k: npz[k] for k in REQUIRED_ARRAYS}
 
 
 def validate_arrays(arrays: dict[str, np.ndarray], name: str) -> Dataset:
@@ -148,6 +168,8 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str) -> Dataset:
     if n_classes < 2:
         raise DataError(f"{name}: labels name only one class; a classifier needs at least two")
     Xtr, Xte = _scale(X_train, X_test)
+    _check_cast(Xtr, f"{name}: X_train")
+    _check_cast(Xte, f"{name}: X_test")
     return Dataset(
         name=name,
         X_train=Xtr,
@@ -169,6 +191,14 @@ def _check_inputs(X: np.ndarray, what: str) -> None:
         raise DataError(f"{what} contains NaN or Inf values")
 
 
+def _check_cast(X: np.ndarray, what: str) -> None:
+    # NaN/Inf were refused before the cast, so a non-finite value here is a float64 beyond
+    # float32's range (e.g. 1e300) that the cast turned into inf: it would poison the first step.
+    if not np.isfinite(X).all():
+        limit = float(np.finfo(np.float32).max)
+        raise DataError(f"{what} has values too large for float32 (|x| > {limit:.3g})")
+
+
 def _check_labels(y: np.ndarray, what: str) -> None:
     if y.ndim != 1:
         raise DataError(f"{what} must be a 1-D vector of class labels, got shape {y.shape}")
@@ -181,19 +211,23 @@ def _check_labels(y: np.ndarray, what: str) -> None:
 
 
 def _scale(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if X_train.dtype.kind == "f":
+    # A float64 beyond float32's range overflows to inf here; the caller detects and names it,
+    # so numpy's RuntimeWarning would only add a second, noisier line.
+    with np.errstate(over="ignore"):
+        if X_train.dtype.kind == "f":
+            return (
+                np.ascontiguousarray(X_train, dtype=np.float32),
+                np.ascontiguousarray(X_test, dtype=np.float32),
+            )
+        # Integer pixels/counts: scale by the train maximum so the inputs land in [0, 1]-ish. The
+        # test split uses the same factor (never its own), as any preprocessing fitted on train
+        # must.
+        top = float(X_train.max()) if X_train.size else 0.0
+        scale = np.float32(1.0 / top) if top > 0 else np.float32(1.0)
         return (
-            np.ascontiguousarray(X_train, dtype=np.float32),
-            np.ascontiguousarray(X_test, dtype=np.float32),
+            X_train.astype(np.float32) * scale,
+            X_test.astype(np.float32) * scale,
         )
-    # Integer pixels/counts: scale by the train maximum so the inputs land in [0, 1]-ish. The test
-    # split uses the same factor (never its own), as any preprocessing fitted on train must.
-    top = float(X_train.max()) if X_train.size else 0.0
-    scale = np.float32(1.0 / top) if top > 0 else np.float32(1.0)
-    return (
-        X_train.astype(np.float32) * scale,
-        X_test.astype(np.float32) * scale,
-    )
 
 
 def parse_synthetic_spec(spec: str) -> tuple[int, int, int, int]:

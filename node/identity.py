@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from node.checkpoint import lock_checkpoint_dir
+from node.config import check_writable_dir
 from node.errors import ConfigError
 
 IDENTITY_FILE = "peer.json"
@@ -43,6 +45,11 @@ def load_identity(checkpoint_dir: Path | None, peer_id: str | None = None) -> Id
         validate_peer_id(peer_id)
     if checkpoint_dir is None:
         return Identity(peer_id or _random_id(), int(time.time() * 1000))
+    checkpoint_dir = Path(checkpoint_dir)
+    check_writable_dir(checkpoint_dir, "--checkpoint-dir")
+    # The first use of the directory by a peer, before anything in it is read or written: a
+    # second process on the same directory stops here with the holder's pid.
+    lock_checkpoint_dir(checkpoint_dir)
     stored = _read(checkpoint_dir / IDENTITY_FILE)
     if peer_id is None:
         peer_id = stored.get("peer_id") or _random_id()
@@ -67,9 +74,15 @@ def _read(path: Path) -> dict:
 
 
 def _write(directory: Path, ident: Identity) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{IDENTITY_FILE}.tmp"
-    tmp.write_text(json.dumps({"peer_id": ident.peer_id, "incarnation": ident.incarnation}))
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, directory / IDENTITY_FILE)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"peer_id": ident.peer_id, "incarnation": ident.incarnation}))
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / IDENTITY_FILE)
+    except OSError as exc:  # a full disk or a read-only mount: one line at start, not a traceback
+        raise ConfigError(
+            f"--checkpoint-dir {str(directory)!r}: cannot write {IDENTITY_FILE}: "
+            f"{exc.strerror or exc}"
+        ) from None

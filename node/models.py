@@ -48,8 +48,11 @@ from node.errors import ModelSpecError
 
 ACTIVATIONS = {"relu": ReLU, "gelu": GELU, "tanh": Tanh}
 KINDS = ("mlp", "cnn1d", "linear")
-_CONV = re.compile(r"^(\d+)k(\d+)$")
-_POOL = re.compile(r"^p(\d+)$")
+# [0-9], not \d or str.isdigit(): those accept other scripts' digits and superscripts ('²'),
+# which int() then rejects or reads differently from what the user saw.
+_CONV = re.compile(r"^([0-9]+)k([0-9]+)$")
+_POOL = re.compile(r"^p([0-9]+)$")
+_WIDTH = re.compile(r"^[0-9]+$")
 MAX_PARAMS = 500_000_000  # 2 GB of float32, before gradients and optimizer state
 
 
@@ -118,7 +121,7 @@ def parse_spec(spec: str) -> tuple[str, list[str], type[Layer]]:
 def _dense_layers(tokens: list[str], act: type[Layer], spec: str) -> list[Layer]:
     layers: list[Layer] = []
     for t in tokens:
-        if not t.isdigit() or int(t) < 1:
+        if not _WIDTH.match(t) or int(t) < 1:
             raise ModelSpecError(f"bad layer width {t!r} in {spec!r} (expected a positive integer)")
         layers += [Linear(int(t)), act()]
     return layers

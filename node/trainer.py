@@ -10,6 +10,7 @@ optimizer state, counters, RNG and position inside the epoch) needed to resume e
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -19,6 +20,17 @@ from kernels.errors import SwarmnodeError
 from node.errors import CheckpointError
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
+# What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.
+_STATE_KEYS = (
+    "step",
+    "samples_seen",
+    "epoch",
+    "epoch_pos",
+    "epoch_perm",
+    "rng",
+    "params",
+    "optimizer",
+)
 
 
 class DivergedError(SwarmnodeError):
@@ -84,12 +96,18 @@ class Trainer:
         X, y = self._to_device(X), self._to_device(y)
         total_loss = 0.0
         total_correct = 0.0
-        for lo in range(0, n, EVAL_BATCH):
-            hi = min(lo + EVAL_BATCH, n)
-            loss, acc = self.model.evaluate(X[lo:hi], y[lo:hi])
-            total_loss += float(loss) * (hi - lo)
-            total_correct += float(acc) * (hi - lo)
+        with self.on_device():  # the peer evaluates from threads other than the training one
+            for lo in range(0, n, EVAL_BATCH):
+                hi = min(lo + EVAL_BATCH, n)
+                loss, acc = self.model.evaluate(X[lo:hi], y[lo:hi])
+                total_loss += float(loss) * (hi - lo)
+                total_correct += float(acc) * (hi - lo)
         return total_loss / n, total_correct / n
+
+    def on_device(self) -> contextlib.AbstractContextManager[Any]:
+        """Make the model's device current on the calling thread (see `Backend.use`)."""
+        use = getattr(self.backend, "use", None)
+        return use() if use is not None else contextlib.nullcontext()
 
     # --- checkpoint state ----------------------------------------------------------------
 
@@ -107,28 +125,113 @@ class Trainer:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        """Restore from `state()`. Raises `CheckpointError` if it does not fit this model/data."""
-        params = np.asarray(state["params"])
+        """Restore from `state()`. Raises `CheckpointError` if it does not fit this model/data.
+
+        All-or-nothing: every part is checked before anything is assigned, so a rejected
+        checkpoint leaves the trainer exactly as it was (a peer may then start fresh or sync).
+        """
+        params, perm, counters, rng_state = self._check_state(state)
+        # The peer resumes from a pool thread: without its device current there, the copies
+        # below would stage on device 0 while the model lives on cuda:N.
+        with self.on_device():
+            try:
+                # First, because it is the only step that can still refuse (it re-checks, then
+                # writes all or nothing); everything after it was validated above.
+                self.optimizer.load_state_dict(state["optimizer"])
+            except (SwarmnodeError, ValueError, TypeError) as exc:
+                raise CheckpointError(f"checkpoint optimizer state does not fit: {exc}") from None
+            self.model.params.data[...] = self._to_device(params)
+        self.step_count, self.samples_seen, self.epoch, pos = counters
+        self._rng.bit_generator.state = rng_state
+        self._set_perm(perm)
+        self._pos = pos
+
+    def _check_state(self, state: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], dict]:
+        """(params, perm, (step, samples_seen, epoch, epoch_pos), rng state), all validated."""
+        if not isinstance(state, dict):
+            raise CheckpointError(f"checkpoint state must be a mapping, got {type(state).__name__}")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise CheckpointError(f"checkpoint lacks {', '.join(missing)}")
+        params = self._check_params(state["params"])
+        perm = self._check_perm(state["epoch_perm"])
+        counters = tuple(_count(state, k) for k in ("step", "samples_seen", "epoch", "epoch_pos"))
+        if counters[3] > self.n_samples:
+            raise CheckpointError(
+                f"checkpoint epoch_pos {counters[3]} is past the {self.n_samples} samples"
+            )
+        self._check_optimizer(state["optimizer"])
+        return params, perm, counters, self._check_rng(state["rng"])
+
+    def _check_params(self, value: Any) -> np.ndarray:
+        params = np.asarray(value)
         own = self.model.params.data
-        if params.shape != tuple(own.shape) or params.dtype != np.float32:
+        if params.shape != tuple(own.shape) or params.dtype != own.dtype:
             raise CheckpointError(
                 f"checkpoint parameters are {params.dtype}{list(params.shape)} but the model has "
-                f"float32{list(own.shape)}: it was written for another model"
+                f"{own.dtype}{list(own.shape)}: it was written for another model"
             )
-        perm = np.asarray(state["epoch_perm"], dtype=np.int64)
+        if not np.isfinite(params).all():
+            raise CheckpointError("checkpoint parameters contain NaN or Inf")
+        return params
+
+    def _check_perm(self, value: Any) -> np.ndarray:
+        perm = np.asarray(value)
         if perm.shape != (self.n_samples,):
             raise CheckpointError(
                 f"checkpoint was written for {perm.size} training samples, this run has "
                 f"{self.n_samples} (another data set or shard)"
             )
-        own[...] = self._to_device(params)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step_count = int(state["step"])
-        self.samples_seen = int(state["samples_seen"])
-        self.epoch = int(state["epoch"])
-        self._rng.bit_generator.state = state["rng"]
-        self._set_perm(perm)
-        self._pos = int(state["epoch_pos"])
+        # A permutation of 0..n-1, or the next steps would index out of range or repeat samples.
+        if perm.dtype.kind not in "iu" or not np.array_equal(
+            np.sort(perm), np.arange(self.n_samples)
+        ):
+            raise CheckpointError("checkpoint epoch order is not a permutation of the samples")
+        return perm.astype(np.int64)
+
+    def _check_optimizer(self, opt_state: Any) -> None:
+        # The optimizer re-checks its own vectors; the name is checked here so the message says
+        # which flag differs rather than failing on a missing slot.
+        name = getattr(self.optimizer, "name", None)
+        if not isinstance(opt_state, dict):
+            raise CheckpointError("checkpoint optimizer state is not a mapping")
+        saved = opt_state.get("name")
+        if name is not None and saved != name:
+            raise CheckpointError(
+                f"checkpoint was written with --optimizer {saved!r}, this run uses {name!r}"
+            )
+        if "t" in opt_state:
+            _count(opt_state, "t")
+        size = int(self.model.params.data.size)
+        for slot in getattr(self.optimizer, "_slots", ()):
+            v = np.asarray(opt_state.get(slot))
+            if v.shape != (size,) or v.dtype.kind != "f" or not np.isfinite(v).all():
+                raise CheckpointError(
+                    f"checkpoint optimizer state {slot!r} is not {size} finite floats"
+                )
+
+    def _check_rng(self, rng_state: Any) -> dict:
+        # Trial-load into a fresh generator of the same kind: the bit generator is the authority
+        # on its own state layout, and ours stays untouched if it refuses.
+        try:
+            probe = type(self._rng.bit_generator)()
+            probe.state = rng_state
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            raise CheckpointError(f"checkpoint RNG state is malformed ({exc})") from None
+        return probe.state
+
+    # --- label access (byzantine label-flip) --------------------------------------------
+
+    def labels(self) -> np.ndarray:
+        """A host copy of the training labels, in this trainer's sample order."""
+        return _to_host(self._y).copy()
+
+    def set_labels(self, y: Any) -> None:
+        """Replace the training labels (same count); the data and epoch order stay as they are."""
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        if y.shape != (self.n_samples,):
+            raise ValueError(f"need {self.n_samples} labels, got shape {y.shape}")
+        self._y = self._to_device(y)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -145,6 +248,13 @@ class Trainer:
         if self.backend is None:
             return np.asarray(a)
         return self.backend.asarray(a)
+
+
+def _count(state: dict[str, Any], key: str) -> int:
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise CheckpointError(f"checkpoint {key!r} must be an int >= 0, got {value!r}")
+    return int(value)
 
 
 def _to_host(a: Any) -> np.ndarray:

@@ -89,6 +89,45 @@ def test_backend_is_frozen_and_converts_to_host_arrays():
     assert Backend("numpy", np) == CPU
 
 
+def test_cpu_use_is_a_reusable_no_op_context_on_any_thread():
+    import threading
+
+    results = []
+
+    def work() -> None:
+        with CPU.use() as entered:
+            results.append((entered, CPU.asarray([1.0, 2.0]).sum()))
+
+    with CPU.use():
+        work()
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=10)
+    assert results == [(None, 3.0), (None, 3.0)]
+
+
+def test_gpu_use_enters_the_backends_own_device():
+    """Without a GPU: a stand-in cupy records which device `use()` makes current."""
+    entered: list[int] = []
+
+    class Device:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def __enter__(self) -> Device:
+            entered.append(self.index)
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            entered.append(-1)
+
+    fake = type("cupy", (), {"cuda": type("cuda", (), {"Device": Device})})
+    backend = Backend("cupy", fake, 3)  # type: ignore[arg-type]
+    with backend.use():
+        assert entered == [3]
+    assert entered == [3, -1]
+
+
 # --- FlatParams --------------------------------------------------------------------------------
 
 

@@ -142,8 +142,29 @@ OPT_KW = {
 }
 
 
+def _count_fused_launches(monkeypatch, name):
+    """Count launches of the fused kernel and forbid the reference: the comparison below must
+    be kernel vs reference, not reference vs reference (a dispatch bug would pass silently)."""
+    import kernels.cuda_kernels as ck
+    import kernels.optim as optim
+
+    launches = []
+    real_kernel = getattr(ck, f"_{name}_kernel")()
+
+    def counting_kernel(*args):
+        launches.append(args[-1].size)
+        return real_kernel(*args)
+
+    def reference_must_not_run(*args, **kw):
+        raise AssertionError(f"float32 cupy {name} fell back to the reference implementation")
+
+    monkeypatch.setattr(ck, f"_{name}_kernel", lambda: counting_kernel)
+    monkeypatch.setattr(optim, f"{name}_reference", reference_must_not_run)
+    return launches
+
+
 @pytest.mark.parametrize("name", ["sgd", "adamw"])
-def test_fused_optimizer_kernel_matches_numpy_reference(name):
+def test_fused_optimizer_kernel_matches_numpy_reference(name, monkeypatch):
     import cupy as cp
 
     rng = np.random.default_rng(1)
@@ -151,7 +172,9 @@ def test_fused_optimizer_kernel_matches_numpy_reference(name):
     x0 = rng.standard_normal(n).astype(np.float32)
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(5)]
     pc, oc = _run_optimizer(name, np, x0, grads, np.float32, OPT_KW[name])
+    launches = _count_fused_launches(monkeypatch, name)  # after the numpy run: it is the reference
     pg, og = _run_optimizer(name, cp, x0, grads, np.float32, OPT_KW[name])
+    assert launches == [n] * len(grads)  # one fused launch per step over the whole vector
     # same formula, same host-side scalars: only FMA contraction and rounding order differ
     np.testing.assert_allclose(pg.data.get(), pc.data, rtol=1e-5, atol=1e-6)
     for slot in oc._slots:
@@ -190,6 +213,67 @@ def test_state_moves_between_host_and_device(name):
             p.grad[...] = xp.asarray(g)
             o.step()
     np.testing.assert_allclose(pg.data.get(), pc.data, rtol=1e-5, atol=1e-6)
+
+
+def test_trainer_steps_on_a_thread_that_did_not_select_the_backend():
+    """CUDA's current device is per thread: the training thread enters `backend.use()`. With
+    several GPUs the last one is used, so a thread left on device 0 would be caught."""
+    import threading
+
+    import cupy as cp
+
+    from kernels.backend import select_backend
+    from kernels.optim import make_optimizer
+    from node.data import load_dataset
+    from node.models import build_model
+    from node.trainer import Trainer
+
+    index = cp.cuda.runtime.getDeviceCount() - 1
+    backend = select_backend(f"cuda:{index}")
+    data = load_dataset("digits")
+    model = build_model("mlp:32", data.input_shape, data.n_classes, backend, seed=0)
+    optimizer = make_optimizer("sgd", model.params, 0.05, momentum=0.9)
+    trainer = Trainer(model, optimizer, data.X_train, data.y_train, 32, seed=0, backend=backend)
+    before = model.params.data.get()
+    seen: dict[str, object] = {}
+
+    def train() -> None:
+        try:
+            with backend.use():
+                seen["device"] = cp.cuda.Device().id
+                seen["losses"] = [trainer.step() for _ in range(3)]
+                cp.cuda.Device().synchronize()
+            seen["after"] = cp.cuda.Device().id  # use() restores the thread's previous device
+        except BaseException as exc:  # reported below, on the test's thread
+            seen["error"] = exc
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and "error" not in seen, seen.get("error")
+    assert seen["device"] == index and seen["after"] == 0
+    assert all(np.isfinite(seen["losses"]))
+    assert model.params.data.device.id == index
+    assert not np.array_equal(model.params.data.get(), before)  # the steps did update
+
+    # evaluate() and load_state() enter the device themselves: the peer calls them from pool
+    # threads (first evaluation, resume) that never entered `use()`.
+    state = trainer.state()
+    results: dict[str, object] = {}
+
+    def elsewhere() -> None:
+        try:
+            results["eval"] = trainer.evaluate(data.X_test, data.y_test)
+            trainer.load_state(state)
+        except BaseException as exc:
+            results["error"] = exc
+
+    other = threading.Thread(target=elsewhere)
+    other.start()
+    other.join(timeout=60)
+    assert not other.is_alive() and "error" not in results, results.get("error")
+    assert np.isfinite(results["eval"]).all()
+    np.testing.assert_array_equal(model.params.data.get(), state["params"])
 
 
 def test_kernel_wrappers_refuse_bad_arrays():

@@ -120,3 +120,76 @@ def test_bad_state_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="cannot checkpoint"):
         save_checkpoint(tmp_path, {"step": 1, "x": object()})
     assert list_checkpoints(tmp_path) == []
+
+
+def test_prune_tolerates_files_it_may_not_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for step in (1, 2):
+        save_checkpoint(tmp_path, _state(step), keep=2)
+    stray = tmp_path / (ck._TMP_PREFIX + "old")
+    stray.write_bytes(b"x")
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name == ck.checkpoint_name(1) or self == stray:
+            raise PermissionError(13, "Permission denied")
+        real_unlink(self, missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with caplog.at_level(logging.WARNING, logger="node.checkpoint"):
+        path = save_checkpoint(tmp_path, _state(3), keep=2)  # must not raise
+    assert load_checkpoint(path)["step"] == 3
+    assert ck.checkpoint_name(1) in caplog.text and "Permission denied" in caplog.text
+    assert stray.name in caplog.text
+
+
+# --- one process per directory ----------------------------------------------------------------
+
+HOLD_LOCK = """
+import sys
+from node.checkpoint import lock_checkpoint_dir
+lock_checkpoint_dir(sys.argv[1])
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_lock_is_reentrant_in_a_process_and_records_the_pid(tmp_path: Path) -> None:
+    d = tmp_path / "new" / "ck"  # created if missing
+    first = ck.lock_checkpoint_dir(d)
+    assert ck.lock_checkpoint_dir(d) is first  # a peer restarted in-process must not lock out
+    assert ck.lock_checkpoint_dir(tmp_path / "new" / "." / "ck") is first
+    assert (d / ck.LOCK_FILE).read_text().strip() == str(os.getpid())
+    assert list_checkpoints(d) == []  # the lock file is not mistaken for a checkpoint
+
+
+@pytest.mark.timeout(60)
+def test_a_second_process_is_refused_until_the_holder_exits(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)],
+        cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(CheckpointError) as info:
+            ck.lock_checkpoint_dir(tmp_path)
+        msg = str(info.value)
+        assert f"checkpoint dir {tmp_path} is in use by another swarmnode process" in msg
+        assert f"(pid {holder.pid})" in msg and "\n" not in msg
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    ck.lock_checkpoint_dir(tmp_path)  # released when its holder exited
+
+
+def test_lock_on_a_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(CheckpointError, match="cannot use checkpoint dir") as info:
+        ck.lock_checkpoint_dir(f)
+    assert "\n" not in str(info.value)

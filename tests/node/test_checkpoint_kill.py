@@ -1,5 +1,5 @@
-"""SIGKILL a training peer at varied moments: a valid checkpoint always survives, and a restart
-resumes from its step (not from 0)."""
+"""SIGKILL a training peer at varied moments: every checkpoint file left behind is whole (never
+torn), and a restart resumes from the newest one's step (not from 0)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.checkpoint import list_checkpoints, load_latest
+from node.checkpoint import list_checkpoints, load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY = 5  # checkpoint every 5 steps: writes are frequent, so kills often land mid-write
@@ -47,6 +47,18 @@ def _wait_for(cond, proc: subprocess.Popen, log: Path, timeout: float = 60.0) ->
         time.sleep(0.002)
 
 
+def _assert_every_checkpoint_is_whole(ckdir: Path) -> int:
+    """Strict-load every `ckpt-*` file (load_latest would skip a torn newest one and hide
+    exactly the failure this test exists for); return the newest step."""
+    found = list_checkpoints(ckdir)
+    assert found, "no checkpoint after SIGKILL"
+    for step, path in found:
+        state = load_checkpoint(path)  # CheckpointError (failing the test) if torn or corrupt
+        assert state["step"] == step, f"{path.name} holds step {state['step']}"
+        assert np.isfinite(state["params"]).all(), f"{path.name} has non-finite parameters"
+    return found[0][0]
+
+
 @pytest.mark.timeout(120)
 def test_sigkill_never_loses_the_last_good_checkpoint(tmp_path: Path) -> None:
     ckdir = tmp_path / "ck"
@@ -67,11 +79,9 @@ def test_sigkill_never_loses_the_last_good_checkpoint(tmp_path: Path) -> None:
                 proc.wait()
         if kill > 0:
             assert f"resumed from checkpoint step {last}" in log.read_text(), log.read_text()
-        state = load_latest(ckdir)
-        assert state is not None, "no readable checkpoint after SIGKILL"
-        assert state["step"] > last and state["step"] % EVERY == 0
-        assert np.isfinite(state["params"]).all()
-        last = state["step"]
+        newest = _assert_every_checkpoint_is_whole(ckdir)
+        assert newest > last and newest % EVERY == 0
+        last = newest
 
     # A final restart resumes from the surviving step and finishes a short budget.
     summary = tmp_path / "summary.json"

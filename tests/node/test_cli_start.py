@@ -102,6 +102,8 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         (["--steps", "-5"], "--steps"),
         (["--lr", "0"], "--lr"),
         (["--shard", "0/2000"], "shards"),
+        (["--seed", "-1"], "--seed must be an integer >= 0"),
+        (["--model", "mlp:\u00b2"], "bad layer width"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -112,6 +114,97 @@ def test_bad_input_is_one_line_and_exit_2(
     assert (
         len(err.splitlines()) == 1 and fragment in err and err.startswith("swarmnode start: error:")
     )
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["parent_is_a_file", "is_a_directory"])
+def test_bad_summary_json_path_fails_at_start(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    path = tmp_path / "afile" / "s.json" if where == "parent_is_a_file" else tmp_path
+    started = time.monotonic()
+    # A million steps: were the path checked only when the summary is written, this would train.
+    argv = [*START, *SMALL, "--steps", "1000000", "--summary-json", str(path)]
+    assert main(argv) == 2
+    assert time.monotonic() - started < 20
+    err = _one_line_error(capsys)
+    assert "--summary-json" in err and str(path) in err
+
+
+def test_checkpoint_dir_that_is_a_file_fails_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "afile"
+    path.write_text("x")
+    assert main([*START, *SMALL, "--steps", "1000000", "--checkpoint-dir", str(path)]) == 2
+    err = _one_line_error(capsys)
+    assert "--checkpoint-dir" in err and "not a directory" in err
+
+
+HOLD_LOCK = """
+import sys
+from node.checkpoint import lock_checkpoint_dir
+lock_checkpoint_dir(sys.argv[1])
+print("locked", flush=True)
+sys.stdin.read()  # hold it until the test closes our stdin
+"""
+
+
+@pytest.mark.timeout(60)
+def test_second_process_on_a_checkpoint_dir_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckdir = tmp_path / "ck"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(ckdir)],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main([*START, *SMALL, "--steps", "5", "--checkpoint-dir", str(ckdir)]) == 2
+        err = _one_line_error(capsys)
+        assert f"checkpoint dir {ckdir} is in use by another swarmnode process" in err
+        assert f"(pid {holder.pid})" in err
+        assert not list_checkpoints(ckdir)  # refused before it trained or wrote anything
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # The holder is gone, and with it its lock (the kernel drops it): the dir is usable again.
+    assert main([*START, *SMALL, "--steps", "5", "--checkpoint-dir", str(ckdir)]) == 0
+
+
+# Per verb, options its --help must mention: the ones a user reaches for first.
+VERB_KEY_OPTIONS = {
+    "start": ["--model", "--data", "--steps", "--checkpoint-dir", "--join", "--listen"],
+    "status": ["--peer", "--timeout", "--json"],
+    "demo": ["--report", "--quick"],
+    "chaos": ["SCENARIO", "--report", "--peer-command", "--no-plot", "--quiet"],
+}
+
+
+def test_every_verb_has_a_help_test() -> None:
+    from node.cli import VERB_MODULES
+
+    assert {m.removeprefix("node.cmd_") for m in VERB_MODULES} == set(VERB_KEY_OPTIONS)
+
+
+@pytest.mark.parametrize("verb", sorted(VERB_KEY_OPTIONS))
+def test_verb_help_exits_0_and_names_its_options(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([verb, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: swarmnode {verb}")
+    for option in VERB_KEY_OPTIONS[verb]:
+        assert option in out, f"{verb} --help does not mention {option}"
 
 
 def test_unavailable_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

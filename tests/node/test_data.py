@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +121,82 @@ def test_truncated_npz(tmp_path: Path) -> None:
         load_dataset(str(path))
 
 
+def test_npy_file_is_a_data_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros((4, 3)))
+    with pytest.raises(DataError, match=r"single \.npy array, not an \.npz") as info:
+        load_dataset(str(path))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def _compressed_npz_bytes() -> bytes:
+    buf = io.BytesIO()
+    rng = np.random.default_rng(0)
+    arrays = {**_good_arrays(), "X_train": rng.random((200, 8))}
+    arrays["y_train"] = rng.integers(0, 3, 200)
+    arrays["X_test"] = rng.random((6, 8))
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_corrupted_compressed_member_is_a_data_error(tmp_path: Path) -> None:
+    raw = bytearray(_compressed_npz_bytes())
+    # Damage the deflate stream of the first member (X_train, the largest), not the zip headers:
+    # that is what raised zlib.error uncaught.
+    info = zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo("X_train.npy")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    for i in range(start + 20, start + 60):
+        raw[i] ^= 0xFF
+    path = tmp_path / "damaged.npz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"corrupted or unsupported \.npz member") as exc_info:
+        load_dataset(str(path))
+    assert str(path) in str(exc_info.value) and "\n" not in str(exc_info.value)
+
+
+def _npz_with_member(member: bytes) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **_good_arrays())
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as src, zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, member if name == "X_train.npy" else src.read(name))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("shape", [(10**6, 10**6), (2**40, 2**20)])
+def test_header_claiming_a_huge_shape_is_a_data_error(tmp_path: Path, shape) -> None:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
+    path = tmp_path / "huge.npz"
+    path.write_bytes(_npz_with_member(header.getvalue() + b"\x00" * 64))
+    with pytest.raises(DataError) as info:
+        load_dataset(str(path))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["X_train", "X_test"])
+def test_float64_beyond_float32_range_is_refused(tmp_path: Path, where: str) -> None:
+    X = np.ones((20, 4, 4))
+    X_test = np.ones((6, 4, 4))
+    (X if where == "X_train" else X_test)[0, 0, 0] = 1e300
+    path = _write(tmp_path, X_train=X, X_test=X_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow RuntimeWarning must not leak out
+        with pytest.raises(DataError, match=f"{where} has values too large for float32"):
+            load_dataset(str(path))
+
+
+def test_float64_test_split_overflow_with_integer_train_split(tmp_path: Path) -> None:
+    X_test = np.ones((6, 4, 4))
+    X_test[1, 2, 3] = -1e300
+    path = _write(tmp_path, X_test=X_test)  # X_train stays uint8: the integer scaling path
+    with pytest.raises(DataError, match="X_test has values too large for float32"):
+        load_dataset(str(path))
+
+
 def test_missing_file_names_the_spec_grammar(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"not found.*synthetic"):
         load_dataset(str(tmp_path / "nope.npz"))
@@ -155,3 +234,20 @@ def test_cli_exits_2_with_one_line_on_bad_npz(tmp_path: Path, case: str) -> None
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_cli_on_npy_and_corrupted_npz_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from node.cli import main
+
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.zeros((4, 3)))
+    damaged = tmp_path / "damaged.npz"
+    raw = bytearray(_compressed_npz_bytes())
+    raw[len(raw) // 3 : len(raw) // 3 + 40] = bytes(40)
+    damaged.write_bytes(bytes(raw))
+    for path in (npy, damaged):
+        assert main([*START, "--device", "cpu", "--data", str(path), "--steps", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(path) in err, err

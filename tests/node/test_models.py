@@ -92,6 +92,12 @@ def test_seed_decides_the_initial_parameters():
         ("cnn1d:4k3,p0", "size must be >= 1"),
         ("cnn1d:4k3,16,p2", "after a dense layer"),
         ("cnn1d:4k3,q2", "bad layer width 'q2'"),
+        # Non-ASCII digits: str.isdigit() accepted them, then int() crashed with a ValueError.
+        ("mlp:\u00b2", "bad layer width '\u00b2'"),
+        ("mlp:\u0663", "bad layer width '\u0663'"),
+        ("cnn1d:4k3,\u00b2", "bad layer width '\u00b2'"),
+        ("cnn1d:\u0664k3", "needs at least one conv token"),
+        ("cnn1d:4k3,p\u00b2", "bad layer width 'p\u00b2'"),
         ("linear:5", "takes no layers"),
         ("", "empty model spec"),
         ("   ", "empty model spec"),

@@ -82,6 +82,105 @@ def test_load_state_from_another_model_is_refused() -> None:
         _trainer(seed=0, shard=(0, 2)).load_state(state)
 
 
+def _snapshot(t: Trainer) -> dict:
+    """Everything load_state may assign, copied."""
+    return {
+        "params": _params(t),
+        "opt": {k: np.array(v, copy=True) for k, v in t.optimizer.state_dict().items()},
+        "counters": (t.step_count, t.samples_seen, t.epoch, t._pos),
+        "perm": t._perm.copy(),
+        "rng": t._rng.bit_generator.state,
+    }
+
+
+def _assert_unchanged(t: Trainer, before: dict) -> None:
+    after = _snapshot(t)
+    np.testing.assert_array_equal(after["params"], before["params"])
+    np.testing.assert_array_equal(after["perm"], before["perm"])
+    assert after["counters"] == before["counters"] and after["rng"] == before["rng"]
+    assert after["opt"].keys() == before["opt"].keys()
+    for k in before["opt"]:
+        np.testing.assert_array_equal(after["opt"][k], before["opt"][k])
+
+
+def _corrupt(state: dict, case: str) -> None:
+    if case == "nan_params":
+        state["params"][3] = np.nan
+    elif case == "float64_params":
+        state["params"] = state["params"].astype(np.float64)
+    elif case == "other_optimizer":
+        state["optimizer"] = {"name": "adamw", "t": 3, "lr": 0.1}
+    elif case == "velocity_shape":
+        state["optimizer"]["velocity"] = state["optimizer"]["velocity"][:-1]
+    elif case == "velocity_nan":
+        state["optimizer"]["velocity"][0] = np.inf
+    elif case == "optimizer_t":
+        state["optimizer"]["t"] = -2
+    elif case == "rng_layout":
+        state["rng"] = {"bit_generator": "PCG64", "state": {"state": "x"}}
+    elif case == "rng_kind":
+        state["rng"] = {**state["rng"], "bit_generator": "MT19937"}
+    elif case == "perm_repeats":
+        state["epoch_perm"][1] = state["epoch_perm"][0]
+    elif case == "perm_float":
+        state["epoch_perm"] = state["epoch_perm"].astype(np.float64)
+    elif case == "negative_step":
+        state["step"] = -1
+    elif case == "pos_past_end":
+        state["epoch_pos"] = 10**6
+    elif case == "missing_rng":
+        del state["rng"]
+    else:
+        raise AssertionError(case)
+
+
+LOAD_CASES = {
+    "nan_params": "NaN or Inf",
+    "float64_params": "another model",
+    "other_optimizer": "--optimizer 'adamw', this run uses 'sgd'",
+    "velocity_shape": "'velocity' is not",
+    "velocity_nan": "'velocity' is not",
+    "optimizer_t": "'t' must be an int >= 0",
+    "rng_layout": "RNG state is malformed",
+    "rng_kind": "RNG state is malformed",
+    "perm_repeats": "not a permutation",
+    "perm_float": "not a permutation",
+    "negative_step": "'step' must be an int >= 0",
+    "pos_past_end": "epoch_pos",
+    "missing_rng": "lacks rng",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOAD_CASES))
+def test_rejected_state_leaves_the_trainer_untouched(case: str) -> None:
+    source = _trainer(seed=5)
+    _run(source, 9)
+    state = source.state()
+    _corrupt(state, case)
+    target = _trainer(seed=6)
+    _run(target, 4)
+    before = _snapshot(target)
+    with pytest.raises(CheckpointError, match=LOAD_CASES[case]) as info:
+        target.load_state(state)
+    assert "\n" not in str(info.value)
+    _assert_unchanged(target, before)
+    _run(target, 2)  # and it still trains
+
+
+def test_labels_can_be_replaced_for_a_label_flipping_peer() -> None:
+    t = _trainer(seed=0)
+    y = t.labels()
+    assert y.shape == (t.n_samples,) and y.dtype == np.int64
+    flipped = (y + 1) % 10
+    t.set_labels(flipped)
+    np.testing.assert_array_equal(t.labels(), flipped)
+    y[0] = 99  # labels() is a copy, not a view into the trainer
+    assert t.labels()[0] != 99
+    with pytest.raises(ValueError, match="labels"):
+        t.set_labels(flipped[:-1])
+    _run(t, 3)
+
+
 def test_training_learns_digits() -> None:
     t = _trainer(seed=0, shard=(0, 1), model="mlp:32")
     data = load_dataset("digits")

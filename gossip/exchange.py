@@ -4,15 +4,18 @@ The protocols deal in flat float32 vectors only; the model lives behind `ParamSt
 training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
 
 - `average` (AD-PSGD, Lian et al. 2018): push my snapshot to one random live peer, it answers with
-  its own snapshot taken *before* mixing; both sides then set x <- (1 - w) x + w x_other. Neither
-  side ever waits on the other's exchange, so two peers choosing each other at once cannot
-  deadlock: a handler only snapshots, answers, and queues a mix for its training thread.
+  its own snapshot taken *before* queuing its mix; both sides then set x <- (1 - w) x + w x_other.
+  Neither side ever waits on the other's exchange, so two peers choosing each other at once
+  cannot deadlock: a handler only snapshots, answers, and queues a mix for its training thread.
 - `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
   with a byzantine-robust rule, then mix the aggregate in.
 
-Training never stops for an exchange: snapshots are copies taken between two steps and mixes are
-applied between two steps. Every request has a deadline, so a frozen peer costs one timeout.
-Encoding, decoding and aggregation of large vectors run in worker threads, never on the loop.
+Training never stops for an exchange: snapshots are copies taken between two steps, and mixes are
+queued and applied between two steps (`ParamStore.mix_in` returns once the mix is queued). Every
+request has a deadline, so a frozen peer costs one timeout. Encoding, decoding and aggregation of
+large vectors run in worker threads, never on the loop. A round never raises for a peer's
+failure or for a `SwarmnodeError` of its own (too few finite models to aggregate, say): it
+reports it in its `RoundResult` and the log, and the exchange loop goes on.
 """
 
 from __future__ import annotations
@@ -102,7 +105,13 @@ class ParamStore(Protocol):
         ...
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        """x <- (1 - weight) x + weight other, applied between two training steps."""
+        """Queue x <- (1 - weight) x + weight other, to be applied between two training steps.
+
+        Returns once the mix is *queued*, not once it is applied: a `snapshot()` taken right
+        after may not contain it yet, and neither an exchange round nor a pushpull answer ever
+        waits for a training step. Mixes are applied in the order they were queued. The store
+        keeps `other` (it must not be changed by the caller afterwards).
+        """
         ...
 
 
@@ -127,7 +136,7 @@ class RoundResult:
     asked: list[str] = field(default_factory=list)
     received: list[str] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
-    applied: bool = False
+    applied: bool = False  # a mix was queued into the store (applied at its next step)
     note: str = ""
     duration_s: float = 0.0
 
@@ -170,6 +179,10 @@ class Exchanger:
         holds a model that would only harm the peers mixing it in."""
         self.refusing = reason
 
+    def resume_serving(self) -> None:
+        """Serve again (a joiner whose state sync is done)."""
+        self.refusing = None
+
     def _check_serving(self) -> None:
         if self.refusing is not None:
             raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
@@ -186,11 +199,16 @@ class Exchanger:
         async with self._bulk_slot():
             # inbound: the HTTP layer logs the rejection with the caller's address; count it only
             header, theirs = await self._decode(body, source="pushpull request", quiet=True)
-            reply = await self._encode_mine()  # snapshot before mixing: both sides mix old values
+            # Snapshot first, then queue the mix: were the mix queued first, a training step
+            # could apply it before the snapshot, and the caller would get its own model back
+            # inside ours (both sides must mix the other's pre-exchange values).
+            reply = await self._encode_mine()
             await self.store.mix_in(theirs, self.cfg.mix)
             self.served += 1
             log.debug(
-                "pushpull from %s applied (their step %s)", header.get("sender"), header.get("step")
+                "pushpull from %s: mix queued (their step %s)",
+                header.get("sender"),
+                header.get("step"),
             )
             return reply
 
@@ -200,25 +218,41 @@ class Exchanger:
     # --- initiating ----------------------------------------------------------------------
 
     async def round(self) -> RoundResult:
-        """One exchange in the configured mode; never raises for a peer's failure."""
+        """One exchange in the configured mode.
+
+        Never raises for a peer's failure, nor for a `SwarmnodeError` raised inside the round
+        (e.g. `AggregationError` when too few finite models remain): that one is recorded in
+        `result.note`, logged at WARNING, and the round ends unapplied, so the exchange loop
+        that calls this goes on. Anything else is a bug and propagates.
+        """
         t0 = time.perf_counter()
+        result = RoundResult(self.cfg.mode)
         run = self._average_round if self.cfg.mode == "average" else self._robust_round
-        result = await run()
+        failed = False
+        try:
+            await run(result)
+        except SwarmnodeError as exc:
+            failed = True
+            result.note = _join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
         result.duration_s = time.perf_counter() - t0
         self.last_round_s = result.duration_s
         self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
-        level = logging.INFO if result.failures or not result.applied else logging.DEBUG
+        if failed:
+            level = logging.WARNING
+        elif result.failures or result.note or not result.applied:
+            level = logging.INFO
+        else:
+            level = logging.DEBUG
         log.log(level, "exchange round: %s", _describe(result))
         return result
 
-    async def _average_round(self) -> RoundResult:
-        result = RoundResult("average")
+    async def _average_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(1)
         if not picked:
             result.note = "no live peer to average with"
-            return result
+            return
         peer_id, addr = picked[0]
         result.asked.append(peer_id)
         try:
@@ -229,14 +263,12 @@ class Exchanger:
             _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
         except (TransportError, SwarmnodeError) as exc:
             result.failures[peer_id] = str(exc)
-            return result
-        await self.store.mix_in(theirs, self.cfg.mix)
+            return
         result.received.append(peer_id)
+        await self.store.mix_in(theirs, self.cfg.mix)
         result.applied = True
-        return result
 
-    async def _robust_round(self) -> RoundResult:
-        result = RoundResult("robust")
+    async def _robust_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(self.cfg.pull)
         result.asked = [pid for pid, _ in picked]
         _, own = await self.store.snapshot()
@@ -245,11 +277,10 @@ class Exchanger:
         rows = [own] + [vec for _, _, vec in models]
         f = self._fitting_f(len(rows), result)
         if f is None:
-            return result
+            return
         agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         await self.store.mix_in(agg, self.cfg.mix)
         result.applied = True
-        return result
 
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:
         """The f to aggregate n models with, or None (round skipped, reason in result.note)."""
@@ -333,6 +364,10 @@ def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:
     return np.asarray(aggregate.RULES[rule](np.stack(rows), f), dtype=np.float32)
+
+
+def _join_notes(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _describe(r: RoundResult) -> str:

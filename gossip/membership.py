@@ -228,6 +228,8 @@ class Membership:
         joiner = parse_entry(require(msg, "member", list))
         if joiner.peer_id == self.self_id:
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
+        if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
+            raise RemoteError("this peer is leaving the swarm: join through another", 503)
         self._absorb([joiner])
         log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
         return self._encode("join-ack")
@@ -326,7 +328,10 @@ class Membership:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while not self.table.leaving:
-            self.tick()
+            try:
+                self.tick()
+            except Exception:  # a bug in one round must not silence our heartbeat for good
+                log.exception("%s: gossip round failed", self.self_id)
             next_at += self.cfg.gossip_interval
             delay = next_at - loop.time()
             if delay < 0:  # behind schedule: skip the missed ticks rather than burst
@@ -414,10 +419,15 @@ class Membership:
                 await self._join_via(seed, min(self.cfg.join_attempt_timeout, remaining))
                 return
             except (TransportError, CodecError) as exc:
-                if getattr(exc, "status", None) in (401, 403):
+                status = getattr(exc, "status", None)
+                if status in (401, 403):
                     # retrying cannot fix a wrong or missing secret: say so now, not at timeout
                     raise MembershipError(
                         f"could not join via {seed}: refused ({exc}); check --secret"
+                    ) from None
+                if status == 409:  # nor can it make two peers' ids differ
+                    raise MembershipError(
+                        f"could not join via {seed}: {exc}; give this peer another --peer-id"
                     ) from None
                 errors[seed] = f"{type(exc).__name__}: {exc}"
                 log.debug("%s: join via %s failed: %s", self.self_id, seed, exc)

@@ -65,6 +65,13 @@ class WireCaps:
 DEFAULT_CAPS = WireCaps()
 
 
+def max_frame_bytes(n_elements: int, caps: WireCaps = DEFAULT_CAPS) -> int:
+    """The largest frame a model of `n_elements` float32 can arrive in (raw codec, largest
+    header): a peer that knows its model size caps bodies at this before reading any."""
+    widest = max(dt.itemsize for dt in CODECS.values())
+    return LEN_BYTES + caps.max_header_bytes + ALIGN + n_elements * widest
+
+
 def encode_params(
     arr: Any,
     *,

@@ -22,6 +22,7 @@ loopback TCP for a 100 MB push-pull):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -51,6 +52,7 @@ def build_app(
     extra_routes: Sequence[web.RouteDef] = (),
     logger: logging.Logger | None = None,
     read_bufsize: int = BULK_READ_BUFSIZE,
+    admission: Mapping[str, int] | None = None,
 ) -> web.Application:
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
@@ -59,6 +61,9 @@ def build_app(
     writable `memoryview` (larger) and may return any C-contiguous bytes-like object. `max_body_bytes` is one cap for all routes, or per route
     with an optional `"*"` default. `extra_routes` adds the node's own routes (GET /v1/status,
     /metrics, admin). Rejections and failures are logged on `logger` (default: this module's).
+    `admission` maps a bulk route to how many of its requests may be in flight at once; one
+    more is answered 503 *before* its body is read and its connection closed, so a burst of
+    100 MB pushes costs memory for the admitted ones only.
     """
     logger = logger or log
     app = web.Application(
@@ -68,12 +73,22 @@ def build_app(
     )
     app[_LOGGER] = logger
     app.add_routes(list(extra_routes))
+    gates = {route: asyncio.Semaphore(n) for route, n in (admission or {}).items()}
 
     async def dispatch(request: web.Request) -> web.StreamResponse:
         route = request.match_info["route"]
         handler = handlers.get(route)
         if handler is None:
             return _reject(logger, request, route, 404, f"unknown route /v1/{route}")
+        gate = gates.get(route)
+        if gate is None:
+            return await _handle(request, route, handler)
+        if gate.locked():
+            return _busy(logger, request, route)
+        async with gate:
+            return await _handle(request, route, handler)
+
+    async def _handle(request: web.Request, route: str, handler: Handler) -> web.StreamResponse:
         cap = _cap(max_body_bytes, route)
         try:
             body = await read_sized_body(request.content, request.content_length, cap)
@@ -161,6 +176,15 @@ def _cap(caps: int | Mapping[str, int], route: str) -> int:
 
 def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
+
+
+def _busy(logger: logging.Logger, request: web.Request, route: str) -> web.Response:
+    """503 without reading the body; the connection is closed rather than drained, so the
+    refused body is never read. Back-pressure is routine: one INFO line, not a warning."""
+    logger.info("busy: refused /v1/%s from %s (too many in flight)", route, request.remote)
+    resp = web.Response(status=503, text="busy: too many exchanges in flight, try another peer")
+    resp.force_close()
+    return resp
 
 
 def _reject(

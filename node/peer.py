@@ -12,6 +12,8 @@ encoding, decoding and aggregation of parameter vectors run in threads too.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -31,6 +33,7 @@ from gossip.auth import AuthTransport, Signer, auth_handlers
 from gossip.codec import MAX_CONTROL_BYTES
 from gossip.exchange import Exchanger
 from gossip.membership import Membership, MembershipConfig
+from gossip.wire import max_frame_bytes
 from kernels.backend import to_numpy
 from kernels.errors import SwarmnodeError
 from node.byzantine_serving import ByzantineServing
@@ -43,7 +46,7 @@ from node.identity import load_identity
 from node.peer_admin import admin_routes
 from node.peer_config import PeerConfig, parse_hostport
 from node.peer_status import status_routes
-from node.state_sync import sync_from_swarm
+from node.state_sync import JOINING, sync_from_swarm
 from node.worker import TrainingWorker, WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,11 @@ STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
 META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
 LEAVE_DEADLINE_S = 1.0
 REJOIN_EVERY_S = 5.0
+BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted before the body is read
+# SIGTERM -> exit within 5 s (what an orchestrator's grace period and the chaos runner expect):
+# close() spends at most this much; interpreter teardown and the summary take the rest.
+CLOSE_BUDGET_S = 3.5
+HTTP_SHUTDOWN_S = 0.5  # requests in flight at close get this long, then they are cancelled
 
 
 class WorkerStore:
@@ -66,26 +74,36 @@ class WorkerStore:
         return await asyncio.to_thread(self.worker.snapshot)
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        """Queue x <- (1 - w) x + w other for the training thread and return: the mix lands
+        between two steps, and neither an exchange nor a pushpull answer waits for that step."""
         xp = self._xp
 
         def mix(x: Any) -> None:
-            # x <- (1 - w) x + w other, in place so the layers' views stay valid
+            # in place, so the layers' views stay valid
             x *= 1.0 - weight
             x += weight * xp.asarray(other, dtype=x.dtype)
 
-        await self.run(mix)
+        fut = await self._submit(mix)
+        fut.add_done_callback(_log_failed_mix)
 
     async def load(self, vector: np.ndarray) -> None:
+        """Overwrite the parameters (state sync); returns once they are loaded."""
         xp = self._xp
 
         def load(x: Any) -> None:
             x[...] = xp.asarray(vector, dtype=x.dtype)
 
-        await self.run(load)
+        await asyncio.wrap_future(await self._submit(load))
 
-    async def run(self, fn: Any) -> Any:
-        # submit() runs fn inline when the thread is not running: keep that off the event loop
-        return await asyncio.to_thread(lambda: self.worker.submit(fn).result())
+    async def _submit(self, fn: Any) -> concurrent.futures.Future[Any]:
+        # submit() only queues while the thread runs, but runs fn inline (a 100 MB mix) when it
+        # does not: keep that off the event loop. Waiting for the result holds no thread.
+        return await asyncio.to_thread(self.worker.submit, fn)
+
+
+def _log_failed_mix(fut: concurrent.futures.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("mixing a received model failed: %s", fut.exception())
 
 
 class MembershipPeers:
@@ -116,6 +134,8 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: Any = None
         self._closed = False
+        self.crashed: BaseException | None = None  # an owned task died of a bug: see _spawn
+        self.worker_stopped = False  # close() saw the training thread end (final checkpoint)
         self.state = "starting"
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -141,6 +161,7 @@ class Node:
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
         self.start_step = self.trainer.step_count
+        self._worker_done = asyncio.Event()
         self.worker = self._build_worker()
         self.store = WorkerStore(self.worker)
 
@@ -150,15 +171,19 @@ class Node:
         self._handlers: dict[str, Any] = {}
         app = build_app(
             self._handlers,
-            max_body_bytes=_body_caps(cfg),
+            max_body_bytes=_body_caps(cfg, self.store.size),
             extra_routes=status_routes(self) + admin_routes(self),
+            admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
         )
-        self._runner, bound = await serve(app, host, port)
+        self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
         self.addr = cfg.advertise or f"{_dialable(host)}:{bound}"
         # Built once the address is known: partitions compare it to the others' addresses
         # (FaultyTransport keeps it from construction; it has no setter).
         self.faults = FaultyTransport(
-            HttpTransport(), parse_fault_spec(cfg.fault), cfg.seed, self.addr
+            HttpTransport(max_response_bytes=_answer_cap(cfg, self.store.size)),
+            parse_fault_spec(cfg.fault),
+            cfg.seed,
+            self.addr,
         )
         transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
 
@@ -183,10 +208,14 @@ class Node:
         self._update_meta()
 
         if cfg.join:
+            # Others see us alive from the join on and may pushpull with us: until the state
+            # sync has loaded the swarm's model they must not mix in our fresh random one.
+            self.exchanger.stop_serving(JOINING)
             await self.membership.join(cfg.join, timeout=cfg.join_timeout)
         await self.membership.start()
         if cfg.join:
-            await sync_from_swarm(self)
+            await sync_from_swarm(self, timeout=cfg.join_timeout)
+            self.exchanger.resume_serving()
         await asyncio.to_thread(
             self.worker.evaluate_now
         )  # first reported accuracy: the start model
@@ -221,6 +250,7 @@ class Node:
             on_eval=self.on_eval,
             on_checkpoint=self._save_checkpoint if cfg.checkpoint_dir is not None else None,
             checkpoint_every=cfg.checkpoint_every,
+            on_done=_threadsafe_setter(self._worker_done),
         )
         if cfg.slowdown > 1:
             worker.set_throttle(slowdown=cfg.slowdown)
@@ -244,11 +274,22 @@ class Node:
         await self._stop.wait()
 
     async def close(self) -> None:
-        """Leave the swarm, stop every owned task and the training thread, checkpoint, unbind."""
+        """Leave the swarm, stop every owned task and the training thread, checkpoint, unbind.
+
+        Bounded by CLOSE_BUDGET_S: a training step that is still running when the budget is
+        spent is abandoned (the thread is a daemon) and the newest periodic checkpoint stands.
+        """
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + CLOSE_BUDGET_S
         self.state = "leaving"
+        exchanger = getattr(self, "exchanger", None)
+        if exchanger is not None:  # stop taking work: a leaving peer's mixes would be lost
+            exchanger.stop_serving("leaving the swarm")
+        worker = getattr(self, "worker", None)
+        if worker is not None:
+            worker.request_stop()  # the current step ends while we announce the leave
         membership = getattr(self, "membership", None)
         if membership is not None:
             await _quietly(membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
@@ -257,22 +298,48 @@ class Node:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if membership is not None:
             await membership.close()
-        worker = getattr(self, "worker", None)
         if worker is not None:
-            await asyncio.to_thread(worker.stop, 10.0)
-            if self.cfg.checkpoint_dir is not None and self.trainer.step_count > 0:
-                await asyncio.to_thread(self._save_checkpoint, None)
+            await self._stop_worker(deadline - time.monotonic() - HTTP_SHUTDOWN_S)
         if self._runner is not None:
             await self._runner.cleanup()
         faults = getattr(self, "faults", None)
         if faults is not None:
             await faults.close()
 
+    async def _stop_worker(self, budget: float) -> None:
+        """Wait up to `budget` s for the training thread, then save the final checkpoint."""
+        if not self.worker.running and self.worker.join(0):
+            self.worker_stopped = True
+        else:
+            try:
+                await asyncio.wait_for(self._worker_done.wait(), max(0.05, budget))
+                self.worker_stopped = True
+            except asyncio.TimeoutError:
+                log.warning(
+                    "the training step in progress did not end within the shutdown budget: "
+                    "exiting without a final checkpoint (the newest periodic one stands)"
+                )
+        if self.worker_stopped and self.cfg.checkpoint_dir is not None:
+            if self.trainer.step_count > 0:
+                await asyncio.to_thread(self._save_checkpoint, None)
+
     # --- background tasks ----------------------------------------------------------------
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=f"{self.peer_id}:{name}")
         self._tasks.add(task)
+        task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        """An owned task that dies of an exception is a bug: say so at once and stop the peer,
+        rather than keep running without exchange or progress until someone notices."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error("task %s crashed; stopping the peer", task.get_name(), exc_info=exc)
+        if self.crashed is None:
+            self.crashed = exc
+        self._stop.set()
 
     async def _exchange_loop(self) -> None:
         every = self.cfg.exchange.sync_every
@@ -292,14 +359,20 @@ class Node:
 
     async def _watch_worker(self) -> None:
         """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""
-        await asyncio.to_thread(self.worker.join)
-        if self.worker.error is not None and self.membership.live_peers():
+        await self._worker_done.wait()  # set from the thread's end: holds no executor thread
+        if self.worker.error is not None and self._in_a_swarm():
             await self._fail(self.worker.error)
             return
         if self.worker.error is not None:
             log.error("training stopped: %s", self.worker.error)
         self._update_meta()
         self._stop.set()
+
+    def _in_a_swarm(self) -> bool:
+        """Whether this peer has ever known another one. Not "has a live peer now": when a
+        poisoned model diverges peer after peer, the last ones find everybody else failed
+        and gone, and must still stay up to say so."""
+        return bool(self.membership.members())  # every *other* peer, tombstones included
 
     async def _fail(self, error: BaseException) -> None:
         """Training failed inside a swarm (typically diverged after mixing in a poisoned model).
@@ -359,18 +432,37 @@ class Node:
         return to_numpy(self.trainer.model.params.data)
 
 
-def _body_caps(cfg: PeerConfig) -> dict[str, int]:
-    """Per-route caps, checked before a body is read: only pushpull carries a model inbound;
-    control routes never need more than a control message (plus its HMAC envelope)."""
+def _body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
+    """Per-route caps, checked before a body is read: only pushpull carries a model inbound,
+    and never a larger one than ours; control routes never need more than a control message
+    (plus its HMAC envelope)."""
     envelope = AUTH_HEADER_BYTES if cfg.secret else 0
     return {
-        "pushpull": int(cfg.max_body_mb * 2**20) + envelope,
+        "pushpull": min(int(cfg.max_body_mb * 2**20), max_frame_bytes(n_params)) + envelope,
         "*": MAX_CONTROL_BYTES + envelope,
     }
 
 
+def _answer_cap(cfg: PeerConfig, n_params: int) -> int:
+    """What any answer may weigh: a model frame of our size at most (a lying peer cannot make
+    us read 1 GiB), or a control message."""
+    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    return max(max_frame_bytes(n_params), MAX_CONTROL_BYTES) + envelope
+
+
 def _dialable(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def _threadsafe_setter(event: asyncio.Event) -> Callable[[], None]:
+    """A callable for another thread that sets `event` on the current loop."""
+    loop = asyncio.get_running_loop()
+
+    def set_it() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is waiting
+            loop.call_soon_threadsafe(event.set)
+
+    return set_it
 
 
 def _finite_or_none(x: float) -> float | None:

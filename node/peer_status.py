@@ -26,7 +26,7 @@ def status_json(node: Any) -> dict[str, Any]:
     me = {
         "peer_id": node.peer_id,
         "addr": node.addr,
-        "incarnation": node.incarnation,
+        "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
         "device": m.device,
         "step": m.step,
@@ -97,14 +97,27 @@ class PeerMetricsCollector:
         yield members
 
 
+def _ready(node: Any) -> bool:
+    """The server is bound before membership and exchange exist (the address comes first)."""
+    return getattr(node, "exchanger", None) is not None
+
+
+def _starting() -> web.Response:
+    return web.Response(status=503, text="starting: not serving status yet")
+
+
 def status_routes(node: Any) -> list[web.RouteDef]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PeerMetricsCollector(node))
 
     async def status(_request: web.Request) -> web.Response:
+        if not _ready(node):
+            return _starting()
         return web.json_response(status_json(node))
 
     async def metrics(_request: web.Request) -> web.Response:
+        if not _ready(node):
+            return _starting()
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -7,7 +7,6 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from node.peer import Node
@@ -15,27 +14,83 @@ from node.peer_config import PeerConfig
 from node.progress import ProgressPrinter, format_summary, write_summary_json
 
 
-def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any]:
-    """Blocking entry point; `asyncio.run` lives here and nowhere else in the peer."""
+def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:
+    """Blocking entry point; `asyncio.run` lives here and nowhere else in the peer.
+
+    Returns the run summary, or None when a signal stopped the peer before it was up."""
     return asyncio.run(_main(cfg, out or sys.stdout))
 
 
-async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any]:
+class _Stopper:
+    """SIGTERM/SIGINT handling over the peer's whole life: installed before the peer starts
+    (a signal during a slow join or state sync must still end it cleanly) and kept until its
+    close() is done (a second signal must not kill it half-way through its last checkpoint)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.requested = asyncio.Event()
+        self.node: Node | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _Stopper:
+        for sig in self.SIGNALS:
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in self.SIGNALS:
+            self._loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.requested.is_set():
+            print(f"{sig.name}: already leaving", file=self.out, flush=True)
+            return
+        print(f"{sig.name}: leaving the swarm, checkpointing, exiting", file=self.out, flush=True)
+        self.requested.set()
+        if self.node is not None:
+            self.node.request_stop()
+
+
+async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any] | None:
     t0 = time.perf_counter()
-    node = await Node.create(cfg, on_eval=ProgressPrinter(cfg.steps or None, out))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _stopper(node, sig, out))
-    _say_start(node, cfg, out)
-    try:
-        await node.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await node.close()
+    with _Stopper(out) as stopper:
+        node = await _create_unless_stopped(cfg, out, stopper)
+        if node is None:
+            print("stopped before the peer was up", file=out, flush=True)
+            return None
+        stopper.node = node
+        if stopper.requested.is_set():  # the signal came in the last moment of start-up
+            node.request_stop()
+        _say_start(node, cfg, out)
+        try:
+            await node.wait()
+        finally:
+            await node.close()
+    if node.crashed is not None:
+        raise node.crashed
     if node.worker.error is not None:
         raise node.worker.error
-    return _summary(node, cfg, out, time.perf_counter() - t0)
+    return await _summary(node, cfg, out, time.perf_counter() - t0)
+
+
+async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper) -> Node | None:
+    """`Node.create`, abandoned (and cleaned up by create itself) if a signal comes first."""
+    creating = asyncio.create_task(
+        Node.create(cfg, on_eval=ProgressPrinter(cfg.steps or None, out)), name="create-node"
+    )
+    signalled = asyncio.create_task(stopper.requested.wait(), name="stop-signal")
+    try:
+        await asyncio.wait({creating, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signalled.cancel()
+        await asyncio.gather(signalled, return_exceptions=True)
+    if creating.done():
+        return creating.result()  # raises what start-up raised (a JoinError, a bad config)
+    creating.cancel()  # Node.create closes the half-built node on cancellation
+    await asyncio.gather(creating, return_exceptions=True)
+    return None
 
 
 def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
@@ -47,16 +102,14 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     print(f"listening on {node.addr} as {node.peer_id}", file=out, flush=True)
 
 
-def _stopper(node: Node, sig: signal.Signals, out: TextIO) -> Callable[[], None]:
-    def stop() -> None:
-        print(f"{sig.name}: leaving the swarm, checkpointing, exiting", file=out, flush=True)
-        node.request_stop()
-
-    return stop
-
-
-def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
-    m = node.worker.evaluate_now()
+async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
+    # a final evaluation, off the loop; if the last step was abandoned at close, it still holds
+    # the model, so the newest evaluation stands
+    m = (
+        await asyncio.to_thread(node.worker.evaluate_now)
+        if node.worker_stopped
+        else (node.worker.metrics())
+    )
     summary = {
         "peer_id": node.peer_id,
         "test_accuracy": m.test_acc,

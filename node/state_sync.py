@@ -23,20 +23,19 @@ DONORS = 3
 # Honest peers' models differ by their recent local steps: far less than this fraction of their
 # norm. A larger spread means one donor is not like the others; the median still protects us.
 SPREAD_WARN = 0.5
+RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 2.0
+JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
 
 
-async def sync_from_swarm(node: Any) -> None:
+async def sync_from_swarm(node: Any, timeout: float) -> None:
     """Load the swarm's current parameters into `node` before it starts training."""
-    live = node.membership.live_peers()
-    if not live:
+    if not node.membership.live_peers():
         log.warning("joined, but no live peer to copy the model from: starting from my own")
         return
-    picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
-    failures: dict[str, str] = {}
-    got = await node.exchanger.pull_many(picked, failures)
+    got, failures = await _fetch_donors(node, timeout)
     if not got:
-        detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
-        raise JoinError(f"could not fetch the model from any of {len(picked)} peers ({detail})")
+        return
     for pid, why in failures.items():
         log.info("state sync: donor %s failed: %s", pid, why)
     steps = [step for _, step, _ in got]
@@ -60,6 +59,35 @@ async def sync_from_swarm(node: Any) -> None:
         ", ".join(pid for pid, _, _ in got),
         swarm_step,
     )
+
+
+async def _fetch_donors(node: Any, timeout: float) -> tuple[list[Any], dict[str, str]]:
+    """Models of up to DONORS random live peers; tries again (other donors, backing off) while
+    none answered — donors may be busy (503) or joining themselves — until `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    pause = RETRY_S
+    while True:
+        live = node.membership.live_peers()
+        picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
+        failures: dict[str, str] = {}
+        got = await node.exchanger.pull_many(picked, failures)
+        if got:
+            return got, failures
+        if picked and all(JOINING in why for why in failures.values()):
+            # peers that started at once, each joining through the others: nobody has a
+            # swarm model yet, so ours is as good as any (the exchange will average them)
+            log.warning("state sync: every donor is joining too: starting from my own model")
+            return [], failures
+        if loop.time() + pause > deadline or not picked:
+            detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
+            raise JoinError(
+                f"could not fetch the model from any of {len(picked)} peers within "
+                f"{timeout:g} s ({detail or 'no live peer left'})"
+            )
+        log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, RETRY_MAX_S)
 
 
 def relative_spread(vectors: list[np.ndarray]) -> float:

@@ -16,6 +16,7 @@ snapshot at that moment, so the overhead is a few hundred nanoseconds per step.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -71,6 +72,7 @@ class TrainingWorker:
         on_eval: EvalCallback | None = None,
         on_checkpoint: CheckpointCallback | None = None,
         checkpoint_every: int = 0,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
         if eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {eval_every}")
@@ -81,6 +83,7 @@ class TrainingWorker:
         self.checkpoint_every = checkpoint_every
         self._on_eval = on_eval
         self._on_checkpoint = on_checkpoint
+        self._on_done = on_done  # called on the thread when it ends: lets asyncio await it
         self._has_test = X_test is not None and y_test is not None and len(y_test) > 0
         # Test data goes to the device once, not at every evaluation.
         self._X_test = trainer._to_device(X_test) if self._has_test else None
@@ -144,12 +147,12 @@ class TrainingWorker:
 
     def snapshot(self) -> tuple[int, np.ndarray]:
         """(step, host copy of the flat parameters), never taken in the middle of a step."""
-        with self._lock:
+        with self._lock, self._device():
             return self.trainer.step_count, _to_host(self.trainer.model.params.data).copy()
 
     def state(self) -> dict[str, Any]:
         """A checkpoint state (`Trainer.state()`), taken between two steps."""
-        with self._lock:
+        with self._lock, self._device():
             return self.trainer.state()
 
     def submit(self, fn: Callable[[Any], Any]) -> Future[Any]:
@@ -164,7 +167,8 @@ class TrainingWorker:
             if self._running:
                 self._pending.append((fn, fut))
                 return fut
-            self._call(fn, fut)
+            with self._device():
+                self._call(fn, fut)
         return fut
 
     def set_throttle(self, delay_s: float = 0.0, slowdown: float = 1.0) -> None:
@@ -179,18 +183,27 @@ class TrainingWorker:
 
     # --- the thread ----------------------------------------------------------------------
 
+    def _device(self) -> contextlib.AbstractContextManager[Any]:
+        """The model's device made current on the calling thread: cupy's current device is
+        per thread, so without this `--device cuda:1` would compute on device 0 from here."""
+        on_device = getattr(self.trainer, "on_device", None)  # test doubles may lack it
+        return on_device() if on_device is not None else contextlib.nullcontext()
+
     def _run(self) -> None:
         try:
-            self._loop()
+            with self._device():
+                self._loop()
         except BaseException as exc:  # reported through .error; the thread must not die silently
             self.error = exc
             log.debug("training thread stopped by %s", exc)
         finally:
-            with self._lock:
+            with self._lock, self._device():
                 self._running = False
                 self._drain_pending()
             self._metrics = self._make_metrics_now()
             self._done.set()
+            if self._on_done is not None:
+                self._on_done()
 
     def _loop(self) -> None:
         trainer = self.trainer
@@ -231,7 +244,7 @@ class TrainingWorker:
     def evaluate_now(self) -> WorkerMetrics:
         """Evaluate on the test split from any thread (between two steps); updates metrics()."""
         if self._has_test:
-            with self._lock:
+            with self._lock, self._device():
                 test_loss, test_acc = self.trainer.evaluate(self._X_test, self._y_test)
             self._metrics = self._make_metrics_now(test_loss, test_acc, self.trainer.step_count)
         return self._metrics

@@ -424,6 +424,7 @@ class Cycle:
     restart_ready_to_seen: list[float]  # ready -> alive at the new incarnation in each table
     incarnations: tuple[int, int]  # before the kill, after the restart
     term_to_left: list[float]
+    term_to_exit: float
     exit_code: int
 
 
@@ -437,6 +438,7 @@ class RealReport:
     soak: Watch | None = None
     heavy: Watch | None = None
     heavy_step_s: float = math.nan
+    heavy_term_to_exit: float = math.nan
     load: list[tuple[float, float, float]] = field(default_factory=list)
 
 
@@ -465,7 +467,9 @@ def measure_real(
         _measure_swarm(opts, workdir, report, say)
     if opts.heavy:
         say(f"heavy steps: {HEAVY_MODEL}, batch {HEAVY_BATCH}, watched {opts.heavy:g} s")
-        report.heavy, report.heavy_step_s = measure_heavy(workdir, opts.heavy, opts.soak_poll)
+        report.heavy, report.heavy_step_s, report.heavy_term_to_exit = measure_heavy(
+            workdir, opts.heavy, opts.soak_poll
+        )
     report.load.append(os.getloadavg())
     return report
 
@@ -526,8 +530,9 @@ def run_cycle(base: Sequence[Peer], x: Peer, poll: float) -> Cycle:
     seen = FirstSeen(base, shows(pid, LEFT), poll, SEEN_TIMEOUT_S)
     termed = time.monotonic()
     x.signal(signal.SIGTERM)
-    left_at = seen.wait()
     code = x.wait_exit(60)
+    exited = time.monotonic()
+    left_at = seen.wait()
     return Cycle(
         start_to_ready=ready - launched,
         start_to_seen=[t - launched for t in seen_at],
@@ -539,6 +544,7 @@ def run_cycle(base: Sequence[Peer], x: Peer, poll: float) -> Cycle:
         restart_ready_to_seen=[t - reready for t in back_at],
         incarnations=(incarnation, new_incarnation),
         term_to_left=[t - termed for t in left_at],
+        term_to_exit=exited - termed,
         exit_code=code,
     )
 
@@ -551,9 +557,10 @@ def _start_timed(p: Peer) -> tuple[float, float]:
     return launched, launched + (p.ready_file.stat().st_mtime - wall0)
 
 
-def measure_heavy(workdir: Path, seconds: float, poll: float) -> tuple[Watch, float]:
+def measure_heavy(workdir: Path, seconds: float, poll: float) -> tuple[Watch, float, float]:
     """A peer whose every training step holds a core for seconds, beside a fast one: how long
-    did each go unheard in the other's table, and the heavy peer's mean step time."""
+    did each go unheard in the other's table, the heavy peer's mean step time, and how long it
+    took to exit after a SIGTERM that came in the middle of a step."""
     common = ["--steps", "0", "--model", HEAVY_MODEL]
     light = Peer(workdir, "light", *common, "--peer-id", "light")
     # the heavy peer joins (its state sync pulls from the light one, which answers between two
@@ -568,11 +575,15 @@ def measure_heavy(workdir: Path, seconds: float, poll: float) -> tuple[Watch, fl
         pair = [light, heavy]
         wait_for(lambda: _all_alive(pair), SEEN_TIMEOUT_S, "light and heavy to see each other")
         w = watch(pair, seconds, poll)
+        termed = time.monotonic()
+        heavy.signal(signal.SIGTERM)
+        heavy.wait_exit(60)
+        term_to_exit = time.monotonic() - termed
     finally:
         for p in (heavy, light):
             p.stop()
     first, last = w.steps["heavy"]
-    return w, seconds / (last - first) if last > first else math.inf
+    return w, seconds / (last - first) if last > first else math.inf, term_to_exit
 
 
 def _all_alive(peers: Sequence[Peer]) -> bool:
@@ -616,6 +627,7 @@ def print_real(r: RealReport, opts: RealOptions, elapsed: float) -> None:
     if r.heavy is not None:
         _print_watch(f"heavy steps ({HEAVY_MODEL}, batch {HEAVY_BATCH})", r.heavy, opts.soak_poll)
         print(f"  heavy peer's mean step time over the watch: {r.heavy_step_s:.2f} s")
+        print(f"  SIGTERM mid-step -> process exit: {r.heavy_term_to_exit:.2f} s (target 5)")
 
 
 def _print_cycles(r: RealReport) -> None:
@@ -624,6 +636,7 @@ def _print_cycles(r: RealReport) -> None:
     rows: list[tuple[str, list[float], str]] = [
         ("SIGKILL -> dead, in each other peer's status", _pool(t.kill_to_dead for t in ts), "3"),
         ("SIGTERM -> left, in each other peer's status", _pool(t.term_to_left for t in ts), "1"),
+        ("SIGTERM -> process exit", [t.term_to_exit for t in ts], "5"),
         ("join: process start -> ready", [t.start_to_ready for t in ts], ""),
         ("join: process start -> alive in every other", [max(t.start_to_seen) for t in ts], ""),
         ("join: ready -> alive in every other (<=0: before)", [max(t.ready_to_seen) for t in ts],

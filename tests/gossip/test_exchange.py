@@ -36,6 +36,24 @@ class ArrayStore:
         self.x = (1 - weight) * self.x + weight * other
 
 
+class QueuedStore(ArrayStore):
+    """A ParamStore with the node's semantics: `mix_in` returns once the mix is queued; queued
+    mixes land, in order, at the next "training step" (`step_once`)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        super().__init__(x)
+        self.pending: list[tuple[np.ndarray, float]] = []
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        self.pending.append((other, weight))
+
+    def step_once(self) -> None:
+        for other, weight in self.pending:
+            self.x = (1 - weight) * self.x + weight * other
+        self.pending.clear()
+        self.step += 1
+
+
 class StaticPeers:
     def __init__(self, peers: list[tuple[str, str]]) -> None:
         self.peers = peers
@@ -44,7 +62,7 @@ class StaticPeers:
         return self.peers[:k]
 
 
-def make_swarm(vectors, cfg, outgoing=None):
+def make_swarm(vectors, cfg, outgoing=None, stores=None):
     net = InMemoryNetwork()
     addrs = [f"p{i}:1" for i in range(len(vectors))]
     exchangers = []
@@ -54,7 +72,7 @@ def make_swarm(vectors, cfg, outgoing=None):
             cfg,
             self_id=f"p{i}",
             transport=net.transport(addrs[i]),
-            store=ArrayStore(v),
+            store=stores[i] if stores is not None else ArrayStore(v),
             peers=StaticPeers(others),
             outgoing=(outgoing or {}).get(i),
         )
@@ -74,12 +92,89 @@ async def test_average_round_moves_both_peers_to_the_midpoint():
 
 
 async def test_two_peers_averaging_with_each_other_at_once_do_not_deadlock():
+    # Both push at once, each handler answers its pre-exchange snapshot and queues a mix. So each
+    # side queues two mixes with the other's *original* model, and only those:
+    # a <- 0.25 a + 0.75 b = 3, b <- 0.25 b + 0.75 a = 1 (the mean, 2, is preserved).
     a, b = np.zeros(D), np.full(D, 4.0)
-    _, (ea, eb) = make_swarm([a, b], ExchangeConfig(mode="average", mix=0.5))
+    stores = [QueuedStore(a), QueuedStore(b)]
+    _, (ea, eb) = make_swarm([a, b], ExchangeConfig(mode="average", mix=0.5), stores=stores)
     ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
-    assert ra.applied and rb.applied
-    # both exchanges happened; the mean of the two models is preserved by symmetric averaging
-    assert np.isfinite(ea.store.x).all() and np.isfinite(eb.store.x).all()
+    assert ra.applied and rb.applied and ea.served == eb.served == 1
+    # queued, not applied: the rounds did not wait for a training step
+    assert len(stores[0].pending) == len(stores[1].pending) == 2
+    np.testing.assert_array_equal(stores[0].x, 0.0)
+    for store in stores:
+        store.step_once()
+    np.testing.assert_array_equal(stores[0].x, 3.0)
+    np.testing.assert_array_equal(stores[1].x, 1.0)
+
+
+def _tiny_worker(seed: int):
+    """A real TrainingWorker over a tiny MLP that pauses 60 s after a step: once parked, any mix
+    queued meanwhile lands only when the test stops it (stop() drains the queue)."""
+    from kernels.backend import select_backend
+    from kernels.optim import make_optimizer
+    from node.models import build_model
+    from node.trainer import Trainer
+    from node.worker import TrainingWorker
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((64, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    backend = select_backend("cpu")
+    model = build_model("mlp:8", (6,), 2, backend, seed)
+    trainer = Trainer(model, make_optimizer("sgd", model.params, 0.05), X, y, 16, seed)
+    worker = TrainingWorker(trainer, eval_every=10**9)
+    worker.set_throttle(delay_s=60.0)
+    return worker
+
+
+async def _parked(store) -> tuple[int, np.ndarray]:
+    """(step, parameters) once the worker has stepped and sits in its 60 s pause (its step
+    counter has not moved for 0.3 s; a step of this model takes well under a millisecond)."""
+    step, vec = await store.snapshot()
+    deadline = time.monotonic() + 10
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        now_step, now_vec = await store.snapshot()
+        if now_step != step or now_step < 1:
+            step, vec, stable_since = now_step, now_vec, time.monotonic()
+        elif time.monotonic() - stable_since >= 0.3:
+            return step, vec
+    raise AssertionError("the training thread never parked")
+
+
+async def test_two_peers_averaging_at_once_through_real_training_threads():
+    from node.peer import WorkerStore
+
+    workers = [_tiny_worker(1), _tiny_worker(2)]
+    try:
+        for w in workers:
+            w.start()
+        stores = [WorkerStore(w) for w in workers]
+        parked = [await _parked(store) for store in stores]
+        a0, b0 = (vec.astype(np.float64) for _, vec in parked)
+        assert np.abs(a0 - b0).max() > 1e-3  # different models, or the test shows nothing
+        cfg = ExchangeConfig(mode="average", mix=0.5, timeout=5.0)
+        _, (ea, eb) = make_swarm([a0, b0], cfg, stores=stores)
+        # a round returns once its mix is queued: it never waits for the parked training thread
+        ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
+        assert ra.applied and rb.applied and ea.served == eb.served == 1
+        for store, (parked_step, parked_vec) in zip(stores, parked, strict=True):
+            step, now = await store.snapshot()
+            assert step == parked_step  # no training step ran during the exchange ...
+            np.testing.assert_array_equal(now, parked_vec)  # ... so nothing is applied yet
+            assert len(store.worker._pending) == 2  # handler's mix + round's mix, queued
+        for w in workers:  # stop() applies the queued mixes between two steps, then ends
+            assert await asyncio.to_thread(w.stop, 10)
+            assert w.error is None
+        (_, xa), (_, xb) = [await store.snapshot() for store in stores]
+        np.testing.assert_allclose(xa, 0.25 * a0 + 0.75 * b0, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(xb, 0.25 * b0 + 0.75 * a0, rtol=1e-6, atol=1e-7)
+    finally:
+        for w in workers:
+            w.stop(10)
 
 
 async def test_robust_krum_ignores_a_huge_peer_and_mean_does_not():
@@ -96,17 +191,25 @@ async def test_robust_krum_ignores_a_huge_peer_and_mean_does_not():
         assert (dist < 1.0) == expect_ok, (rule, dist)
 
 
-async def test_frozen_peer_costs_one_timeout_and_the_round_is_defined():
-    vectors = [np.full(D, float(i)) for i in range(5)]
-    cfg = ExchangeConfig(mode="robust", pull=4, aggregator="median", byzantine_f=1, timeout=0.5)
+async def test_frozen_peers_cost_one_timeout_together_and_the_round_is_defined():
+    # Three of the five pulled peers hang: pulled in parallel they cost one deadline, pulled one
+    # after the other three. The bound sits between the two.
+    timeout = 1.0
+    vectors = [np.full(D, float(i)) for i in range(6)]
+    cfg = ExchangeConfig(
+        mode="robust", pull=5, aggregator="median", byzantine_f=1, timeout=timeout, mix=1.0
+    )
     net, exs = make_swarm(vectors, cfg)
-    net.freeze("p3:1")
+    for frozen in ("p3:1", "p4:1", "p5:1"):
+        net.freeze(frozen)
     t0 = time.perf_counter()
     result = await exs[0].round()
     elapsed = time.perf_counter() - t0
-    assert elapsed < 0.5 * 3, elapsed  # one deadline, not one per peer in sequence
-    assert "p3" in result.failures
-    assert result.applied  # 4 models are enough for the median with f=1
+    assert timeout * 0.9 <= elapsed < 1.5 * timeout, elapsed
+    assert sorted(result.failures) == ["p3", "p4", "p5"]
+    assert all("no answer" in why for why in result.failures.values()), result.failures
+    assert result.applied  # own + p1 + p2: 3 models, enough for the median with f=1
+    np.testing.assert_array_equal(exs[0].store.x, 1.0)  # median of 0, 1, 2
 
 
 async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
@@ -121,12 +224,44 @@ async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
     assert any("skipped" in r.getMessage() for r in caplog.records)
 
 
-async def test_shrink_policy_aggregates_fewer_with_a_smaller_f():
+async def test_shrink_policy_aggregates_fewer_with_a_smaller_f_and_says_so(caplog):
+    caplog.set_level(logging.INFO, logger="gossip.exchange")
     vectors = [np.full(D, float(i)) for i in range(3)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, on_short="shrink")
     _, exs = make_swarm(vectors, cfg)
     result = await exs[0].round()
     assert result.applied and "f=0" in result.note
+    # an applied round with a note is logged at INFO, not DEBUG
+    infos = [r for r in caplog.records if r.levelno == logging.INFO]
+    assert any("f=0 instead of 1" in r.getMessage() for r in infos), caplog.records
+
+
+async def test_an_error_inside_a_round_is_reported_and_does_not_end_the_loop(caplog):
+    # My own model is NaN: 5 rows, 4 finite, and krum with f=1 needs 5 finite ones, so the rule
+    # raises AggregationError. The round must report it, not raise it into the exchange loop.
+    caplog.set_level(logging.INFO, logger="gossip.exchange")
+    vectors = [np.full(D, np.nan)] + [np.full(D, float(i)) for i in range(1, 5)]
+    cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1)
+    _, exs = make_swarm(vectors, cfg)
+    for i in range(3):  # an exchange loop: every round returns
+        result = await exs[0].round()
+        assert not result.applied and result.received == ["p1", "p2", "p3", "p4"]
+        assert "round failed: AggregationError" in result.note and "finite" in result.note
+        assert exs[0].rounds == i + 1 and exs[0].rounds_applied == 0
+    assert np.isnan(exs[0].store.x).all()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3 and "AggregationError" in warnings[0].getMessage()
+
+
+async def test_a_bug_inside_a_round_still_propagates(monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("gossip.exchange._aggregate", broken)
+    vectors = [np.full(D, float(i)) for i in range(5)]
+    _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, aggregator="krum"))
+    with pytest.raises(ZeroDivisionError):
+        await exs[0].round()
 
 
 @pytest.mark.parametrize("poison", ["nan", "shape", "garbage"])

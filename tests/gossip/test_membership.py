@@ -264,14 +264,30 @@ async def test_a_malformed_entry_is_dropped_and_logged_the_rest_merged(
     assert "dropped 1 malformed entries" in caplog.text and "bad address" in caplog.text
 
 
-async def test_a_joiner_with_our_own_id_is_refused_with_409() -> None:
+async def test_a_joiner_with_our_own_id_is_refused_with_409_and_fails_at_once() -> None:
     swarm = Swarm()
     seed = swarm.add(0)
     impostor = Membership("p0", "10.0.0.99:7070", swarm.net.transport("10.0.0.99:7070"), CFG)
-    with pytest.raises(JoinTimeout, match=r"409|own id"):
-        await impostor.join([seed.addr], timeout=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(MembershipError, match=r"own id.*--peer-id") as info:
+        await impostor.join([seed.addr], timeout=30.0)
+    assert not isinstance(info.value, JoinTimeout)  # retrying cannot help: no 30 s wait
+    assert time.monotonic() - t0 < 5.0
     assert seed.incarnation == 1  # no refutation war
     assert seed.members() == []
+
+
+async def test_a_leaving_peer_refuses_joiners_so_they_try_another_seed() -> None:
+    swarm = Swarm()
+    a, b = swarm.add(0), swarm.add(1)
+    await b.join([a.addr], timeout=5.0)
+    await a.leave()
+    c = swarm.add(2)
+    with pytest.raises(JoinTimeout, match="leaving"):
+        await c.join([a.addr], timeout=0.3)
+    await c.join([a.addr, b.addr], timeout=5.0)  # a answers 503; a retry goes to b
+    assert {m.peer_id for m in b.members()} >= {"p0", "p2"}
+    assert "p2" not in {m.peer_id for m in a.members()}
 
 
 async def test_digests_sent_are_capped() -> None:

@@ -284,3 +284,53 @@ async def test_cleanup_cancels_stuck_handlers_and_leaves_no_tasks(http):
     with pytest.raises(aiohttp.ClientError):  # the caller sees the connection go, not a hang
         await asyncio.wait_for(call, 10)
     assert asyncio.all_tasks() - before == set()
+
+
+# --- admission of bulk requests ----------------------------------------------------------------
+
+
+async def _raw_post_head(addr: str, route: str, content_length: int) -> bytes:
+    """Send only the headers and the first KiB of a `content_length`-byte body; read the answer
+    status line (the rest of the body is never sent)."""
+    host, port = addr.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        head = (
+            f"POST /v1/{route} HTTP/1.1\r\nHost: {addr}\r\n"
+            f"Content-Type: application/octet-stream\r\nContent-Length: {content_length}\r\n\r\n"
+        )
+        writer.write(head.encode() + b"\0" * 1024)
+        await writer.drain()
+        return await asyncio.wait_for(reader.readline(), 10)
+    finally:
+        writer.close()
+
+
+async def test_a_bulk_request_over_the_admission_limit_gets_503_before_its_body_is_read(
+    start_server, http, caplog
+):
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(body: bytes) -> bytes:
+        entered.set()
+        await release.wait()
+        return b"done"
+
+    addr = await start_server(
+        {"pushpull": slow, "echo": echo}, max_body_bytes=1 << 30, admission={"pushpull": 1}
+    )
+    first = asyncio.create_task(post(http, f"http://{addr}/v1/pushpull", b"x" * 100))
+    try:
+        await asyncio.wait_for(entered.wait(), 10)
+        # 100 MB announced, 1 KiB sent: an answer can only come before the body was read
+        caplog.set_level(logging.INFO, LOGGER)
+        status_line = await _raw_post_head(addr, "pushpull", 100 << 20)
+        assert status_line.startswith(b"HTTP/1.1 503"), status_line
+        assert any("busy" in r.getMessage() for r in caplog.records if r.name == LOGGER)
+        assert not warnings_from(caplog)  # back-pressure is routine, not a warning
+        await assert_still_serving(http, f"http://{addr}")  # other routes are not gated
+    finally:
+        release.set()
+        assert await first == (200, b"done")
+    # the slot is free again
+    assert await post(http, f"http://{addr}/v1/pushpull", b"y") == (200, b"done")

@@ -46,6 +46,7 @@ def test_detect_leave_join_restart_and_no_false_deaths(tmp_path):
     assert max(c.kill_to_dead) < 3.0 + MARGIN_S, c.kill_to_dead
     assert max(c.term_to_left) < 1.0 + MARGIN_S, c.term_to_left
     assert c.exit_code == 0
+    assert c.term_to_exit < 5.0 + MARGIN_S, c.term_to_exit
 
     # A joiner is seen alive by every other peer (typically before it even says it is ready),
     # and starts from the swarm's model, not from a fresh one.
@@ -72,10 +73,12 @@ def test_detect_leave_join_restart_and_no_false_deaths(tmp_path):
 @pytest.mark.timeout(180)
 def test_heartbeats_keep_flowing_while_a_step_holds_the_cpu_for_seconds(tmp_path):
     seconds = 15.0
-    w, step_s = bench.measure_heavy(tmp_path, seconds, poll=0.1)
+    w, step_s, term_to_exit = bench.measure_heavy(tmp_path, seconds, poll=0.1)
 
     # the test means something only if the heavy peer's steps really took seconds
     assert step_s >= 1.0, f"heavy steps took {step_s:.2f} s: not heavy enough to test anything"
+    # SIGTERM in the middle of such a step still ends the process within 5 s
+    assert term_to_exit < 5.0 + MARGIN_S, term_to_exit
     for (observer, subject), p in w.pairs.items():
         assert p.polls > 0
         assert p.missing == 0

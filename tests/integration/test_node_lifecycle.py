@@ -1,0 +1,149 @@
+"""`Node`'s lifecycle seen from inside one process, on 127.0.0.1: what a joiner serves before
+its state sync, what a crashed task does, how long close() may take when a step hangs, and that
+a pushpull answer never waits for the training thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+
+from gossip.codec import encode_control
+from gossip.wire import decode_params, encode_params
+from node import peer as peer_module
+from node.peer import Node
+from node.peer_config import PeerConfig
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def peer_config(**kw: Any) -> PeerConfig:
+    base: dict[str, Any] = {"model": "mlp:8", "steps": 0, "listen": "127.0.0.1:0"}
+    return PeerConfig(**{**base, **kw})
+
+
+async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := cond():
+            return value
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def post(addr: str, route: str, body: bytes) -> tuple[int, bytes]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        async with http.post(f"http://{addr}/v1/{route}", data=body) as resp:
+            return resp.status, await resp.read()
+
+
+class HeldStep:
+    """Makes the node's next training step block (until `release`), and says when it has."""
+
+    def __init__(self, node: Node) -> None:
+        self.entered = asyncio.Event()
+        self.release = threading.Event()
+        loop = asyncio.get_running_loop()
+        step = node.trainer.step
+
+        def held() -> float:
+            loop.call_soon_threadsafe(self.entered.set)
+            self.release.wait(30)
+            return step()
+
+        node.trainer.step = held  # type: ignore[method-assign]
+
+
+async def test_a_joiner_refuses_to_serve_its_fresh_model_until_its_state_sync_is_done():
+    seed = await Node.create(peer_config())
+    joiner_task = None
+    try:
+        # its outbound requests (join, then the state-sync pull) each take 1.5 s
+        joiner_task = asyncio.create_task(
+            Node.create(peer_config(join=[seed.addr], fault="delay=1500ms"))
+        )
+        member = await poll(lambda: seed.membership.live_peers(), 20, "the joiner to join")
+        status, body = await post(member[0].addr, "params", encode_control("pull", sender="t"))
+        assert status == 503 and b"joining" in body, (status, body)
+        joiner = await joiner_task
+        try:
+            status, body = await post(joiner.addr, "params", encode_control("pull", sender="t"))
+            assert status == 200
+            header, _ = decode_params(body)
+            assert header["sender"] == joiner.peer_id
+        finally:
+            await joiner.close()
+    finally:
+        if joiner_task is not None and not joiner_task.done():
+            joiner_task.cancel()
+        await seed.close()
+
+
+async def test_a_crashed_task_is_logged_and_stops_the_peer(caplog):
+    node = await Node.create(peer_config())
+    try:
+
+        async def broken() -> None:
+            raise RuntimeError("a bug in a background task")
+
+        node._spawn(broken(), "broken")
+        await asyncio.wait_for(node.wait(), 10)
+        assert isinstance(node.crashed, RuntimeError)
+        assert any("broken crashed" in r.getMessage() for r in caplog.records)
+    finally:
+        await node.close()
+
+
+async def test_close_is_bounded_when_the_training_step_hangs(tmp_path, caplog):
+    node = await Node.create(peer_config(checkpoint_dir=str(tmp_path)))
+    held = HeldStep(node)
+    try:
+        await asyncio.wait_for(held.entered.wait(), 10)
+        t0 = time.monotonic()
+        await node.close()
+        took = time.monotonic() - t0
+        assert took < peer_module.CLOSE_BUDGET_S + 1.0, took
+        assert not node.worker_stopped
+        assert any("without a final checkpoint" in r.getMessage() for r in caplog.records)
+    finally:
+        held.release.set()
+
+
+async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
+    node = await Node.create(peer_config())
+    try:
+        # a paused trainer (a long throttle) takes queued mixes only when it resumes
+        node.worker.set_throttle(delay_s=60.0)
+        await poll(lambda: node.worker.steps_run > 0, 10, "a step before the pause")
+        theirs = np.full(node.store.size, 0.25, dtype=np.float32)
+        t0 = time.monotonic()
+        status, body = await post(
+            node.addr, "pushpull", bytes(encode_params(theirs, sender="t", step=1))
+        )
+        assert status == 200 and time.monotonic() - t0 < 5.0, status
+        _, mine = decode_params(body)
+        mine = mine.copy()
+
+        def halfway() -> bool:  # x <- x/2 + 0.25/2: half the distance to theirs is gone
+            dist = np.abs(node.params_host() - 0.25).mean()
+            return bool(dist < 0.75 * np.abs(mine - 0.25).mean())
+
+        held = HeldStep(node)  # stop right after the queued mixes are drained
+        node.worker.set_throttle()  # resume: the queued mix lands before the next step
+        await asyncio.wait_for(held.entered.wait(), 10)
+        assert halfway()
+        held.release.set()
+    finally:
+        await node.close()
+
+
+@pytest.fixture(autouse=True)
+def _info_logs(caplog):
+    caplog.set_level(logging.INFO)

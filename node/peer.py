@@ -33,7 +33,7 @@ from gossip.auth import AuthTransport, Signer, auth_handlers
 from gossip.codec import MAX_CONTROL_BYTES
 from gossip.exchange import Exchanger
 from gossip.membership import Membership, MembershipConfig
-from gossip.wire import max_frame_bytes
+from gossip.wire import encode_into_frame, max_frame_bytes
 from kernels.backend import to_numpy
 from kernels.errors import SwarmnodeError
 from node.byzantine_serving import ByzantineServing
@@ -68,22 +68,24 @@ class WorkerStore:
     def __init__(self, worker: TrainingWorker) -> None:
         self.worker = worker
         self.size = int(worker.trainer.model.params.data.size)
+        self._folder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="swarmnode-mix")
         self._xp = worker.trainer.backend.xp if hasattr(worker.trainer, "backend") else np
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
         return await asyncio.to_thread(self.worker.snapshot)
 
+    async def snapshot_frame(self, sender: str) -> memoryview:
+        """The model as a wire frame, copied once, straight from the model into the frame."""
+        return await asyncio.to_thread(
+            encode_into_frame, self.size, self.worker.snapshot_into, sender=sender
+        )
+
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        """Queue x <- (1 - w) x + w other for the training thread and return: the mix lands
-        between two steps, and neither an exchange nor a pushpull answer waits for that step."""
-        xp = self._xp
-
-        def mix(x: Any) -> None:
-            # in place, so the layers' views stay valid
-            x *= 1.0 - weight
-            x += weight * xp.asarray(other, dtype=x.dtype)
-
-        fut = await self._submit(mix)
+        """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands
+        between two steps, and neither an exchange nor a pushpull answer waits for that step.
+        The fold runs on this store's own thread, so a pushpull answer does not wait for it
+        either; folds keep their order, and the received buffer is freed once folded."""
+        fut = self._folder.submit(self.worker.mix, other, weight)
         fut.add_done_callback(_log_failed_mix)
 
     async def load(self, vector: np.ndarray) -> None:
@@ -91,9 +93,14 @@ class WorkerStore:
         xp = self._xp
 
         def load(x: Any) -> None:
+            self.worker.mixes.discard()  # mixes into the model being replaced are moot
             x[...] = xp.asarray(vector, dtype=x.dtype)
 
         await asyncio.wrap_future(await self._submit(load))
+
+    async def close(self) -> None:
+        """Finish the folds already accepted (each is tens of ms), then stop the fold thread."""
+        await asyncio.to_thread(self._folder.shutdown, wait=True)
 
     async def _submit(self, fn: Any) -> concurrent.futures.Future[Any]:
         # submit() only queues while the thread runs, but runs fn inline (a 100 MB mix) when it
@@ -298,6 +305,9 @@ class Node:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if membership is not None:
             await membership.close()
+        store = getattr(self, "store", None)
+        if store is not None:  # folds accepted before we stopped serving reach the model
+            await store.close()
         if worker is not None:
             await self._stop_worker(deadline - time.monotonic() - HTTP_SHUTDOWN_S)
         if self._runner is not None:

@@ -4,8 +4,10 @@ This is how the asyncio peer drives training without blocking its event loop. Th
 only code that touches the model; everyone else talks to it through a thread-safe API:
 
 - `snapshot()` — a host copy of the flat parameters, taken between two steps;
-- `submit(fn)` — run `fn(params.data)` on the training thread between two steps (apply received
-  parameters, mix with a peer's model) and get its result through a `concurrent.futures.Future`;
+- `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
+  (`node.mixes.MixAccumulator`) that the thread applies between two steps;
+- `submit(fn)` — run `fn(params.data)` on the training thread between two steps (load received
+  parameters) and get its result through a `concurrent.futures.Future`;
 - `state()` — a full checkpoint state, also taken between two steps;
 - `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
 - `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios).
@@ -28,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels.backend import array_module
+from node.mixes import MixAccumulator
 from node.trainer import Trainer, _to_host
 
 log = logging.getLogger(__name__)
@@ -94,6 +98,8 @@ class TrainingWorker:
         self._wake = threading.Event()  # ends a throttle pause early: stop, or a new throttle
         self._done = threading.Event()
         self._pending: deque[tuple[Callable[[Any], Any], Future[Any]]] = deque()
+        params = trainer.model.params.data
+        self.mixes = MixAccumulator(array_module(params), int(params.size))
         self._running = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -150,6 +156,17 @@ class TrainingWorker:
         with self._lock, self._device():
             return self.trainer.step_count, _to_host(self.trainer.model.params.data).copy()
 
+    def snapshot_into(self, out: np.ndarray) -> int:
+        """Copy the flat parameters into `out` (a host float32 vector, e.g. a wire frame's
+        payload) between two steps; returns the step they are from."""
+        with self._lock, self._device():
+            params = self.trainer.model.params.data
+            if isinstance(params, np.ndarray):
+                np.copyto(out, params)
+            else:  # a device array: one device-to-host copy straight into `out`
+                params.get(out=out)
+            return self.trainer.step_count
+
     def state(self) -> dict[str, Any]:
         """A checkpoint state (`Trainer.state()`), taken between two steps."""
         with self._lock, self._device():
@@ -170,6 +187,18 @@ class TrainingWorker:
             with self._device():
                 self._call(fn, fut)
         return fut
+
+    def mix(self, other: Any, weight: float) -> None:
+        """x <- (1 - weight) x + weight other, applied between two steps; returns once folded
+        into the pending update (tens of ms per 100 MB, never a whole training step). When the
+        thread is not running, it is applied here and now."""
+        with self._device():
+            self.mixes.add(other, weight)
+        # No lock to look: the thread sets _running False and then applies what is pending,
+        # under the lock, so a fold seen as "running" here is applied by it at the latest then.
+        if not self._running:
+            with self._lock, self._device():
+                self.mixes.apply_to(self.trainer.model.params.data)
 
     def set_throttle(self, delay_s: float = 0.0, slowdown: float = 1.0) -> None:
         """Sleep `delay_s` plus `(slowdown - 1) x step time` after each step (1.0: full speed)."""
@@ -200,6 +229,7 @@ class TrainingWorker:
             with self._lock, self._device():
                 self._running = False
                 self._drain_pending()
+                self.mixes.apply_to(self.trainer.model.params.data)
             self._metrics = self._make_metrics_now()
             self._done.set()
             if self._on_done is not None:
@@ -212,6 +242,7 @@ class TrainingWorker:
             with self._lock:
                 if self._pending:
                     self._drain_pending()
+                self.mixes.apply_to(trainer.model.params.data)
                 loss = trainer.step()
             dt = time.perf_counter() - t0
             self._win_loss += loss

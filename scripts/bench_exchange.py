@@ -1,31 +1,49 @@
 #!/usr/bin/env python
 """Exchange throughput between two peer processes on loopback, against raw sockets.
 
-    .venv/bin/python scripts/bench_exchange.py               # 25M float32 (100 MB) each way
-    .venv/bin/python scripts/bench_exchange.py --params 5000000 --rounds 3
+    .venv/bin/python scripts/bench_exchange.py          # node: 25.0M float32 (100 MB) each way
+    .venv/bin/python scripts/bench_exchange.py --node-model mlp:2000,900 --rounds 3   # ~2M smoke
+    .venv/bin/python scripts/bench_exchange.py --modes raw,http --params 5000000  # transport only
 
-Two processes (scripts/_bench_peer.py) serve on 127.0.0.1. Peer A drives every measurement
-against peer B, so the bench process itself is never in the data path:
+The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw`:
 
-(a) raw:   a plain socket push-pull of the same bytes (sendall, recv_into a preallocated buffer);
-(b) http:  a push-pull through `HttpTransport` to B's `pushpull` route (node/http_app.py):
-           N bytes up, N bytes back, as an average-mode exchange does;
-(c) naive: a plain aiohttp POST (`data=bytes`, `await resp.read()`) to a default aiohttp app
-           that answers with `await request.read()` / `web.Response(body=...)`;
-(d) the latency of one `HttpTransport` exchange of a 100k-parameter (400 KB) model.
+(node)  end to end: this process runs a real `gossip.exchange.Exchanger` (average mode) with a
+        numpy ParamStore, `HttpTransport` and a PeerDirectory that returns one real
+        `swarmnode start` process (training, slowed down with --slowdown so that its training
+        thread sleeps most of the time; alone in its swarm, so it starts no exchange itself).
+        Each `round()` is timed: snapshot into a frame + xxh3, POST, the node's decode + xxh3 +
+        validate and (at once) snapshot into a frame, our decode + xxh3 + validate + queued mix.
+        See scripts/bench_exchange_node.py.
 
-Rounds interleave raw and http so that load from other processes hits both alike; naive runs
-afterwards, between a second pair of processes (see the comment in main()). Besides wall time the table shows the CPU seconds
-both processes spent per exchange: on a shared machine that figure moves less than wall time.
-The figure of merit is the http throughput as a fraction of raw (target >= 50%).
+Transport-only figures, between two helper processes (scripts/_bench_peer.py) on 127.0.0.1,
+where helper A drives every measurement against helper B, so the bench process itself is never
+in the data path:
+
+(raw)   a plain socket push-pull of the same bytes (sendall, recv_into a preallocated buffer);
+(http)  a push-pull through `HttpTransport` to B's `pushpull` route (node/http_app.py) that
+        echoes a cached buffer: no snapshot, no wire codec, no mix;
+(naive) a plain aiohttp POST (`data=bytes`, `await resp.read()`) to a default aiohttp app that
+        answers with `await request.read()` / `web.Response(body=...)`.
+
+With `node` among the modes, raw and http move exactly the node's wire frame (header + payload)
+each way, so all rows move the same bytes. Latency: one exchange of a ~100k-parameter model,
+through the same node path (a second node, --latency-model) and, transport only, through
+`HttpTransport` to the echo route.
+
+Rounds interleave raw, http and node so that load from other processes hits them alike; naive
+runs afterwards, between a second pair of processes (see the comment in main()). Besides wall
+time the table shows the CPU seconds both processes spent per exchange: on a shared machine that
+figure moves less than wall time. Every child process is terminated (then killed) on any exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +53,14 @@ from typing import Any
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_exchange_node import NodeBench, NodeProcess, workdir
+
+WARMUP_ROUNDS = 3
 PEER = Path(__file__).resolve().parent / "_bench_peer.py"
+TARGET = 0.5  # node throughput as a fraction of raw
+FULL_PARAMS = 25_000_000  # the size the target is set for
 
 
 class Peer:
@@ -106,73 +131,206 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
+def _sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # run the finally blocks: children are terminated
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--params", type=int, default=25_000_000, help="float32 parameters")
+    ap.add_argument(
+        "--params", type=int, default=25_000_000, help="float32 parameters (without node mode)"
+    )
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of each mode")
-    ap.add_argument("--latency-params", type=int, default=100_000)
+    ap.add_argument("--latency-params", type=int, default=100_000, help="http latency size")
     ap.add_argument("--latency-reps", type=int, default=50)
-    ap.add_argument("--modes", default="raw,http,naive")
+    ap.add_argument("--modes", default="raw,http,node,naive")
+    ap.add_argument(
+        "--node-model",
+        default="mlp:6000,4100",
+        help="the node's model (digits: 64 in, 10 out); mlp:6000,4100 = 25,035,110 params",
+    )
+    ap.add_argument(
+        "--latency-model", default="mlp:1340", help="the latency node's model (100,510 params)"
+    )
+    ap.add_argument(
+        "--slowdown",
+        type=float,
+        default=50.0,
+        help="the nodes' --slowdown: their training threads sleep (1 - 1/S) of the time",
+    )
+    ap.add_argument("--node-device", default="cpu", help="the nodes' --device")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, _sigterm)
 
-    size = 4 * args.params
     modes = args.modes.split(",")
+    unknown = set(modes) - {"raw", "http", "naive", "node"}
+    if unknown:
+        ap.error(f"unknown modes: {', '.join(sorted(unknown))}")
+    with_node = "node" in modes
     # The naive baseline runs last, between its own pair of processes: its 100 MB `bytes` copies
     # (160k page faults per request) left the fast path up to 3x slower in CPU for a while after,
     # even in other processes, when the modes were interleaved.
-    fast = [m for m in modes if m != "naive"]
-    a, b = Peer(), Peer()
-    peers = [a, b]
+    fast = [m for m in modes if m not in ("naive", "node")]
+    helper_modes = [m for m in modes if m != "node"]
     wall: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
-    try:
-        for m in fast:  # warm-up, unrecorded: pools connected, buffers touched, code imported
-            a.run(b, m, size, 1)
-        for _ in range(args.rounds):
-            for m in fast:
-                measure(a, b, m, size, wall, cpu)
-        lat = a.run(b, "http", 4 * args.latency_params, args.latency_reps)["wall"]
-        if "naive" in modes:
-            c, d = Peer(), Peer()
-            peers += [c, d]
-            c.run(d, "naive", size, 1)
+    peers: list[Peer] = []
+    nodes: list[NodeProcess] = []
+    benches: list[NodeBench] = []
+    lat: list[float] = []
+    node_lat: list[float] = []
+    size = 4 * args.params
+    info: dict[str, Any] = {}
+    with workdir() as tmp, asyncio.Runner() as loop:
+        try:
+            if with_node:  # started first: building a 25M model takes a while
+                nodes.append(
+                    NodeProcess(
+                        args.node_model,
+                        slowdown=args.slowdown,
+                        device=args.node_device,
+                        workdir=Path(tmp) / "node",
+                    )
+                )
+                nodes.append(
+                    NodeProcess(
+                        args.latency_model,
+                        slowdown=args.slowdown,
+                        device=args.node_device,
+                        workdir=Path(tmp) / "latency-node",
+                    )
+                )
+            if helper_modes:
+                peers += [Peer(), Peer()]
+            if with_node:
+                for node in nodes:
+                    node.wait_ready()
+                    bench = NodeBench(node)
+                    benches.append(bench)
+                    loop.run(bench.connect())
+                big = benches[0]
+                size = big.frame_bytes  # raw and http move exactly the node's frame
+                info = {"model": args.node_model, "params": big.n_params}
+                # warm-up, unrecorded: pool connected, code imported, and the first few hundred
+                # MB of buffers touched (on a VM the first touch of memory the guest never used
+                # costs host page faults, up to 25x a reused page here: the start of a peer's
+                # life, not its steady state)
+                for _ in range(WARMUP_ROUNDS):
+                    loop.run(big.round())
+            if peers:
+                a, b = peers
+                for m in fast:  # warm-up, unrecorded: pools connected, buffers touched
+                    a.run(b, m, size, 1)
             for _ in range(args.rounds):
-                measure(c, d, "naive", size, wall, cpu)
-    finally:
-        for peer in peers:
-            peer.close()
+                for m in fast:
+                    measure(peers[0], peers[1], m, size, wall, cpu)
+                if with_node:
+                    w, c = loop.run(benches[0].round())
+                    wall["node"].append(w)
+                    cpu["node"].append(c)
+            if "http" in modes:
+                a, b = peers
+                lat = a.run(b, "http", 4 * args.latency_params, args.latency_reps)["wall"]
+            if with_node:
+                small = benches[1]
+                for _ in range(3):
+                    loop.run(small.round())  # warm-up
+                node_lat = [loop.run(small.round())[0] for _ in range(args.latency_reps)]
+                info["latency_model"] = args.latency_model
+                info["latency_params"] = small.n_params
+                info["latency_frame"] = small.frame_bytes
+            if "naive" in modes:
+                c, d = Peer(), Peer()
+                peers += [c, d]
+                c.run(d, "naive", size, 1)
+                for _ in range(args.rounds):
+                    measure(c, d, "naive", size, wall, cpu)
+        finally:
+            for bench in benches:
+                loop.run(bench.close())
+            for node in nodes:
+                node.close()
+            for peer in peers:
+                peer.close()
+    report(args, modes, size, wall, cpu, lat, node_lat, info)
+    return 0
 
+
+def report(
+    args: argparse.Namespace,
+    modes: list[str],
+    size: int,
+    wall: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    lat: list[float],
+    node_lat: list[float],
+    info: dict[str, Any],
+) -> None:
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, {platform.system()} "
         f"{platform.release()}, load average {os.getloadavg()[0]:.1f}; "
         f"python {platform.python_version()}; aiohttp {aiohttp.__version__}"
     )
-    print(
-        f"push-pull of {args.params:,} float32 ({size / 1e6:.0f} MB each way), {args.rounds} rounds"
-    )
+    if info:
+        print(
+            f"push-pull of a {info['params']:,}-parameter model ({info['model']}: a "
+            f"{size / 1e6:.1f} MB wire frame each way), {args.rounds} rounds; node --slowdown "
+            f"{args.slowdown:g}"
+        )
+    else:
+        print(
+            f"push-pull of {args.params:,} float32 ({size / 1e6:.0f} MB each way), "
+            f"{args.rounds} rounds"
+        )
     print(
         f"{'mode':<7}{'median s':>9}{'min s':>8}{'GB/s':>7}{'of raw':>8}"
-        f"{'cpu s':>8}{'cpu of raw':>12}"
+        f"{'cpu s':>8}{'cpu of raw':>12}  what"
     )
-    raw_wall = statistics.median(wall["raw"]) if "raw" in wall else None
-    raw_cpu = statistics.median(cpu["raw"]) if "raw" in cpu else None
+    what = {
+        "raw": "raw socket push-pull between two helper processes",
+        "http": "HttpTransport -> echo route (transport only)",
+        "naive": "default aiohttp client/server (transport only)",
+        "node": "Exchanger.round() -> swarmnode start (end to end)",
+    }
+    raw_wall = statistics.median(wall["raw"]) if wall.get("raw") else None
+    raw_cpu = statistics.median(cpu["raw"]) if cpu.get("raw") else None
     for m in modes:
         med, c = statistics.median(wall[m]), statistics.median(cpu[m])
         frac = f"{raw_wall / med:>8.0%}" if raw_wall else f"{'-':>8}"
-        cfrac = f"{raw_cpu / c:>12.0%}" if raw_cpu else f"{'-':>12}"
+        cfrac = f"{raw_cpu / c:>12.0%}" if raw_cpu and c == c and c > 0 else f"{'-':>12}"
         print(
-            f"{m:<7}{med:>9.3f}{min(wall[m]):>8.3f}{2 * size / med / 1e9:>7.2f}{frac}{c:>8.3f}{cfrac}"
+            f"{m:<7}{med:>9.3f}{min(wall[m]):>8.3f}{2 * size / med / 1e9:>7.2f}{frac}{c:>8.3f}"
+            f"{cfrac}  {what[m]}"
         )
     print(
-        "  (of raw: raw time / mode time, medians; cpu s: both processes' CPU per exchange;"
-        " cpu of raw: raw CPU / mode CPU)"
+        "  (of raw: raw time / mode time, medians; cpu s: both processes' CPU per exchange, the"
+        " node's incl. any training step in the window; cpu of raw: raw CPU / mode CPU)"
     )
-    print(
-        f"latency, {args.latency_params:,} float32 ({4 * args.latency_params / 1e3:.0f} KB) "
-        f"push-pull via HttpTransport, {args.latency_reps} reps: "
-        f"median {statistics.median(lat) * 1e3:.2f} ms, p90 {pct(lat, 0.9) * 1e3:.2f} ms"
-    )
-    return 0
+    if lat:
+        print(
+            f"latency, {args.latency_params:,} float32 ({4 * args.latency_params / 1e3:.0f} KB) "
+            f"push-pull via HttpTransport to the echo route (transport only), "
+            f"{args.latency_reps} reps: median {statistics.median(lat) * 1e3:.2f} ms, "
+            f"p90 {pct(lat, 0.9) * 1e3:.2f} ms"
+        )
+    if node_lat:
+        print(
+            f"latency, one Exchanger.round() with a {info['latency_params']:,}-parameter node "
+            f"({info['latency_model']}, {info['latency_frame'] / 1e3:.0f} KB frame), "
+            f"{args.latency_reps} reps: median {statistics.median(node_lat) * 1e3:.2f} ms, "
+            f"p90 {pct(node_lat, 0.9) * 1e3:.2f} ms"
+        )
+    if "node" in modes and raw_wall:
+        frac = raw_wall / statistics.median(wall["node"])
+        verdict = "PASS" if frac >= TARGET else "MISS"
+        print(
+            f"{verdict}: end-to-end node exchange at {frac:.0%} of raw-socket throughput "
+            f"(target >= {TARGET:.0%}, {info['params']:,} parameters)"
+        )
+        if info["params"] < 0.9 * FULL_PARAMS:
+            print(f"  (a smoke size: the target is set for {FULL_PARAMS / 1e6:.0f}M parameters)")
+    elif "node" not in modes:
+        print("no verdict: the target is for the node mode, which was not run")
 
 
 if __name__ == "__main__":

@@ -161,11 +161,16 @@ async def test_two_peers_averaging_at_once_through_real_training_threads():
         # a round returns once its mix is queued: it never waits for the parked training thread
         ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
         assert ra.applied and rb.applied and ea.served == eb.served == 1
+        # handler's mix + round's mix, each folded into the pending update on its own thread
+        deadline = time.monotonic() + 10
+        while any(w.mixes.folded < 2 for w in workers):
+            assert time.monotonic() < deadline, [w.mixes.folded for w in workers]
+            await asyncio.sleep(0.01)
         for store, (parked_step, parked_vec) in zip(stores, parked, strict=True):
             step, now = await store.snapshot()
             assert step == parked_step  # no training step ran during the exchange ...
             np.testing.assert_array_equal(now, parked_vec)  # ... so nothing is applied yet
-            assert len(store.worker._pending) == 2  # handler's mix + round's mix, queued
+            assert store.worker.mixes.pending
         for w in workers:  # stop() applies the queued mixes between two steps, then ends
             assert await asyncio.to_thread(w.stop, 10)
             assert w.error is None

@@ -145,6 +145,20 @@ def test_flipped_payload_byte_fails_the_checksum() -> None:
         decode_params(bytes(data))
 
 
+def test_frames_sent_with_xxh3_and_crc32_frames_of_older_peers_are_accepted(monkeypatch) -> None:
+    vec = _vec(50)
+    header, _ = decode_params(encode_params(vec, sender="a", step=0))
+    assert header["checksum"] == "xxh3" and len(header["crc"]) == 8
+    monkeypatch.setattr(wire, "SEND_CHECKSUM", "crc32")
+    data = bytearray(encode_params(vec, sender="a", step=0))
+    header, got = decode_params(bytes(data))
+    assert header["checksum"] == "crc32" and len(header["crc"]) == 4
+    np.testing.assert_array_equal(got, vec)
+    data[-7] ^= 0x10
+    with pytest.raises(WireError, match="checksum"):
+        decode_params(bytes(data))
+
+
 def test_nonzero_padding_is_refused() -> None:
     data = bytearray(encode_params(_vec(50), sender="a", step=0))
     hlen = int.from_bytes(data[:4], "big")
@@ -297,3 +311,25 @@ def test_encode_and_validate_cupy_arrays() -> None:
     vec[7] = cupy.nan
     with pytest.raises(WireError, match="NaN"):
         validate_params(vec, 1000)
+
+
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 70_000, 2**40, 2**64 - 2])
+def test_a_frame_filled_in_place_decodes_like_an_encoded_one(step: int) -> None:
+    vec = _vec(300)
+
+    def fill(payload: np.ndarray) -> int:
+        payload[...] = vec
+        return step
+
+    header, got = decode_params(wire.encode_into_frame(vec.size, fill, sender="a"))
+    assert header["step"] == step and header["sender"] == "a"
+    np.testing.assert_array_equal(got, vec)
+    ref, _ = decode_params(encode_params(vec, sender="a", step=step))
+    assert {k: v for k, v in header.items() if k != "crc"} == {
+        k: v for k, v in ref.items() if k != "crc"
+    }
+
+
+def test_a_step_beyond_the_header_slot_is_refused() -> None:
+    with pytest.raises(WireError, match="step"):
+        wire.encode_into_frame(4, lambda payload: -1, sender="a")

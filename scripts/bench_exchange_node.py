@@ -1,0 +1,232 @@
+"""The `node` mode of scripts/bench_exchange.py: one real peer against a real `swarmnode start`.
+
+Not a transport figure: the bench process runs the exact code one peer runs against another,
+
+    bench process                                         `swarmnode start` process
+    Exchanger(average).round()                            http_app -> Exchanger._handle_pushpull
+      snapshot into a wire frame + xxh3                     read the body
+        (one copy, in a thread)                             decode + xxh3 + validate, and
+      HttpTransport POST /v1/pushpull   ------ N B ---->      at once: snapshot into a frame
+                                        <----- N B -----    fold the mix into the pending update
+      decode + xxh3 + validate (in a thread)                  (its own thread, after answering)
+      queue the mix
+
+and each `round()` is timed from the outside. The node trains for real (`--steps 0`) but with
+`--slowdown` so its training thread sleeps most of the time and does not take the CPU the
+exchange is measured on; `--sync-every` is huge and it is alone in its swarm, so it never starts
+an exchange of its own. Mixes queued in the bench's store are applied between two timed rounds
+(where a training thread would apply them, between two steps).
+
+Used by scripts/bench_exchange.py only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gossip import wire  # noqa: E402
+from gossip.codec import encode_control  # noqa: E402
+from gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
+from node.http_transport import HttpTransport  # noqa: E402
+
+START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while
+EXCHANGE_TIMEOUT_S = 120.0
+
+
+class BenchStore:
+    """A numpy `ParamStore` with the node's semantics: snapshots are copies taken in a thread,
+    `mix_in` only queues (the bench applies the queue between two timed rounds)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = np.ascontiguousarray(x, dtype=np.float32)
+        self.size = int(self.x.size)
+        self.pending: list[tuple[np.ndarray, float]] = []
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        return 0, await asyncio.to_thread(self.x.copy)
+
+    async def snapshot_frame(self, sender: str) -> memoryview:
+        """As the node's WorkerStore does: the model copied once, straight into the frame."""
+
+        def fill(payload: np.ndarray) -> int:
+            np.copyto(payload, self.x)
+            return 0
+
+        return await asyncio.to_thread(wire.encode_into_frame, self.size, fill, sender=sender)
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        self.pending.append((other, weight))
+
+    def apply_pending(self) -> None:
+        for other, weight in self.pending:
+            self.x *= 1.0 - weight
+            self.x += weight * other
+        self.pending.clear()
+
+
+class OnePeer:
+    """The `PeerDirectory` of the bench: always the node."""
+
+    def __init__(self, peer_id: str, addr: str) -> None:
+        self.peer = (peer_id, addr)
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        return [self.peer][:k]
+
+
+class NodeProcess:
+    """A `swarmnode start` child process; always `close()` it (terminate, then kill)."""
+
+    def __init__(self, model: str, *, slowdown: float, device: str, workdir: Path) -> None:
+        self.model = model
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.ready_file = workdir / "ready.json"
+        self.log_path = workdir / "node.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "node.cli",
+            "start",
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(self.ready_file),
+            "--steps",
+            "0",
+            "--model",
+            model,
+            "--data",
+            "digits",
+            "--device",
+            device,
+            "--slowdown",
+            str(slowdown),
+            "--exchange",
+            "average",
+            "--sync-every",
+            "1000000000",
+            "--eval-every",
+            "1000000000",
+            "--exchange-timeout",
+            str(EXCHANGE_TIMEOUT_S),
+        ]
+        self._log = open(self.log_path, "wb")  # closed in close()
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        self.addr = ""
+        self.peer_id = ""
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"node ({self.model}) exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            if self.ready_file.exists():
+                info = json.loads(self.ready_file.read_text())
+                self.addr, self.peer_id = info["addr"], info["peer_id"]
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"node ({self.model}) not ready in {timeout:.0f} s:\n{self.log_tail()}")
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the node process, all threads (Linux /proc; NaN elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return float("nan")
+
+    def log_tail(self, n: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        return "(no log)"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: the peer leaves and exits within ~5 s
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+class NodeBench:
+    """An `Exchanger` in this process against one node process: `round()` is timed."""
+
+    def __init__(self, node: NodeProcess) -> None:
+        self.node = node
+        self.transport: HttpTransport | None = None
+        self.ex: Exchanger | None = None
+        self.frame_bytes = 0
+        self.n_params = 0
+
+    async def connect(self) -> None:
+        """Pull the node's model once (its size; a near-identical start for ours)."""
+        probe = HttpTransport()
+        try:
+            body = encode_control("pull", sender="bench")
+            answer = await probe.request(self.node.addr, "params", body, timeout=EXCHANGE_TIMEOUT_S)
+        finally:
+            await probe.close()
+        _, theirs = await asyncio.to_thread(wire.decode_params, answer)
+        n = int(theirs.size)
+        rng = np.random.default_rng(0)
+        mine = theirs.astype(np.float32) + np.float32(1e-3) * rng.standard_normal(
+            n, dtype=np.float32
+        )
+        self.n_params = n
+        self.frame_bytes = len(wire.encode_params(mine, sender="bench", step=0))
+        self.transport = HttpTransport(max_response_bytes=wire.max_frame_bytes(n))
+        self.ex = Exchanger(
+            ExchangeConfig(mode="average", timeout=EXCHANGE_TIMEOUT_S, mix=0.5),
+            self_id="bench",
+            transport=self.transport,
+            store=BenchStore(mine),
+            peers=OnePeer(self.node.peer_id, self.node.addr),
+        )
+
+    async def round(self) -> tuple[float, float]:
+        """(wall seconds of one `Exchanger.round()`, CPU seconds of both processes)."""
+        assert self.ex is not None
+        cpu0 = _own_cpu() + self.node.cpu_seconds()
+        t0 = time.perf_counter()
+        result = await self.ex.round()
+        wall = time.perf_counter() - t0
+        cpu = _own_cpu() + self.node.cpu_seconds() - cpu0
+        if not result.applied:
+            raise RuntimeError(f"exchange with the node failed: {result.failures or result.note}")
+        self.ex.store.apply_pending()  # type: ignore[attr-defined]  # untimed: "between steps"
+        return wall, cpu
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            await self.transport.close()
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads: encode/decode ones too
+    return usage.ru_utime + usage.ru_stime
+
+
+def workdir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="bench-exchange-")

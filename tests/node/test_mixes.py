@@ -1,0 +1,85 @@
+"""`MixAccumulator` (node/mixes.py): folding mixes as they arrive equals applying them one by one
+in arrival order, with one buffer of memory whatever their number."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.mixes import MixAccumulator
+
+pytestmark = pytest.mark.timeout(60)
+D = 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    weights=st.lists(st.floats(0.01, 1.0), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_folded_mixes_equal_the_mixes_applied_one_by_one(weights, seed):
+    rng = np.random.default_rng(seed)
+    x0 = rng.normal(size=D).astype(np.float32)
+    others = [rng.normal(size=D).astype(np.float32) for _ in weights]
+    expected = x0.astype(np.float64)
+    for y, w in zip(others, weights, strict=True):
+        expected = (1 - w) * expected + w * y.astype(np.float64)
+    acc = MixAccumulator(np, D)
+    for y, w in zip(others, weights, strict=True):
+        acc.add(y, w)
+    x = x0.copy()
+    assert acc.apply_to(x)
+    np.testing.assert_allclose(x, expected, rtol=1e-5, atol=1e-5)
+    assert acc.folded == len(weights)
+
+
+def test_apply_resets_and_later_mixes_start_afresh():
+    acc = MixAccumulator(np, D)
+    x = np.ones(D, np.float32)
+    assert not acc.apply_to(x)  # nothing pending: untouched
+    np.testing.assert_array_equal(x, 1.0)
+    acc.add(np.full(D, 3.0, np.float32), 0.5)
+    assert acc.pending and acc.apply_to(x) and not acc.pending
+    np.testing.assert_allclose(x, 2.0)
+    acc.add(np.zeros(D, np.float32), 0.5)
+    acc.apply_to(x)
+    np.testing.assert_allclose(x, 1.0)  # the first mix is not applied twice
+
+
+def test_the_buffer_is_allocated_once_and_received_models_are_not_kept():
+    acc = MixAccumulator(np, D)
+    y = np.full(D, 2.0, np.float32)
+    acc.add(y, 0.5)
+    buf = acc._acc
+    y[...] = 1e9  # the caller may reuse or free its buffer at once
+    acc.add(np.zeros(D, np.float32), 0.5)
+    assert acc._acc is buf
+    x = np.zeros(D, np.float32)
+    acc.apply_to(x)
+    np.testing.assert_allclose(x, 0.5)  # 0.25 * 0 + 0.25 * 2 + 0.5 * 0
+
+
+def test_discard_drops_what_is_pending():
+    acc = MixAccumulator(np, D)
+    acc.add(np.ones(D, np.float32), 1.0)
+    acc.discard()
+    x = np.zeros(D, np.float32)
+    assert not acc.apply_to(x)
+    np.testing.assert_array_equal(x, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "weight", "match"),
+    [
+        (np.ones(D + 1), 0.5, "mix of 65 values"),
+        (np.ones(D), 0.0, "weight"),
+        (np.ones(D), 1.5, "weight"),
+    ],
+)
+def test_bad_mixes_are_refused_before_touching_anything(value, weight, match):
+    acc = MixAccumulator(np, D)
+    with pytest.raises(ValueError, match=match):
+        acc.add(value, weight)
+    assert not acc.pending

@@ -3,23 +3,44 @@
 A byzantine peer is an ordinary peer started with `--byzantine KIND[:PARAM]`. It trains as usual
 (on flipped labels for `label-flip`) but serves `behaviour.poison(own, honest, rng)` instead of
 its parameters. The colluding kinds (`needs_honest_views`) also get the parameters of honest
-peers, which the node pulls for them, as in the papers' omniscient-colluder threat model.
+peers, which the node pulls for them, as in the papers' omniscient-colluder threat model
+(node/byzantine_serving.py: the live honest peers, the first 16 by peer id, in that order).
 
 Kinds (PARAM is either one number for the main parameter or `key=value` pairs, `,`-separated):
 
-    sign-flip[:scale]       -scale * own; with `reference` r: r - scale * (own - r)  (scale 1)
+    sign-flip[:scale | scale=,update=]
+                            -scale * own (model negation, the default, update=0); update=1:
+                            r - scale * (own - r), the papers' flipped update  (scale 1)
     gaussian[:sigma]        own + N(0, sigma^2) per coordinate  (sigma 1)
     noise[:sigma]           pure N(0, sigma^2), own ignored  (sigma 1)
     alie[:z | n=,f=]        mean - z * std of the honest views, coordinate-wise (Baruch et al.
-                            2019, "A Little Is Enough"); z from `alie_z(n, f)` unless given
-    ipm[:epsilon]           -epsilon * mean of the honest views (Xie et al. 2019, "Fall of
-                            Empires"); with `reference` r: r - epsilon * (mean - r)  (eps 0.1)
+                            2019, "A Little Is Enough"); z = `alie_z(n, f)` unless given, with
+                            n (workers) and f (colluders) from the swarm unless given
+    ipm[:epsilon]           r - epsilon * (mean of the honest views - r) (Xie et al. 2019,
+                            "Fall of Empires": -epsilon x the honest mean update)  (eps 0.1)
     mimic[:index]           a copy of honest view number `index` (mod their count)  (index 0)
     nan[:fraction] / inf[:fraction]
                             own with a random `fraction` of coordinates NaN / +-Inf  (all)
     garbage                 random float32 bit patterns: wild magnitudes, some NaN/Inf
     huge[:scale]            own * scale  (1e6)
     label-flip              honest parameters, but trains on labels y -> n_classes - 1 - y
+
+Updates in parameter exchange. The papers attack gradient (update) aggregation: every worker
+starts a round from the same global model and sends its step from it. Peers here exchange
+parameters, with no global model, so an "update" needs a reference point `r`: the node uses
+where the honest swarm stood one exchange round ago (the coordinate-wise mean of the honest
+views the colluders pulled at their previous refresh, about `--sync-every` steps earlier), and
+honest peer j's update is `x_j - r`: its local steps plus its mixing over that round, the
+parameter-space counterpart of a round's gradient step. The honest mean of *current* models is
+no reference: the updates around it average to zero and IPM would serve the mean itself. A
+non-colluding peer (`sign-flip:update=1`) sees no views and uses its own model one refresh ago.
+Every rule in gossip.aggregate is translation-equivariant (agg(x + c) = agg(x) + c), so
+aggregating `r + u_j` is aggregating the updates `u_j`, and an attack crafted on updates is the
+same attack on parameters. ALIE needs no reference for that reason (mean - z std of `r + u_j` is
+`r` + mean - z std of `u_j`); IPM does (`wants_reference`), and without one given it falls back
+to `-epsilon * mean` of the raw parameters, a plain scaled negation that the node never serves.
+`sign-flip` keeps model negation as its default: in parameter exchange it is the blunt attack
+the swarm tests and byzantine-signflip-mean.toml use; `update=1` is the papers' form.
 
 Arrays may be numpy or cupy; every behaviour works through the array's own module, so a GPU peer
 poisons on the GPU. Results are float32 with `own`'s shape. Poisoning touches the whole vector:
@@ -59,6 +80,15 @@ class Behaviour:
     def name(self) -> str:
         return self.KIND
 
+    @property
+    def wants_reference(self) -> bool:
+        """Whether the node should pass `reference` (the attack is defined on updates)."""
+        return False
+
+    def with_swarm(self, n: int, f: int) -> Behaviour:
+        """This behaviour for a swarm of `n` workers of which `f` collude (ALIE's z uses them)."""
+        return self
+
     def spec(self) -> str:
         """The `--byzantine` text that parses back to this behaviour."""
         defaults = type(self)()
@@ -80,8 +110,8 @@ class Behaviour:
         """The parameters to serve instead of `own`: float32, `own`'s shape and array module.
 
         `honest` (a list of vectors or a (k, d) array) is required when `needs_honest_views`;
-        `reference` (e.g. the model at the last exchange) turns the parameter-space attacks
-        of sign-flip and IPM into their update-space forms.
+        `reference` (where the swarm stood one exchange round ago: see the module docstring)
+        turns the parameter-space attacks of sign-flip and IPM into their update-space forms.
         """
         xp = array_module(own)
         flat = _as_float_vector(own, xp, "own")
@@ -102,15 +132,26 @@ class Behaviour:
 
 @dataclasses.dataclass(frozen=True)
 class SignFlip(Behaviour):
+    """-scale * own, or with `update=1` the flipped update r - scale * (own - r)."""
+
     KIND: ClassVar[str] = "sign-flip"
-    PARAMS: ClassVar[dict[str, type]] = {"scale": float}
+    PARAMS: ClassVar[dict[str, type]] = {"scale": float, "update": int}
     scale: float = 1.0
+    update: int = 0  # 1: act on the update since the reference (the node then supplies one)
 
     def __post_init__(self) -> None:
         _check_positive(self.KIND, "scale", self.scale)
+        if self.update not in (0, 1):
+            raise FaultSpecError(f"sign-flip:update={self.update}: update must be 0 or 1")
+
+    @property
+    def wants_reference(self) -> bool:
+        return bool(self.update)
 
     def _poison(self, own, views, rng, ref, xp):
         if ref is None:
+            if self.update:
+                raise ByzantineError("sign-flip:update=1 needs a reference model")
             return -self.scale * own
         return ref - self.scale * (own - ref)
 
@@ -145,8 +186,9 @@ class Noise(Behaviour):
 class Alie(Behaviour):
     """mean - z * std, coordinate-wise over the honest views (population std, ddof 0).
 
-    With no `z`, z = `alie_z(n, f)` where `f` is the number of colluders (default 1: set it to
-    the real count) and `n` the number of workers (default: honest views seen + f).
+    With no `z`, z = `alie_z(n, f)`: `n` workers in all, `f` of them colluding. The node fills
+    the ones not given from its membership (`with_swarm`: n = live peers + 1, f = the byzantine
+    peers it knows + 1). Called without them, f = 1 and n = honest views + f.
     """
 
     KIND: ClassVar[str] = "alie"
@@ -154,19 +196,29 @@ class Alie(Behaviour):
     needs_honest_views: ClassVar[bool] = True
     z: float | None = None
     n: int | None = None
-    f: int = 1
+    f: int | None = None
 
     def __post_init__(self) -> None:
         if self.z is not None and not math.isfinite(self.z):
             raise FaultSpecError(f"alie:z={self.z}: z must be finite")
-        if self.f < 1 or (self.n is not None and self.n <= self.f):
+        f = 1 if self.f is None else self.f
+        if f < 1 or (self.n is not None and self.n <= f):
             raise FaultSpecError(f"alie:n={self.n},f={self.f}: need 1 <= f < n")
+
+    def with_swarm(self, n: int, f: int) -> Alie:
+        """Counts given in the spec win; the swarm's fill the others."""
+        n = n if self.n is None else self.n
+        f = f if self.f is None else self.f
+        if not 1 <= f < n:
+            raise ByzantineError(f"alie: {f} colluders among {n} workers: need 1 <= f < n")
+        return dataclasses.replace(self, n=n, f=f)
 
     def z_for(self, n_honest: int) -> float:
         """The z used when the colluders see `n_honest` honest views."""
         if self.z is not None:
             return self.z
-        return alie_z(self.n if self.n is not None else n_honest + self.f, self.f)
+        f = 1 if self.f is None else self.f
+        return alie_z(self.n if self.n is not None else n_honest + f, f)
 
     def _poison(self, own, views, rng, ref, xp):
         mean = views.mean(axis=0, dtype=xp.float64)
@@ -176,6 +228,12 @@ class Alie(Behaviour):
 
 @dataclasses.dataclass(frozen=True)
 class Ipm(Behaviour):
+    """r - epsilon * (mean - r): the honest mean update, reversed and scaled by epsilon.
+
+    Xie et al. use a small epsilon (0.1) against Krum-like rules, so the crafted update stays
+    close enough to be selected, and a large one against the plain mean.
+    """
+
     KIND: ClassVar[str] = "ipm"
     PARAMS: ClassVar[dict[str, type]] = {"epsilon": float}
     needs_honest_views: ClassVar[bool] = True
@@ -184,15 +242,22 @@ class Ipm(Behaviour):
     def __post_init__(self) -> None:
         _check_positive(self.KIND, "epsilon", self.epsilon)
 
+    @property
+    def wants_reference(self) -> bool:
+        return True
+
     def _poison(self, own, views, rng, ref, xp):
         mean = views.mean(axis=0, dtype=xp.float64)
-        if ref is None:
+        if ref is None:  # library use only: the node always passes a reference
             return -self.epsilon * mean
         return ref - self.epsilon * (mean - ref)
 
 
 @dataclasses.dataclass(frozen=True)
 class Mimic(Behaviour):
+    """A copy of one honest peer: the node orders the views by peer id, so `index` pins the
+    same peer from one refresh to the next (while it stays alive and honest)."""
+
     KIND: ClassVar[str] = "mimic"
     PARAMS: ClassVar[dict[str, type]] = {"index": int}
     needs_honest_views: ClassVar[bool] = True

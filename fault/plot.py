@@ -31,15 +31,22 @@ def plot_available() -> bool:
 
 def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
     """Render `report` (the `report.json` dict) to a PNG at `path`."""
+    plt = _pyplot()
+    fig = build_figure(report)
     try:
-        import matplotlib
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=90)
+    finally:
+        plt.close(fig)
+    return path
 
-        matplotlib.use("Agg")  # no display on a CI box; must precede pyplot
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PlotUnavailable(
-            "matplotlib is not installed (pip install 'swarmnode[plot]'): no plot written"
-        ) from None
+
+def build_figure(report: Mapping[str, Any]) -> Any:
+    """The matplotlib Figure of `report`: axes[0] accuracy, axes[1] loss (one line per peer
+    with data, labelled by name), axes[2] the model distance when sampled. The caller closes it
+    (`matplotlib.pyplot.close`); tests inspect its lines before anything is rasterised."""
+    plt = _pyplot()
     with_dist = any(d.get("max") is not None for d in report.get("distances", []))
     rows = 3 if with_dist else 2
     fig, axes = plt.subplots(rows, 1, figsize=(10, 2.6 * rows + 0.8), sharex=True)
@@ -64,12 +71,23 @@ def write_plot(report: Mapping[str, Any], path: str | Path) -> Path:
             acc_ax.legend(loc="lower right", fontsize="small", ncol=2)
         verdict = report.get("result", "?").upper()
         acc_ax.set_title(f"{report['scenario']['name']}: {verdict}", loc="left")
-        fig.tight_layout()
-        path = Path(path)
-        fig.savefig(path, dpi=90)
-    finally:
+    except BaseException:
         plt.close(fig)
-    return path
+        raise
+    return fig
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on a CI box; must precede pyplot
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotUnavailable(
+            "matplotlib is not installed (pip install 'swarmnode[plot]'): no plot written"
+        ) from None
+    return plt
 
 
 def _line(

@@ -3,6 +3,11 @@
 Every request carries a short deadline and never raises for a peer's failure: a dead or frozen
 peer gives a `missing` sample with the reason, so the sampling loop never blocks on one peer.
 Decoding parameters and computing distances are numpy work: they run in a worker thread.
+
+In a swarm with a secret, the POST routes (params, admin/*) answer 401 to anything unsigned: the
+caller passes its `gossip.auth.Signer` and the request is sealed for its route exactly as
+`AuthTransport` seals a peer's own, and the answer is opened (authenticated) before it is used.
+GET /v1/status is public and never signed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from gossip.auth import AuthError, Signer, nonce_of
 from gossip.codec import encode_control
 
 log = logging.getLogger(__name__)
@@ -76,7 +82,7 @@ def condense(status: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def fetch_params(
-    session: aiohttp.ClientSession, addr: str, timeout: float
+    session: aiohttp.ClientSession, addr: str, timeout: float, signer: Signer | None = None
 ) -> tuple[np.ndarray | None, str]:
     """A peer's current parameters (POST /v1/params, a `gossip.wire` payload), or (None, why)."""
     try:
@@ -84,40 +90,73 @@ async def fetch_params(
     except ImportError:
         return None, "gossip.wire is not available"
     body = encode_control("pull", sender=PROBE_SENDER)
+    data, nonce, why = await _post(session, addr, "params", body, timeout, signer)
+    if data is None:
+        return None, why
     try:
-        async with session.post(
-            _url(addr, "params"), data=body, timeout=aiohttp.ClientTimeout(total=timeout)
-        ) as resp:
-            if resp.status != 200:
-                return None, f"HTTP {resp.status}"
-            data = await resp.read()
-    except asyncio.TimeoutError:
-        return None, "timeout"
-    except (aiohttp.ClientError, OSError) as exc:
-        return None, f"unreachable: {type(exc).__name__}"
-    try:
-        _header, vec = await asyncio.to_thread(wire.decode_params, data)
+        vec = await asyncio.to_thread(_open_params, wire, signer, data, nonce)
+    except AuthError as exc:
+        return None, f"unauthenticated answer: {exc}"
     except Exception as exc:  # a malformed payload is the peer's fault: record it, go on
         return None, f"bad payload: {exc}"
-    return np.asarray(vec), ""
+    return vec, ""
+
+
+def _open_params(wire: Any, signer: Signer | None, data: bytes, nonce: bytes) -> np.ndarray:
+    """Authenticate (with a secret) and decode a params answer; heavy: run in a thread."""
+    if signer is not None:
+        data = signer.open("params", data, reply_to=nonce)
+    _header, vec = wire.decode_params(data)
+    return np.asarray(vec)
 
 
 async def post_admin(
-    session: aiohttp.ClientSession, addr: str, route: str, body: bytes, timeout: float
+    session: aiohttp.ClientSession,
+    addr: str,
+    route: str,
+    body: bytes,
+    timeout: float,
+    signer: Signer | None = None,
 ) -> str:
     """POST an admin request; "" on success, else why it failed (never raises for the peer)."""
+    full = f"admin/{route}"
+    data, nonce, why = await _post(session, addr, full, body, timeout, signer)
+    if data is None:
+        return why
+    if signer is not None:
+        try:  # an answer that is not the peer's own would be a lie about what it applied
+            signer.open(full, data, reply_to=nonce)
+        except AuthError as exc:
+            return f"unauthenticated answer: {exc}"
+    return ""
+
+
+async def _post(
+    session: aiohttp.ClientSession,
+    addr: str,
+    route: str,
+    body: bytes,
+    timeout: float,
+    signer: Signer | None,
+) -> tuple[bytes | None, bytes, str]:
+    """(answer, request nonce, "") or (None, b"", why): one POST /v1/<route>, sealed when
+    `signer` is given (the nonce is what the sealed answer is bound to)."""
+    nonce = b""
+    if signer is not None:
+        sealed = signer.seal(route, body)
+        nonce, body = nonce_of(sealed), bytes(sealed)
     try:
         async with session.post(
-            _url(addr, f"admin/{route}"), data=body, timeout=aiohttp.ClientTimeout(total=timeout)
+            _url(addr, route), data=body, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as resp:
-            if resp.status == 200:
-                return ""
-            text = (await resp.text(errors="replace"))[:200]
-            return f"HTTP {resp.status}: {' '.join(text.split())}"
+            if resp.status != 200:
+                text = (await resp.text(errors="replace"))[:200]
+                return None, b"", f"HTTP {resp.status}: {' '.join(text.split())}".rstrip(": ")
+            return await resp.read(), nonce, ""
     except asyncio.TimeoutError:
-        return "timeout"
+        return None, b"", "timeout"
     except (aiohttp.ClientError, OSError) as exc:
-        return f"unreachable: {type(exc).__name__}: {exc}"
+        return None, b"", f"unreachable: {type(exc).__name__}: {exc}".rstrip(": ")
 
 
 def fault_body(fault: Any) -> bytes:
@@ -152,3 +191,30 @@ def max_pairwise_distance(vectors: Sequence[np.ndarray]) -> float | None:
     if not all(np.all(np.isfinite(r)) for r in rows):
         return math.inf
     return max(float(np.linalg.norm(a - b)) for a, b in itertools.combinations(rows, 2))
+
+
+def relative_position(vec: np.ndarray, honest: Sequence[np.ndarray]) -> dict[str, Any] | None:
+    """Where a served model lies relative to the honest ones (None: no comparable honest one).
+
+    `nearest`: distance to the closest honest model; `from_mean`: to their coordinate-wise mean
+    m; `honest_from_mean`: the honest models' own mean distance to m (their spread);
+    `std_shift`: <m - vec, s> / <s, s> with s their coordinate-wise (population) std -- how many
+    std's `vec` sits below the mean along the spread. An honest model's shift is ~0 (its
+    deviation has no sign preference against s >= 0); a model crafted as m - z s (ALIE) shows z.
+    Non-finite `vec`: inf distances and no shift. Heavy: call in a worker thread."""
+    row = np.asarray(vec, dtype=np.float64).ravel()
+    rows = [np.asarray(h, dtype=np.float64).ravel() for h in honest]
+    rows = [r for r in rows if r.size == row.size and np.all(np.isfinite(r))]
+    if not rows:
+        return None
+    if not np.all(np.isfinite(row)):
+        return {"nearest": math.inf, "from_mean": math.inf, "std_shift": None}
+    views = np.stack(rows)
+    mean, std = views.mean(axis=0), views.std(axis=0)
+    spread = float(np.dot(std, std))
+    return {
+        "nearest": min(float(np.linalg.norm(row - r)) for r in rows),
+        "from_mean": float(np.linalg.norm(row - mean)),
+        "honest_from_mean": float(np.mean([np.linalg.norm(r - mean) for r in rows])),
+        "std_shift": float(np.dot(mean - row, std)) / spread if spread > 0 else None,
+    }

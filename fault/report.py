@@ -3,16 +3,26 @@
     {"schema_version": 1,
      "scenario": {"name", "description", "source", "duration", "sample_every", "params_every"},
      "settings": {"command": [...], "node": {...}, "peers": {NAME: {"index", "late", "flags"}},
-                  "events": [scheduled events], "assertions": [{"kind", "params", "must_fail"}]},
+                  "events": [scheduled events], "assertions": [{"kind", "params", "must_fail"}],
+                  "authenticated": bool (the runner signed with a swarm secret; never the secret)},
      "started_at": ISO-8601 UTC, "result": "pass"|"fail"|"error"|"interrupted",
-     "passed": bool, "error": str|null, "notes": [str],
+     "passed": bool, "error": str|null, "reasons": [str], "notes": [str],
      "durations": {"startup_s", "timeline_s", "shutdown_s", "total_s"},
      "timeline": [{"t", "index", "action", "peer", "label", "ok", ...}],   # executed, actual times
-     "peers": {NAME: {"peer_ids", "addrs", "pids", "exit_codes", "logs", "final_state", "honest"}},
+     "peers": {NAME: {"peer_ids", "addrs", "pids", "exit_codes", "logs", "argv", "final_state",
+                      "honest"}},
      "samples": {NAME: [{"t", "ok", "step", "acc", "loss", ...} | {"t", "ok": false, "why"}]},
-     "distances": [{"t", "max", "n", "missing"}],
-     "assertions": [{"kind", "description", "measured", "threshold", "op", "status", "ok", ...}],
+     "distances": [{"t", "max", "n", "missing"[, "byzantine": {NAME: {"nearest", "from_mean",
+                    "honest_from_mean", "std_shift"} | null}]}],   # see probe.relative_position
+     "assertions": [{"kind", "description", "measured", "threshold", "op", "status", "ok",
+                     "detail", "per_peer", "facts", ...}],
      "plot": "plot.png"|null}
+
+The verdict (`result`): "pass" only when the timeline ran to the end, every event was carried
+out, no peer died without being told to, and every assertion is ok. An event the runner could not
+carry out (a partition whose admin request failed, a restart that never got ready) makes it
+"error" (`error` says which: the run did not test what the scenario describes); a peer that died
+on its own or a failed assertion makes it "fail". `reasons` lists every cause, one line each.
 
 Times are seconds after t = 0 (every initial peer ready). Non-finite numbers are written as null
 (JSON has no inf): an assertion's `status` still says what happened.
@@ -43,6 +53,7 @@ TOP_KEYS = {
     "started_at": str,
     "result": str,
     "passed": bool,
+    "reasons": list,
     "notes": list,
     "durations": dict,
     "timeline": list,
@@ -52,6 +63,37 @@ TOP_KEYS = {
     "assertions": list,
 }
 RESULTS = ("pass", "fail", "error", "interrupted")
+PEER_KEYS = {
+    "peer_ids": list,
+    "addrs": list,
+    "pids": list,
+    "exit_codes": list,
+    "logs": list,
+    "argv": list,
+    "final_state": (str, type(None)),
+    "honest": bool,
+}
+ASSERTION_KEYS = {"kind", "description", "measured", "threshold", "op", "status", "ok"}
+
+
+def verdict(
+    outcome: str, results: list[Result], timeline: list[dict[str, Any]], error: str | None
+) -> tuple[str, str | None, list[str]]:
+    """(result, error, reasons) of a run. `outcome`: completed/error/interrupted."""
+    failed = [e for e in timeline if not e.get("ok", True) and e.get("action") != "died"]
+    died = [e for e in timeline if e.get("action") == "died"]
+    reasons = [] if error is None else [error]
+    reasons += [f"t={e['t']:.1f}s '{e.get('label')}' failed: {e.get('error')}" for e in failed]
+    reasons += [
+        f"t={e['t']:.1f}s peer {e.get('peer')} died unexpectedly (exit code {e.get('exit_code')})"
+        for e in died
+    ]
+    reasons += [f"assertion {r.kind}: {r.status} ({r.description})" for r in results if not r.ok]
+    if outcome != "completed":
+        return outcome, error, reasons
+    if failed:  # the scenario was not carried out as written: its assertions prove nothing
+        return "error", error or reasons[0], reasons
+    return ("fail" if reasons else "pass"), error, reasons
 
 
 def build_report(
@@ -64,10 +106,7 @@ def build_report(
 ) -> dict[str, Any]:
     """Everything a run observed, as a JSON-ready dict. `outcome`: completed/error/interrupted."""
     sc = runner.scenario
-    if outcome == "completed":
-        result = "pass" if all(r.ok for r in results) else "fail"
-    else:
-        result = outcome
+    result, error, reasons = verdict(outcome, results, record.timeline, runner.error)
     return {
         "schema_version": SCHEMA_VERSION,
         "scenario": {
@@ -87,13 +126,15 @@ def build_report(
             },
             "events": [dataclasses.asdict(e) for e in sc.events],
             "assertions": [dataclasses.asdict(a) for a in sc.assertions],
+            "authenticated": runner.signer is not None,  # the secret itself is never written
         },
         "started_at": datetime.datetime.fromtimestamp(
             started_at, datetime.timezone.utc
         ).isoformat(),
         "result": result,
         "passed": result == "pass",
-        "error": runner.error,
+        "error": error,
+        "reasons": reasons,
         "notes": list(runner.notes),
         "durations": {k: round(v, 3) for k, v in durations.items()},
         "timeline": record.timeline,
@@ -137,18 +178,14 @@ def check_report(report: Mapping[str, Any]) -> list[str]:
         for key, kind in TOP_KEYS.items()
         if not isinstance(report.get(key), kind)
     ]
+    for key in ("error", "plot"):  # required, but null is a value
+        if key not in report:
+            problems.append(f"'{key}' missing")
     if problems:
         return problems
-    if report["result"] not in RESULTS:
-        problems.append(f"result {report['result']!r} not in {RESULTS}")
-    if report["passed"] != (report["result"] == "pass"):
-        problems.append("'passed' disagrees with 'result'")
-    for entry in report["timeline"]:
-        if not {"t", "action", "label", "ok"} <= entry.keys():
-            problems.append(f"timeline entry lacks keys: {entry}")
-    times = [e["t"] for e in report["timeline"]]
-    if times != sorted(times):
-        problems.append("timeline is not in time order")
+    problems += _check_verdict(report)
+    problems += _check_timeline(report["timeline"])
+    problems += _check_peers(report["peers"])
     for name, samples in report["samples"].items():
         if name not in report["peers"]:
             problems.append(f"samples of unknown peer {name!r}")
@@ -157,8 +194,59 @@ def check_report(report: Mapping[str, Any]) -> list[str]:
                 problems.append(f"bad sample of {name}: {s}")
                 break
     for a in report["assertions"]:
-        if not {"kind", "measured", "threshold", "status", "ok"} <= a.keys():
+        if not ASSERTION_KEYS <= a.keys() or not isinstance(a.get("ok"), bool):
             problems.append(f"assertion lacks keys: {a}")
+    return problems
+
+
+def _check_verdict(report: Mapping[str, Any]) -> list[str]:
+    problems = []
+    result, error, plot = report["result"], report["error"], report["plot"]
+    if result not in RESULTS:
+        problems.append(f"result {result!r} not in {RESULTS}")
+    if report["passed"] != (result == "pass"):
+        problems.append("'passed' disagrees with 'result'")
+    if (result == "error") != (isinstance(error, str) and bool(error)):
+        problems.append(f"'error' must be a message exactly when result is 'error', got {error!r}")
+    if error is not None and not isinstance(error, str):
+        problems.append(f"'error' must be a string or null, got {error!r}")
+    if result == "pass" and report["reasons"]:
+        problems.append("a passed run lists reasons to fail")
+    if result in ("fail", "error") and not report["reasons"]:
+        problems.append(f"result {result!r} without any reason")
+    if not all(isinstance(r, str) for r in report["reasons"]):
+        problems.append("'reasons' must be strings")
+    if plot is not None and not (isinstance(plot, str) and plot.endswith(".png")):
+        problems.append(f"'plot' must be a .png file name or null, got {plot!r}")
+    return problems
+
+
+def _check_timeline(timeline: list[Any]) -> list[str]:
+    problems = []
+    for entry in timeline:
+        if not isinstance(entry, dict) or not {"t", "action", "label", "ok"} <= entry.keys():
+            problems.append(f"timeline entry lacks keys: {entry}")
+            return problems
+        if not entry["ok"] and not ({"error"} & entry.keys() or entry["action"] == "died"):
+            problems.append(f"failed timeline entry without an error: {entry}")
+    times = [e["t"] for e in timeline]
+    if times != sorted(times):
+        problems.append("timeline is not in time order")
+    return problems
+
+
+def _check_peers(peers: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for name, info in peers.items():
+        if not isinstance(info, dict):
+            problems.append(f"peer {name!r} is not an object")
+            continue
+        for key, kind in PEER_KEYS.items():
+            if key not in info or not isinstance(info[key], kind):
+                problems.append(f"peer {name!r}: '{key}' missing or of the wrong type")
+        starts = [len(info.get(k) or []) for k in ("pids", "exit_codes", "logs")]
+        if len(set(starts)) > 1:
+            problems.append(f"peer {name!r}: pids, exit_codes and logs differ in length {starts}")
     return problems
 
 
@@ -191,10 +279,14 @@ def final_table(report: Mapping[str, Any]) -> str:
             f"[{a['status']}] {a['kind']}: {a['description']} (measured {measured}, "
             f"threshold {a['op']} {a['threshold']:g})"
         )
-    verdict = report["result"].upper()
+        if a.get("detail") and not a["ok"]:
+            lines.append(f"    {a['detail']}")
+    result = report["result"].upper()
     if report.get("error"):
-        verdict += f": {report['error']}"
-    lines.append(f"result: {verdict}")
+        result += f": {report['error']}"
+    lines.append(f"result: {result}")
+    # The other causes (a peer that died, a failed event) would otherwise go unsaid.
+    lines += [f"  - {r}" for r in report.get("reasons", []) if r != report.get("error")]
     return "\n".join(lines)
 
 

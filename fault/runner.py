@@ -9,6 +9,11 @@ error, on Ctrl-C -- evaluates the assertions and returns the report.
 Processes run in their own session (so a Ctrl-C in the terminal reaches only the runner, which
 then stops them in order) and, on Linux, with a parent-death signal, so even a SIGKILLed runner
 leaves no orphans behind.
+
+The swarm secret (see fault/scenario.py) is handed to every child through `SWARMNODE_SECRET` and
+removed from their environment when there is none, so a secret in the runner's shell can never
+make the peers refuse the runner's unsigned requests: whatever the peers hold, the runner signs
+its admin and parameter requests with the same.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from fault import probe
 from fault.assertions import Result, RunRecord, evaluate, honest_peers
 from fault.scenario import Event, PeerSpec, Scenario, flag_argv
 from fault.spec import FaultConfig, make_partition, parse_fault_spec
+from gossip.auth import Signer
 from kernels.errors import SwarmnodeError
 
 DEFAULT_COMMAND = (sys.executable, "-m", "node.cli", "start")
@@ -41,6 +47,7 @@ ADMIN_TIMEOUT = 3.0
 PARAMS_TIMEOUT = 5.0
 LOG_TAIL_LINES = 6
 _ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+SECRET_VAR = "SWARMNODE_SECRET"  # what `swarmnode start` reads when --secret is not given
 
 try:  # prctl(PR_SET_PDEATHSIG) from the child; resolved here, not after fork
     _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -105,7 +112,7 @@ class PeerProcess:
 class RunOutcome:
     report: dict[str, Any]
     results: list[Result]
-    exit_code: int  # 0 every assertion ok, 1 an assertion failed or the run failed
+    exit_code: int  # 0 the run passed (see fault.report.verdict), 1 it did not
 
 
 class ChaosRunner:
@@ -141,6 +148,8 @@ class ChaosRunner:
         self._t0: float | None = None
         self._session: aiohttp.ClientSession | None = None
         self.error: str | None = None
+        self.secret = scenario.secret or os.environ.get(SECRET_VAR) or None
+        self.signer = Signer(self.secret) if self.secret else None
 
     # --- the run -------------------------------------------------------------------------------
 
@@ -247,9 +256,7 @@ class ChaosRunner:
         if seeds:
             argv += ["--join", ",".join(seeds)]
         log_path = p.workdir / f"log-{len(p.logs)}.txt"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        for var in _ONE_THREAD:  # N peers share few cores: threaded BLAS would thrash them
-            env.setdefault(var, "1")
+        env = self._child_env()
         with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
             p.proc = subprocess.Popen(
                 argv,
@@ -267,6 +274,15 @@ class ChaosRunner:
         p.expected_exit = False
         p.argv = argv
         return p
+
+    def _child_env(self) -> dict[str, str]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        for var in _ONE_THREAD:  # N peers share few cores: threaded BLAS would thrash them
+            env.setdefault(var, "1")
+        env.pop(SECRET_VAR, None)  # the peers hold exactly the secret the runner signs with
+        if self.secret:
+            env[SECRET_VAR] = self.secret
+        return env
 
     async def _wait_ready(self, started: list[PeerProcess]) -> float:
         """Wait until each started peer has written its ready file; return the seconds taken."""
@@ -503,7 +519,9 @@ class ChaosRunner:
 
     async def _admin(self, p: PeerProcess, route: str, body: bytes) -> str:
         assert self._session is not None and p.addr is not None
-        why = await probe.post_admin(self._session, p.addr, route, body, ADMIN_TIMEOUT)
+        why = await probe.post_admin(
+            self._session, p.addr, route, body, ADMIN_TIMEOUT, signer=self.signer
+        )
         if why:
             raise ChaosError(f"admin/{route} on {p.name}: {why}")
         return ""
@@ -548,21 +566,30 @@ class ChaosRunner:
             k = max(k + 1, math.ceil(self.now() / every))
 
     async def _params_once(self) -> bool:
-        """One distance sample over the honest running peers; False when it cannot work at all."""
+        """One distance sample over the honest running peers; False when it cannot work at all.
+
+        Byzantine peers that are running are pulled too: how far what they serve lies from the
+        nearest honest model shows whether an attack is really being served."""
         assert self._session is not None
         t = round(self.now(), 3)
-        peers = [p for p in self.peers.values() if p.state == "running" and p.name in self.honest]
+        peers = [p for p in self.peers.values() if p.state == "running"]
         timeout = max(PARAMS_TIMEOUT, self.scenario.sample_timeout)
         pulled = await asyncio.gather(
-            *(probe.fetch_params(self._session, p.addr or "", timeout) for p in peers)
+            *(
+                probe.fetch_params(self._session, p.addr or "", timeout, signer=self.signer)
+                for p in peers
+            )
         )
         missing = {p.name: why for p, (vec, why) in zip(peers, pulled, strict=True) if vec is None}
         if "gossip.wire is not available" in missing.values():
             self.notes.append("model distances not sampled: gossip.wire is not available")
             return False
-        vectors = [vec for vec, _ in pulled if vec is not None]
-        dist = await asyncio.to_thread(probe.max_pairwise_distance, vectors)
-        self.distances.append({"t": t, "max": dist, "n": len(vectors), "missing": missing})
+        got = [(p.name, vec) for p, (vec, _) in zip(peers, pulled, strict=True) if vec is not None]
+        honest = [vec for name, vec in got if name in self.honest]
+        served = {name: vec for name, vec in got if name not in self.honest}
+        entry: dict[str, Any] = await asyncio.to_thread(_distance_entry, honest, served)
+        entry.update(t=t, missing=missing)
+        self.distances.append(entry)
         return True
 
     def _say(self, line: str) -> None:
@@ -580,6 +607,17 @@ def progress_line(t: float, samples: dict[str, dict[str, Any]]) -> str:
         else:
             parts.append(f"{name} {s.get('why', '?').split(':')[0]}")
     return "  ".join(parts)
+
+
+def _distance_entry(honest: list[Any], served: dict[str, Any]) -> dict[str, Any]:
+    """`{"max": honest spread, "n": honest count[, "byzantine": {name: its position}]}` (see
+    `probe.relative_position`); numpy work over whole models: run it in a worker thread."""
+    entry: dict[str, Any] = {"max": probe.max_pairwise_distance(honest), "n": len(honest)}
+    if served:
+        entry["byzantine"] = {
+            name: probe.relative_position(vec, honest) for name, vec in served.items()
+        }
+    return entry
 
 
 def _read_ready(path: Path) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ starts at once has written its ready file; every `at` is seconds after that.
     params_every = 0          # seconds between parameter pulls for model distances; 0 = off
     ready_timeout = 60        # seconds a starting peer has to write its ready file
     stop_grace = 5            # seconds between SIGTERM and SIGKILL when the run ends
+    secret = "..."            # swarm secret for every peer (default: $SWARMNODE_SECRET if set)
 
     [node]                    # `swarmnode start` flags shared by every peer: key = value gives
     model = "mlp:64"          # `--key value`; `true` gives a bare `--key`, `false` leaves it out,
@@ -54,7 +55,12 @@ Event actions and their extra keys:
 
 Peers started by the runner get `--listen 127.0.0.1:0 --ready-file ... --checkpoint-dir
 <report>/peers/<name>/ckpt --shard i/N` and `--join` to live peers; those flags (and `advertise`,
-`peer-id`, `secret`) cannot be set in the scenario.
+`peer-id`, `secret`) cannot be set in [node] or [[peer]].
+
+The swarm secret: a peer reads `$SWARMNODE_SECRET` when `--secret` is not given, so the runner
+decides it for every peer: `[scenario] secret` if set, else `$SWARMNODE_SECRET` of the runner's
+own environment, else none. It reaches the peers through their environment (never their argv,
+which the report records), and the runner signs its own admin and parameter requests with it.
 """
 
 from __future__ import annotations
@@ -112,7 +118,7 @@ _EVENT_KEYS = {
 
 _SCENARIO_KEYS = {
     "name", "description", "duration", "sample_every", "sample_timeout", "params_every",
-    "ready_timeout", "stop_grace",
+    "ready_timeout", "stop_grace", "secret",
 }  # fmt: skip
 _TOP_KEYS = {"scenario", "node", "peer", "event", "assert"}
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -162,6 +168,7 @@ class Scenario:
     ready_timeout: float = 60.0
     stop_grace: float = 5.0
     source: str = "<string>"
+    secret: str | None = dataclasses.field(default=None, repr=False)  # never printed
 
     def peer(self, name: str) -> PeerSpec:
         for p in self.peers:
@@ -234,6 +241,9 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     ready_timeout = _number(sc, "ready_timeout", "[scenario]", default=60.0, lo=1.0, hi=3600.0)
     stop_grace = _number(sc, "stop_grace", "[scenario]", default=5.0, lo=0.0, hi=600.0)
     name = _string(sc, "name", "[scenario]", default=default_name)
+    secret = _string(sc, "secret", "[scenario]", default="") or None
+    if "secret" in sc and secret is None:
+        raise ScenarioError("[scenario]: 'secret' must not be empty")
     description = _string(sc, "description", "[scenario]", default="")
 
     node = _flags(_table(data, "node"), "[node]")
@@ -279,6 +289,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
         ready_timeout=ready_timeout,
         stop_grace=stop_grace,
         source=source,
+        secret=secret,
     )
     asserts = []
     for i, raw in enumerate(raw_asserts):

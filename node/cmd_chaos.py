@@ -1,8 +1,10 @@
 """`swarmnode chaos SCENARIO.toml`: run a fault scenario against real local peer processes.
 
-Exit codes: 0 every assertion held (or failed where `must_fail` expects it), 1 an assertion
-failed or the run itself failed (a peer did not start), 2 a bad scenario file or command line
-(one line on stderr naming the problem), 130 interrupted by Ctrl-C, 143 by SIGTERM. Every peer
+Exit codes: 0 the run passed: every event was carried out, no peer died unexpectedly, and every
+assertion held (or failed where `must_fail` expects it); 1 it did not (an assertion failed, a
+peer died on its own, an event could not be carried out, a peer did not start; report.json's
+`result` is "fail" or "error" and `reasons` says why); 2 a bad scenario file or command line
+(one line on stderr naming the problem); 130 interrupted by Ctrl-C, 143 by SIGTERM. Every peer
 process started is stopped on any of these paths.
 """
 
@@ -32,7 +34,7 @@ the report directory. The file format is documented in fault/scenario.py; exampl
 scripts/scenarios/.
 """
 
-EXIT_FAILED = 1
+EXIT_FAILED = 1  # report.json's "result" is "fail" or "error"
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

@@ -7,6 +7,11 @@ move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the
 /v1/params when gossip.wire exists. Membership is a toy: each peer polls the status of every
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
 Being a real process, it obeys SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a clean exit, code 0).
+
+With `--secret` (default `$SWARMNODE_SECRET`, as a real peer) the POST routes answer 401 to any
+request not sealed with it and seal their answers, as `node.peer_admin` and `auth_handlers` do;
+`/v1/status` shows `"auth": true`. Test-only misbehaviour: `--admin-fails` answers every admin
+request 500; `--die-after S --die-shard I` makes the peer of shard I exit (code 3) after S s.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
+from gossip.auth import AuthError, Signer
 from gossip.codec import decode_control
 
 DEAD_AFTER = 1.5
@@ -44,6 +50,7 @@ class FakePeer:
         self.byzantine: str | None = args.byzantine
         self.slowdown = 1.0
         self.known: dict[str, dict[str, Any]] = {}  # addr -> {"peer_id", "heard"}
+        self.signer = Signer(args.secret) if args.secret else None
 
     def step(self) -> int:
         return int((time.monotonic() - self.t_start) * STEPS_PER_S / self.slowdown)
@@ -84,6 +91,7 @@ class FakePeer:
                 "samples_per_s": STEPS_PER_S * 32,
                 "byzantine": self.byzantine,
                 "faults": self.faults,
+                "auth": self.signer is not None,
                 "exchange": {
                     "mode": "average",
                     "rounds": step // 10,
@@ -103,23 +111,40 @@ class FakePeer:
             self.known[caller] = {"peer_id": caller_id, "heard": time.monotonic()}
         return web.json_response(self.status())
 
-    async def post_fault(self, request: web.Request) -> web.Response:
-        msg = decode_control(await request.read(), "fault")
+    def sealed(self, route: str, kind: str, handler: Any) -> Any:
+        """A POST route that opens the request (401 if not authentic) and seals the answer."""
+
+        async def wrapped(request: web.Request) -> web.Response:
+            body, nonce = await request.read(), b""
+            if route.startswith("admin/") and self.args.admin_fails:
+                return web.Response(status=500, text="admin refused (--admin-fails)")
+            if self.signer is not None:
+                try:
+                    body, nonce = self.signer.unseal(route, body)
+                except AuthError as exc:
+                    return web.Response(status=401, text=f"{route}: {exc}")
+            answer = await handler(decode_control(bytes(body), kind))
+            if isinstance(answer, web.Response):
+                return answer
+            if self.signer is not None:
+                answer = bytes(self.signer.seal(route, answer, reply_to=nonce))
+            return web.Response(body=answer)
+
+        return wrapped
+
+    async def post_fault(self, msg: dict[str, Any]) -> bytes:
         self.faults = str(msg.get("spec", "none"))
-        return web.Response(body=b"ok")
+        return b"ok"
 
-    async def post_byzantine(self, request: web.Request) -> web.Response:
-        msg = decode_control(await request.read(), "byzantine")
+    async def post_byzantine(self, msg: dict[str, Any]) -> bytes:
         self.byzantine = msg.get("kind")
-        return web.Response(body=b"ok")
+        return b"ok"
 
-    async def post_slowdown(self, request: web.Request) -> web.Response:
-        msg = decode_control(await request.read(), "slowdown")
+    async def post_slowdown(self, msg: dict[str, Any]) -> bytes:
         self.slowdown = float(msg["factor"])
-        return web.Response(body=b"ok")
+        return b"ok"
 
-    async def post_params(self, request: web.Request) -> web.Response:
-        decode_control(await request.read(), "pull")
+    async def post_params(self, _msg: dict[str, Any]) -> bytes | web.Response:
         try:
             import numpy as np
 
@@ -127,7 +152,9 @@ class FakePeer:
         except ImportError:
             return web.Response(status=404, text="no gossip.wire")
         vec = np.full(64, 1.0 / (1 + self.step()), dtype=np.float32)
-        return web.Response(body=wire.encode_params(vec, sender=self.peer_id, step=self.step()))
+        if self.byzantine:  # poison that shows: far from every honest fake's vector
+            vec = vec + np.float32(1000.0)
+        return bytes(wire.encode_params(vec, sender=self.peer_id, step=self.step()))
 
     # --- membership toy ----------------------------------------------------------------------
 
@@ -160,6 +187,11 @@ def _peer_id(checkpoint_dir: str | None) -> str:
     return path.read_text().strip()
 
 
+def _die() -> None:
+    print("dying on purpose (--die-after)", flush=True)
+    os._exit(3)
+
+
 def _write_ready(path: str, peer: FakePeer) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps({"peer_id": peer.peer_id, "addr": peer.addr, "pid": os.getpid()}))
@@ -173,14 +205,19 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--checkpoint-dir")
     p.add_argument("--join", default="")
     p.add_argument("--byzantine")
+    p.add_argument("--secret", default=os.environ.get("SWARMNODE_SECRET"))
+    p.add_argument("--shard", default="0/1")
+    p.add_argument("--admin-fails", action="store_true")
+    p.add_argument("--die-after", type=float, default=None)
+    p.add_argument("--die-shard", type=int, default=None)
     args, _unknown = p.parse_known_args(argv)
     peer = FakePeer(args)
     app = web.Application()
     app.router.add_get("/v1/status", peer.get_status)
-    app.router.add_post("/v1/admin/fault", peer.post_fault)
-    app.router.add_post("/v1/admin/byzantine", peer.post_byzantine)
-    app.router.add_post("/v1/admin/slowdown", peer.post_slowdown)
-    app.router.add_post("/v1/params", peer.post_params)
+    for kind in ("fault", "byzantine", "slowdown"):
+        handler = peer.sealed(f"admin/{kind}", kind, getattr(peer, f"post_{kind}"))
+        app.router.add_post(f"/v1/admin/{kind}", handler)
+    app.router.add_post("/v1/params", peer.sealed("params", "pull", peer.post_params))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, _, port = args.listen.rpartition(":")
@@ -199,6 +236,8 @@ async def main(argv: list[str]) -> int:
         if args.ready_file:
             await asyncio.to_thread(_write_ready, args.ready_file, peer)
         print(f"listening on {peer.addr} as {peer.peer_id}", flush=True)
+        if args.die_after is not None and int(args.shard.split("/")[0]) == args.die_shard:
+            loop.call_later(args.die_after, _die)
         await stop.wait()
         poller.cancel()
         await asyncio.gather(poller, return_exceptions=True)

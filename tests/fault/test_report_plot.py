@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fault.plot import PlotUnavailable, write_plot
-from fault.report import check_report, load_report, write_report
+from fault.assertions import Result
+from fault.plot import PlotUnavailable, build_figure, write_plot
+from fault.report import check_report, load_report, verdict, write_report
 from fault.runner import ChaosError, ChaosRunner
 from fault.scenario import parse_scenario_text
 from node.cmd_chaos import run_scenario
@@ -153,6 +154,11 @@ def test_runner_end_to_end_with_fake_peers(tmp_path):
     # model distances between the honest peers that answered (a, and c while it runs)
     pairs = [d for d in report["distances"] if d["n"] >= 2]
     assert pairs and all(d["max"] is not None and d["max"] >= 0 for d in pairs)
+    # b serves poison once byzantine (the fake adds 1000 to every coordinate): the runner pulled
+    # it too and measured how far it lies from the nearest honest model
+    poisoned = [d["byzantine"]["b"] for d in report["distances"] if d["t"] > 4 and "byzantine" in d]
+    assert poisoned and min(p["nearest"] for p in poisoned) > 1000, report["distances"]
+    assert report["reasons"] == [] and report["error"] is None
 
     results = {a["kind"]: a for a in report["assertions"]}
     assert results["membership"]["status"] == "pass"
@@ -234,6 +240,7 @@ def _synthetic_report() -> dict:
         "result": "pass",
         "passed": True,
         "error": None,
+        "reasons": [],
         "notes": [],
         "durations": {},
         "timeline": [
@@ -247,7 +254,19 @@ def _synthetic_report() -> dict:
             },
             {"t": 12.0, "index": 1, "action": "kill", "peer": "c", "label": "kill c", "ok": True},
         ],
-        "peers": {n: {"pids": [1], "peer_ids": [n], "honest": n != "c"} for n in "abc"},
+        "peers": {
+            n: {
+                "peer_ids": [n],
+                "addrs": ["127.0.0.1:1"],
+                "pids": [1],
+                "exit_codes": [None],
+                "logs": [f"peers/{n}/log-0.txt"],
+                "argv": ["swarmnode", "start"],
+                "final_state": "running",
+                "honest": n != "c",
+            }
+            for n in "abc"
+        },
         "samples": samples,
         "distances": [{"t": float(x), "max": float(np.exp(-x / 4)), "n": 3} for x in t[::4]],
         "assertions": [],
@@ -256,18 +275,48 @@ def _synthetic_report() -> dict:
 
 
 @pytest.mark.parametrize("with_distances", [False, True])
-def test_plot_is_written_and_not_blank(tmp_path, with_distances):
-    image = pytest.importorskip("matplotlib.image")
+def test_plot_draws_every_peers_curves(tmp_path, with_distances):
+    """Each peer's accuracy and loss curve is in the figure with its data, and each one's colour
+    shows in the PNG: a lone red kill marker on a white canvas would not pass."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.colors as mcolors
+    import matplotlib.image as mimage
+    import matplotlib.pyplot as plt
+
     report = _synthetic_report()
     if not with_distances:
         report["distances"] = []
-    path = write_plot(report, tmp_path / "plot.png")
-    pixels = image.imread(path)
-    assert pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 400
-    rgb = pixels[..., :3]
-    assert rgb.std() > 0.05  # not a blank canvas
-    colourful = np.abs(rgb[..., 0] - rgb[..., 2]) > 0.2  # the peers' coloured lines
-    assert colourful.mean() > 0.001
+    fig = build_figure(report)
+    try:
+        acc_ax, loss_ax = fig.axes[0], fig.axes[1]
+        assert len(fig.axes) == (3 if with_distances else 2)
+        for ax in (acc_ax, loss_ax):
+            curves = {
+                ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")
+            }
+            assert set(curves) == {"a", "b", "c (byzantine)"}
+            for label, line in curves.items():
+                y = np.asarray(line.get_ydata(), dtype=float)
+                assert np.isfinite(y).sum() >= 20, label  # 40 samples, b misses 7
+            assert curves["c (byzantine)"].get_linestyle() == ":"
+        colours = {
+            mcolors.to_hex(ln.get_color()) for ln in acc_ax.get_lines() if ln.get_label()[0] != "_"
+        }
+        assert len(colours) == 3  # one distinct colour per peer
+        acc = np.asarray(curves_of(acc_ax)["a"].get_ydata(), dtype=float)
+        assert acc[-1] > acc[0]  # the data, not a placeholder: a's accuracy rises
+    finally:
+        plt.close(fig)
+
+    pixels = mimage.imread(write_plot(report, tmp_path / "plot.png"))[..., :3]
+    for colour in colours:  # every peer's colour covers a visible stretch of the image
+        rgb = np.asarray(mcolors.to_rgb(colour))
+        near = np.all(np.abs(pixels - rgb) < 0.08, axis=-1)
+        assert near.sum() > 100, f"{colour}: {near.sum()} pixels"  # the dotted one has ~170
+
+
+def curves_of(ax) -> dict:
+    return {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
 
 
 def test_plot_without_matplotlib_says_so(tmp_path, monkeypatch):
@@ -282,23 +331,244 @@ def test_report_schema_check_and_json_without_infinities(tmp_path):
     report["assertions"] = [
         {
             "kind": "membership",
+            "description": "d",
             "measured": float("inf"),
             "threshold": 5.0,
+            "op": "<=",
             "status": "fail",
             "ok": False,
         }
     ]
+    report.update(result="fail", passed=False, reasons=["assertion membership: fail (d)"])
     assert check_report(report) == []
     path = write_report(tmp_path, report)
     data = json.loads(path.read_text())  # strict JSON: no Infinity token
     assert data["assertions"][0]["measured"] is None
     assert "Infinity" not in path.read_text()
 
-    broken = dict(report, passed=False, timeline=list(reversed(report["timeline"])))
+    broken = dict(report, passed=True, timeline=list(reversed(report["timeline"])))
     problems = check_report(broken)
     assert any("disagrees" in p for p in problems) and any("time order" in p for p in problems)
     del broken["samples"]
     assert check_report(broken) == ["'samples' missing or not dict"]
+
+
+def _peer_with(**changes):
+    report = _synthetic_report()
+    report["peers"]["a"].update(changes)
+    return report
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (lambda r: r.pop("error"), "'error' missing"),
+        (lambda r: r.pop("plot"), "'plot' missing"),
+        (lambda r: r.pop("reasons"), "'reasons' missing"),
+        (lambda r: r.update(error="boom"), "'error' must be a message exactly when"),
+        (lambda r: r.update(result="error", passed=False, reasons=["x"]), "'error' must be"),
+        (
+            lambda r: r.update(error=3, result="error", passed=False, reasons=["x"]),
+            "string or null",
+        ),
+        (lambda r: r.update(reasons=["peer b died"]), "a passed run lists reasons"),
+        (lambda r: r.update(result="fail", passed=False), "without any reason"),
+        (lambda r: r.update(plot=7), "'plot' must be a .png"),
+        (lambda r: r.update(plot="plot.svg"), "'plot' must be a .png"),
+        (lambda r: r["peers"]["a"].pop("pids"), "peer 'a': 'pids' missing"),
+        (lambda r: r["peers"]["a"].update(honest="yes"), "peer 'a': 'honest'"),
+        (lambda r: r["peers"]["a"].update(final_state=1), "peer 'a': 'final_state'"),
+        (lambda r: r["peers"]["a"].update(logs=[]), "differ in length"),
+        (lambda r: r["peers"].update(z=[]), "peer 'z' is not an object"),
+        (lambda r: r["timeline"][0].update(ok=False), "failed timeline entry without an error"),
+        (lambda r: r["samples"].update(q=[]), "samples of unknown peer 'q'"),
+        (lambda r: r["assertions"].append({"kind": "x", "ok": True}), "assertion lacks keys"),
+    ],
+)
+def test_report_schema_check_covers_error_plot_reasons_and_peers(change, fragment):
+    report = _synthetic_report()
+    assert check_report(report) == []
+    change(report)
+    problems = check_report(report)
+    assert any(fragment in p for p in problems), problems
+
+
+def _res(ok: bool) -> Result:
+    return Result("final_accuracy", "acc >= 0.9", 0.95 if ok else 0.5, 0.9, ">=", False)
+
+
+def test_verdict_fails_on_a_failed_event_a_death_or_an_assertion():
+    ok_event = {"t": 1.0, "action": "kill", "label": "kill c", "ok": True}
+    bad_event = {
+        "t": 2.0,
+        "action": "partition",
+        "label": "split",
+        "ok": False,
+        "error": "HTTP 401",
+    }
+    died = {"t": 3.0, "action": "died", "peer": "b", "label": "b died", "ok": False, "exit_code": 3}
+
+    assert verdict("completed", [_res(True)], [ok_event], None) == ("pass", None, [])
+    result, error, reasons = verdict("completed", [_res(True)], [ok_event, bad_event], None)
+    assert result == "error" and "'split' failed: HTTP 401" in error and reasons == [error]
+    result, error, reasons = verdict("completed", [_res(True)], [died], None)
+    assert result == "fail" and error is None
+    assert reasons == ["t=3.0s peer b died unexpectedly (exit code 3)"]
+    result, error, reasons = verdict("completed", [_res(False)], [], None)
+    assert result == "fail" and reasons == ["assertion final_accuracy: fail (acc >= 0.9)"]
+    result, error, reasons = verdict("interrupted", [], [died], None)
+    assert result == "interrupted" and error is None and len(reasons) == 1
+    assert verdict("error", [], [], "peer a not ready")[:2] == ("error", "peer a not ready")
+
+
+# --- failures end to end: report.json, the final table and the exit code ----------------------
+
+SHORT = """
+[scenario]
+name = "short"
+duration = 3
+sample_every = 0.5
+stop_grace = 3
+
+[[peer]]
+name = "a"
+[[peer]]
+name = "b"
+"""
+PARTITION = "[[event]]\nat = 1\naction = 'partition'\ngroups = [['a'], ['b']]\n"
+HIGH_BAR = "[[assert]]\nkind = 'final_accuracy'\nmin = 0.999\n"
+LOW_BAR = "[[assert]]\nkind = 'final_accuracy'\nmin = 0.1\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "extra, flags, result, reason",
+    [
+        (HIGH_BAR, [], "fail", "assertion final_accuracy: fail"),
+        (PARTITION + LOW_BAR, ["--admin-fails"], "error", "'partition' failed: admin/fault on a"),
+        (LOW_BAR, ["--die-after", "1", "--die-shard", "1"], "fail", "peer b died unexpectedly"),
+    ],
+    ids=["assertion", "event", "death"],
+)
+def test_cli_exits_1_when_the_run_did_not_pass(tmp_path, capsys, extra, flags, result, reason):
+    import shlex
+
+    import node.cli as cli
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(SHORT + extra)
+    run_dir = tmp_path / "r"
+    argv = ["chaos", str(toml), "--report", str(run_dir), "--no-plot", "--quiet"]
+    code = cli.main([*argv, "--peer-command", shlex.join(FAKE + flags)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    report = load_report(run_dir / "report.json")
+    assert check_report(report) == []
+    assert report["result"] == result and not report["passed"]
+    assert any(reason in r for r in report["reasons"]), report["reasons"]
+    assert (report["error"] is not None) == (result == "error")
+    assert f"result: {result.upper()}" in out and reason in out
+
+
+@pytest.mark.timeout(60)
+def test_cli_exits_0_when_everything_held(tmp_path, capsys):
+    import shlex
+
+    import node.cli as cli
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(SHORT + LOW_BAR)
+    argv = ["chaos", str(toml), "--report", str(tmp_path / "r"), "--no-plot", "--quiet"]
+    assert cli.main([*argv, "--peer-command", shlex.join(FAKE)]) == 0, capsys.readouterr().out
+
+
+# --- the swarm secret ----------------------------------------------------------------------------
+
+SECRET_RUN = (
+    SHORT.replace("duration = 3", "duration = 4\nparams_every = 1")
+    + PARTITION
+    + "[[event]]\nat = 2\naction = 'heal'\n"
+    + "[[event]]\nat = 2.5\naction = 'slowdown'\npeer = 'b'\nfactor = 2\n"
+    + LOW_BAR
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["environment", "scenario"])
+def test_runner_signs_its_requests_with_the_swarm_secret(tmp_path, monkeypatch, where):
+    """The peers hold a secret (inherited from the runner's environment, or the scenario's):
+    every admin request and parameter pull is signed, none gets 401, and the secret never
+    appears in the argv or the report."""
+    text = SECRET_RUN
+    if where == "environment":
+        monkeypatch.setenv("SWARMNODE_SECRET", "from-the-shell")
+        secret = "from-the-shell"
+    else:
+        monkeypatch.setenv("SWARMNODE_SECRET", "a-stale-one")  # the scenario's wins
+        text = text.replace('name = "short"', 'name = "short"\nsecret = "from-the-file"')
+        secret = "from-the-file"
+    out = io.StringIO()
+    code, runner = run_scenario(
+        parse_scenario_text(text, source="s.toml"),
+        tmp_path / "r",
+        command=FAKE,
+        plot=False,
+        out=out,
+    )
+    report = load_report(tmp_path / "r" / "report.json")
+    assert code == 0, (report["reasons"], out.getvalue())
+    assert all(e["ok"] for e in report["timeline"]), report["timeline"]
+    assert [d for d in report["distances"] if d["n"] == 2 and not d["missing"]]
+    assert all(runner.last_status[n]["self"]["auth"] for n in "ab")  # the fakes required it
+    samples = [s for s in report["samples"]["b"] if s["ok"]]
+    assert any("partition" in (s["faults"] or "") for s in samples)
+    assert report["settings"]["authenticated"] is True
+    raw = (tmp_path / "r" / "report.json").read_text()
+    assert secret not in raw and secret not in out.getvalue()
+    assert runner.secret == secret
+
+
+@pytest.mark.timeout(60)
+def test_without_a_secret_the_children_get_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
+    runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
+    assert runner.signer is None and "SWARMNODE_SECRET" not in runner._child_env()
+    monkeypatch.setenv("SWARMNODE_SECRET", "shell")
+    runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
+    assert runner._child_env()["SWARMNODE_SECRET"] == "shell" and runner.signer is not None
+
+
+@pytest.mark.timeout(90)
+async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
+    """The runner's signed requests against the real admin guard and the real params route."""
+    import aiohttp
+
+    from fault import probe
+    from fault.spec import parse_fault_spec
+    from gossip.auth import Signer
+    from node.peer import Node
+    from node.peer_config import PeerConfig
+
+    cfg = PeerConfig(
+        model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6, secret="s3", slowdown=4.0
+    )
+    node = await Node.create(cfg)
+    try:
+        async with aiohttp.ClientSession() as session:
+            body = probe.fault_body(parse_fault_spec("delay=1ms"))
+            unsigned = await probe.post_admin(session, node.addr, "fault", body, 5.0)
+            assert unsigned.startswith("HTTP 401"), unsigned
+            wrong = await probe.post_admin(session, node.addr, "fault", body, 5.0, Signer("x"))
+            assert wrong.startswith("HTTP 401"), wrong
+            signed = await probe.post_admin(session, node.addr, "fault", body, 5.0, Signer("s3"))
+            assert signed == "" and "delay" in node.faults.config.to_spec()
+
+            vec, why = await probe.fetch_params(session, node.addr, 5.0)
+            assert vec is None and why.startswith("HTTP 401"), why
+            vec, why = await probe.fetch_params(session, node.addr, 5.0, Signer("s3"))
+            assert why == "" and vec is not None and vec.size == node.store.size
+    finally:
+        await node.close()
 
 
 CLI = """

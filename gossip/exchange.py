@@ -157,6 +157,7 @@ class Exchanger:
         store: ParamStore,
         peers: PeerDirectory,
         outgoing: Outgoing | None = None,
+        poisoning: Callable[[], bool] | None = None,
     ) -> None:
         self.cfg = cfg.validate()
         self.self_id = self_id
@@ -164,6 +165,9 @@ class Exchanger:
         self.store = store
         self.peers = peers
         self.outgoing = outgoing
+        # whether `outgoing` changes anything right now (None: assume it does); an honest peer
+        # then takes the one-copy framed snapshot path
+        self.poisoning = poisoning
         self._inflight = asyncio.Semaphore(cfg.max_inflight)
         self.rounds = 0
         self.rounds_applied = 0
@@ -339,7 +343,8 @@ class Exchanger:
 
     async def _encode_mine(self) -> bytes:
         frame = getattr(self.store, "snapshot_frame", None)  # optional: one copy, not two
-        if frame is not None and self.outgoing is None:
+        honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
+        if frame is not None and honest:
             return await frame(self.self_id)
         step, vec = await self.store.snapshot()
         if self.outgoing is not None:

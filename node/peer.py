@@ -209,6 +209,7 @@ class Node:
             store=self.store,
             peers=MembershipPeers(self.membership, self.rng),
             outgoing=self.byzantine.outgoing,
+            poisoning=lambda: self.byzantine.behaviour is not None,
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer) if self.signer else handlers)

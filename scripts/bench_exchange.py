@@ -184,22 +184,15 @@ def main() -> int:
     with workdir() as tmp, asyncio.Runner() as loop:
         try:
             if with_node:  # started first: building a 25M model takes a while
-                nodes.append(
-                    NodeProcess(
-                        args.node_model,
-                        slowdown=args.slowdown,
-                        device=args.node_device,
-                        workdir=Path(tmp) / "node",
+                for model, name in ((args.node_model, "node"), (args.latency_model, "latency")):
+                    nodes.append(
+                        NodeProcess(
+                            model,
+                            slowdown=args.slowdown,
+                            device=args.node_device,
+                            workdir=Path(tmp) / name,
+                        )
                     )
-                )
-                nodes.append(
-                    NodeProcess(
-                        args.latency_model,
-                        slowdown=args.slowdown,
-                        device=args.node_device,
-                        workdir=Path(tmp) / "latency-node",
-                    )
-                )
             if helper_modes:
                 peers += [Peer(), Peer()]
             if with_node:

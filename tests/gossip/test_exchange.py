@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from gossip import wire
 from gossip.codec import encode_control
 from gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
 from gossip.inmemory import InMemoryNetwork
@@ -304,3 +305,43 @@ def test_config_errors_name_the_problem():
         ExchangeConfig(aggregator="nope").validate()
     with pytest.raises(ExchangeError, match="needs"):
         ExchangeConfig(mode="robust", aggregator="krum", byzantine_f=2, pull=3).validate()
+
+
+class FramedStore(ArrayStore):
+    """A store that can hand out its snapshot already framed (as the node's WorkerStore does)."""
+
+    framed = 0
+
+    async def snapshot_frame(self, sender: str):
+        self.framed += 1
+
+        def fill(payload: np.ndarray) -> int:
+            payload[...] = self.x
+            return 7
+
+        return wire.encode_into_frame(self.size, fill, sender=sender)
+
+
+@pytest.mark.parametrize("poisoning", [False, True])
+async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its_outgoing(
+    poisoning,
+):
+    async def negate(step: int, vec: np.ndarray) -> np.ndarray:
+        return -vec
+
+    store = FramedStore(np.full(D, 2.0))
+    ex = Exchanger(
+        ExchangeConfig(),
+        self_id="p0",
+        transport=InMemoryNetwork().transport("p0:1"),
+        store=store,
+        peers=StaticPeers([]),
+        outgoing=negate,
+        poisoning=lambda: poisoning,
+    )
+    header, served = wire.decode_params(
+        await ex.handlers()["params"](encode_control("pull", sender="t"))
+    )
+    np.testing.assert_array_equal(served, -2.0 if poisoning else 2.0)
+    assert store.framed == (0 if poisoning else 1)
+    assert header["step"] == (0 if poisoning else 7)

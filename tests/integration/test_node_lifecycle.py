@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -147,3 +148,30 @@ async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
 @pytest.fixture(autouse=True)
 def _info_logs(caplog):
     caplog.set_level(logging.INFO)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_port_zero_and_advertise_give_the_address_others_dial():
+    # listening on every interface with port 0: the peer picks a port and offers a dialable one
+    a = await Node.create(peer_config(listen="0.0.0.0:0"))
+    port = _free_port()
+    # behind a NAT or on 0.0.0.0: --advertise is what the others must dial, and what they learn
+    b = await Node.create(
+        peer_config(listen=f"0.0.0.0:{port}", advertise=f"localhost:{port}", join=[a.addr])
+    )
+    try:
+        host, bound = a.addr.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(bound) > 0
+        assert b.addr == f"localhost:{port}"
+        seen = await poll(lambda: {m.peer_id: m.addr for m in a.membership.live_peers()}, 10, "b")
+        assert seen == {b.peer_id: f"localhost:{port}"}
+        status, _ = await post(b.addr, "params", encode_control("pull", sender="t"))
+        assert status == 200  # the advertised address really reaches b
+    finally:
+        await b.close()
+        await a.close()

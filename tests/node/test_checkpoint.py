@@ -12,6 +12,7 @@ import pytest
 from node import checkpoint as ck
 from node.checkpoint import list_checkpoints, load_checkpoint, load_latest, save_checkpoint
 from node.errors import CheckpointError
+from tests.node.lock_holder import lock_held_elsewhere
 
 
 def _state(step: int) -> dict:
@@ -146,14 +147,6 @@ def test_prune_tolerates_files_it_may_not_delete(
 
 # --- one process per directory ----------------------------------------------------------------
 
-HOLD_LOCK = """
-import sys
-from node.checkpoint import lock_checkpoint_dir
-lock_checkpoint_dir(sys.argv[1])
-print("locked", flush=True)
-sys.stdin.read()
-"""
-
 
 def test_lock_is_reentrant_in_a_process_and_records_the_pid(tmp_path: Path) -> None:
     d = tmp_path / "new" / "ck"  # created if missing
@@ -166,24 +159,12 @@ def test_lock_is_reentrant_in_a_process_and_records_the_pid(tmp_path: Path) -> N
 
 @pytest.mark.timeout(60)
 def test_a_second_process_is_refused_until_the_holder_exits(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)],
-        cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(tmp_path) as pid:
         with pytest.raises(CheckpointError) as info:
             ck.lock_checkpoint_dir(tmp_path)
         msg = str(info.value)
         assert f"checkpoint dir {tmp_path} is in use by another swarmnode process" in msg
-        assert f"(pid {holder.pid})" in msg and "\n" not in msg
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
+        assert f"(pid {pid})" in msg and "\n" not in msg
     ck.lock_checkpoint_dir(tmp_path)  # released when its holder exited
 
 

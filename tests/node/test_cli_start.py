@@ -14,6 +14,7 @@ import pytest
 
 from node.checkpoint import list_checkpoints, load_latest
 from node.cli import main
+from tests.node.lock_holder import lock_held_elsewhere
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--model", "mlp:16", "--device", "cpu"]
@@ -147,34 +148,17 @@ def test_checkpoint_dir_that_is_a_file_fails_at_start(
     assert "--checkpoint-dir" in err and "not a directory" in err
 
 
-HOLD_LOCK = """
-import sys
-from node.checkpoint import lock_checkpoint_dir
-lock_checkpoint_dir(sys.argv[1])
-print("locked", flush=True)
-sys.stdin.read()  # hold it until the test closes our stdin
-"""
-
-
 @pytest.mark.timeout(60)
 def test_second_process_on_a_checkpoint_dir_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ckdir = tmp_path / "ck"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(ckdir)],
-        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(ckdir) as pid:
         assert main([*START, *SMALL, "--steps", "5", "--checkpoint-dir", str(ckdir)]) == 2
         err = _one_line_error(capsys)
         assert f"checkpoint dir {ckdir} is in use by another swarmnode process" in err
-        assert f"(pid {holder.pid})" in err
+        assert f"(pid {pid})" in err
         assert not list_checkpoints(ckdir)  # refused before it trained or wrote anything
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
     # The holder is gone, and with it its lock (the kernel drops it): the dir is usable again.
     assert main([*START, *SMALL, "--steps", "5", "--checkpoint-dir", str(ckdir)]) == 0
 

@@ -98,6 +98,10 @@ class WorkerStore:
 
         await asyncio.wrap_future(await self._submit(load))
 
+    async def settled(self) -> None:
+        """Until every mix accepted so far is folded (and, with training stopped, applied)."""
+        await asyncio.wrap_future(self._folder.submit(lambda: None))  # one FIFO thread
+
     async def close(self) -> None:
         """Finish the folds already accepted (each is tens of ms), then stop the fold thread."""
         await asyncio.to_thread(self._folder.shutdown, wait=True)

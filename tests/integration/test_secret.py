@@ -175,7 +175,9 @@ def state_of(node: Node) -> tuple[Any, ...]:
 
 async def send(http: aiohttp.ClientSession, node: Node, route: str, body: bytes) -> tuple:
     async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
-        return resp.status, await resp.read()
+        answer = resp.status, await resp.read()
+    await node.store.settled()  # an accepted pushpull's mix lands after the answer
+    return answer
 
 
 def forged(sealed: bytes) -> bytes:

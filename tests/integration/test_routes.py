@@ -294,6 +294,7 @@ async def test_malformed_bodies_are_refused_and_change_nothing(route, node, http
         assert resp.status == 200, await resp.text()
         answer = await resp.read()
     if route == "pushpull":  # a valid push of zeros halves our (frozen) model: mix weight 0.5
+        await node.store.settled()  # the mix lands after the answer
         np.testing.assert_allclose(node.params_host(), frozen * 0.5, rtol=1e-6)
         _, theirs = wire.decode_params(answer, expected_size=size)
         np.testing.assert_array_equal(theirs, frozen)  # the answer is the model before the mix

@@ -7,6 +7,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,6 +31,19 @@ def format_progress(m: WorkerMetrics, max_steps: int | None = None) -> str:
     )
 
 
+_SAY_LOCK = threading.Lock()
+
+
+def say(line: str, out: TextIO | None = None) -> None:
+    """Print one whole line, flushed. The training thread prints progress while the event loop
+    prints its own lines: `print` writes the text and the newline separately, so two threads
+    could splice their lines together."""
+    stream = out or sys.stdout
+    with _SAY_LOCK:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 class ProgressPrinter:
     """An `on_eval` callback for `TrainingWorker` that prints one line per evaluation."""
 
@@ -38,8 +52,7 @@ class ProgressPrinter:
         self.stream = stream
 
     def __call__(self, m: WorkerMetrics) -> None:
-        out = self.stream or sys.stdout
-        print(format_progress(m, self.max_steps), file=out, flush=True)
+        say(format_progress(m, self.max_steps), self.stream)
 
 
 def format_summary(summary: dict[str, Any]) -> str:

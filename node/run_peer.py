@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from node.peer import Node
 from node.peer_config import PeerConfig
-from node.progress import ProgressPrinter, format_summary, write_summary_json
+from node.progress import ProgressPrinter, format_summary, say, write_summary_json
 
 
 def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:
@@ -45,9 +45,9 @@ class _Stopper:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.requested.is_set():
-            print(f"{sig.name}: already leaving", file=self.out, flush=True)
+            say(f"{sig.name}: already leaving", self.out)
             return
-        print(f"{sig.name}: leaving the swarm, checkpointing, exiting", file=self.out, flush=True)
+        say(f"{sig.name}: leaving the swarm, checkpointing, exiting", self.out)
         self.requested.set()
         if self.node is not None:
             self.node.request_stop()
@@ -58,7 +58,7 @@ async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any] | None:
     with _Stopper(out) as stopper:
         node = await _create_unless_stopped(cfg, out, stopper)
         if node is None:
-            print("stopped before the peer was up", file=out, flush=True)
+            say("stopped before the peer was up", out)
             return None
         stopper.node = node
         if stopper.requested.is_set():  # the signal came in the last moment of start-up
@@ -95,11 +95,11 @@ async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper
 
 def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     n_params = int(node.trainer.model.params.size)
-    print(f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}", file=out)
-    print(f"device {node.backend.describe()}; {node.trainer.n_samples} training samples", file=out)
+    say(f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}", out)
+    say(f"device {node.backend.describe()}; {node.trainer.n_samples} training samples", out)
     if node.resumed is not None:
-        print(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", file=out)
-    print(f"listening on {node.addr} as {node.peer_id}", file=out, flush=True)
+        say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
+    say(f"listening on {node.addr} as {node.peer_id}", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
@@ -126,7 +126,7 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         "exchange_rounds": node.exchanger.rounds,
         "exchange_applied": node.exchanger.rounds_applied,
     }
-    print(format_summary(summary), file=out, flush=True)
+    say(format_summary(summary), out)
     if cfg.summary_json is not None:
         write_summary_json(cfg.summary_json, summary)
     return json.loads(json.dumps(summary, default=float))

@@ -126,6 +126,27 @@ async def test_peers_joining_through_one_seed_converge_in_log_n_rounds() -> None
     assert (view.state, view.meta["step"], view.meta["device"]) == (ALIVE, 7, "cpu")
 
 
+@pytest.mark.timeout(120)
+async def test_two_hundred_peers_in_one_process_converge_and_agree_on_a_death() -> None:
+    # The in-memory network at the size it exists for: hundreds of real Membership objects,
+    # real digests over the transport interface, one virtual clock.
+    n = 200
+    swarm = Swarm()
+    ms = await swarm.join_all(n)
+    limit = spread_rounds(n, CFG.fanout) + 4
+    assert await swarm.rounds_until(swarm.converged, limit=limit) <= limit
+    victim = swarm.crash("p123")
+    crashed_at = swarm.fake.t
+    deadline = detection_deadline(CFG.dead_after, CFG.gossip_interval, n, CFG.fanout)
+    await swarm.rounds_until(
+        lambda: swarm.state_everywhere("p123") == {DEAD},
+        limit=int(deadline / CFG.gossip_interval) + 2,
+    )
+    assert CFG.dead_after <= swarm.fake.t - crashed_at <= deadline
+    assert all(len(m.live_peers()) == n - 2 for m in ms if m is not victim)  # no false deaths
+    await close_all([m for m in ms if m is not victim])
+
+
 async def test_progress_meta_spreads_with_the_heartbeat() -> None:
     swarm = Swarm()
     ms = await swarm.join_all(6)

@@ -61,7 +61,8 @@ from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadline, sprea
 from gossip.member_table import MemberTable
 from gossip.membership import MembershipConfig
 from gossip.sampling import sample_peers
-from tests.integration.peers import Peer, start_swarm, wait_for
+from tests.integration.peers import Peer, start_swarm
+from tests.waiting import wait_for
 
 TARGETS = (ALIVE, SUSPECT)
 MAX_ROUNDS = 200

@@ -15,6 +15,7 @@ import pytest
 from fault.spec import FaultConfig, FaultSpecError, parse_fault_spec
 from fault.transport import MAX_CORRUPT_BYTES, FaultyTransport
 from gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
+from tests.waiting import eventually
 
 ME = "10.0.0.1:7000"
 PEER = "10.0.0.2:7000"
@@ -75,13 +76,6 @@ async def outcome(transport: FaultyTransport, body: bytes, timeout: float = 1.0)
         return await transport.request(PEER, "/v1/x", body, timeout=timeout)
     except TransportError as exc:
         return type(exc).__name__
-
-
-async def wait_for(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await asyncio.sleep(0.001)
 
 
 async def test_no_faults_passes_requests_through_unchanged() -> None:
@@ -177,9 +171,9 @@ async def test_duplicate_sends_twice_and_returns_the_first_answer() -> None:
     transport, inner, _ = faulty("duplicate=1")
     inner.fail_from_call = 1  # the duplicate fails: the caller must not notice
     assert await transport.request(PEER, "/v1/x", b"dup", timeout=1.0) == b"pong:dup"
-    await wait_for(lambda: len(inner.calls) == 2)
+    await eventually(lambda: len(inner.calls) == 2, 5, "both copies", every=0.001)
     assert [c[2] for c in inner.calls] == [b"dup", b"dup"]
-    await wait_for(lambda: not transport._duplicates)
+    await eventually(lambda: not transport._duplicates, 5, "the duplicate done", every=0.001)
     assert transport.stats()["duplicated"] == 1
 
 
@@ -187,7 +181,7 @@ async def test_close_cancels_and_awaits_duplicates_in_flight() -> None:
     transport, inner, _ = faulty("duplicate=1")
     inner.block.clear()
     first = asyncio.create_task(transport.request(PEER, "/v1/x", b"x", timeout=60.0))
-    await wait_for(lambda: len(inner.calls) == 2)
+    await eventually(lambda: len(inner.calls) == 2, 5, "both copies", every=0.001)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from fault.report import check_report, load_report, verdict, write_report
 from fault.runner import ChaosError, ChaosRunner
 from fault.scenario import parse_scenario_text
 from node.cmd_chaos import run_scenario
+from tests.waiting import eventually, wait_for
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_peer.py"))]
 
@@ -88,22 +88,6 @@ def _gone(pid: int) -> bool:
     except OSError:
         return True
     return b"fake_peer" not in cmdline
-
-
-def _poll(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-async def _apoll(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.timeout(90)
@@ -179,10 +163,10 @@ async def test_cancel_mid_run_stops_everything_and_records_a_death(tmp_path):
     scenario = parse_scenario_text(text, source="fake.toml")
     runner = ChaosRunner(scenario, tmp_path, command=FAKE, out=io.StringIO(), quiet=True)
     task = asyncio.create_task(runner.run())
-    await _apoll(lambda: all(runner.samples[n] for n in "abc"), 30, "first samples")
+    await eventually(lambda: all(runner.samples[n] for n in "abc"), 30, "first samples")
     victim = runner.peers["c"].proc.pid
     os.kill(victim, signal.SIGKILL)  # not the runner's doing: it must be recorded
-    await _apoll(lambda: any(e["action"] == "died" for e in runner.timeline), 10, "the death")
+    await eventually(lambda: any(e["action"] == "died" for e in runner.timeline), 10, "the death")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -594,7 +578,7 @@ def test_cli_signal_stops_every_peer(tmp_path, sig, code):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         ready = [report / "peers" / n / "ready.json" for n in "abc"]
-        _poll(lambda: all(r.exists() for r in ready), 30, "three ready peers")
+        wait_for(lambda: all(r.exists() for r in ready), 30, "three ready peers")
         pids = [json.loads(r.read_text())["pid"] for r in ready]
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)

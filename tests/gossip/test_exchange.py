@@ -16,6 +16,7 @@ from gossip.inmemory import InMemoryNetwork
 from gossip.transport import RemoteError
 from gossip.wire import encode_params
 from kernels.errors import SwarmnodeError
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -163,10 +164,7 @@ async def test_two_peers_averaging_at_once_through_real_training_threads():
         ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
         assert ra.applied and rb.applied and ea.served == eb.served == 1
         # handler's mix + round's mix, each folded into the pending update on its own thread
-        deadline = time.monotonic() + 10
-        while any(w.mixes.folded < 2 for w in workers):
-            assert time.monotonic() < deadline, [w.mixes.folded for w in workers]
-            await asyncio.sleep(0.01)
+        await eventually(lambda: all(w.mixes.folded >= 2 for w in workers), 10, "two folds each")
         for store, (parked_step, parked_vec) in zip(stores, parked, strict=True):
             step, now = await store.snapshot()
             assert step == parked_step  # no training step ran during the exchange ...

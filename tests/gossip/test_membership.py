@@ -21,6 +21,7 @@ from gossip.inmemory import InMemoryNetwork
 from gossip.member_table import Change, Gossiped
 from gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
 from gossip.transport import RemoteError
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -443,33 +444,25 @@ def test_bad_identity_is_rejected() -> None:
 # --- real loops, real time ----------------------------------------------------------------
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll `cond` until true; the seconds it took. Fails with `what` after `timeout`."""
-    start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - start
-
-
 async def test_running_swarm_detects_a_crash_and_a_freeze_and_takes_the_frozen_back() -> None:
     swarm = Swarm(FAST, clock=time.monotonic)
     ms = await swarm.join_all(8)
     try:
         for m in ms:
             await m.start()
-        await wait_for(swarm.converged, 15.0, "convergence")
+        await eventually(swarm.converged, 15.0, "convergence")
 
         crashed = swarm.crash("p5")
         await crashed.close()
-        took = await wait_for(lambda: swarm.state_everywhere("p5") == {DEAD}, 15.0, "p5 dead")
+        t0 = time.monotonic()
+        await eventually(lambda: swarm.state_everywhere("p5") == {DEAD}, 15.0, "p5 dead")
+        took = time.monotonic() - t0
         assert took >= FAST.suspect_after  # never declared before it could have been silent
 
         swarm.net.freeze(ms[6].addr)  # SIGSTOP-like: hangs, answers nothing
-        await wait_for(lambda: swarm.state_everywhere("p6") == {DEAD}, 15.0, "p6 dead")
+        await eventually(lambda: swarm.state_everywhere("p6") == {DEAD}, 15.0, "p6 dead")
         swarm.net.thaw(ms[6].addr)  # SIGCONT: it learns it was declared dead and refutes
-        await wait_for(lambda: swarm.state_everywhere("p6") == {ALIVE}, 15.0, "p6 back")
+        await eventually(lambda: swarm.state_everywhere("p6") == {ALIVE}, 15.0, "p6 back")
         assert ms[6].incarnation > 1
     finally:
         await close_all(ms)
@@ -484,7 +477,7 @@ async def test_start_close_lifecycle_owns_its_tasks() -> None:
     await b.start()
     try:
         hb = b.get("p0").heartbeat
-        await wait_for(lambda: b.get("p0").heartbeat > hb + 2, 10.0, "heartbeats")
+        await eventually(lambda: b.get("p0").heartbeat > hb + 2, 10.0, "heartbeats")
         await a.leave()
         assert b.get("p0").state == LEFT
         assert a._loop_task is None  # leaving stops the loop
@@ -503,7 +496,7 @@ async def test_our_own_stall_does_not_kill_the_others() -> None:
     await bystander.join([b.addr], timeout=5.0)
     await a.start()
     try:
-        await wait_for(lambda: a._last_tick is not None, 5.0, "first tick")
+        await eventually(lambda: a._last_tick is not None, 5.0, "first tick")
         clock.advance(30.0)  # a's loop was frozen for 30 s: it heard nothing, b did nothing wrong
         assert a.get("p1").state == ALIVE
         assert bystander.get("p1").state == DEAD

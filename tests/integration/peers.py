@@ -7,32 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gossip.codec import encode_control
+from tests.waiting import wait_for
 
 # One BLAS thread per peer: several peers share this (2-core) machine.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 FAST = ["--model", "mlp:32", "--eval-every", "50", "--batch-size", "32"]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    """Poll `cond` until it returns something truthy; fail naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = cond()
-            if value:
-                return value
-        except Exception as exc:  # a peer not up yet, a refused connection: keep polling
-            last_exc = exc
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
 
 
 class Peer:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gossip.codec import encode_control
-from tests.integration.peers import HOLD, Peer, set_slowdown, start_swarm, wait_for
+from tests.integration.peers import HOLD, Peer, set_slowdown, start_swarm
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

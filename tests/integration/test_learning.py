@@ -18,7 +18,8 @@ import pytest
 
 from gossip.codec import encode_control
 from gossip.wire import decode_params
-from tests.integration.peers import ENV, FAST, HOLD, Peer, set_slowdown, start_swarm, wait_for
+from tests.integration.peers import ENV, FAST, HOLD, Peer, set_slowdown, start_swarm
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

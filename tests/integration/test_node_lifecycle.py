@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -21,6 +19,7 @@ from gossip.wire import decode_params, encode_params
 from node import peer as peer_module
 from node.peer import Node
 from node.peer_config import PeerConfig
+from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -28,15 +27,6 @@ pytestmark = pytest.mark.timeout(90)
 def peer_config(**kw: Any) -> PeerConfig:
     base: dict[str, Any] = {"model": "mlp:8", "steps": 0, "listen": "127.0.0.1:0"}
     return PeerConfig(**{**base, **kw})
-
-
-async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := cond():
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def post(addr: str, route: str, body: bytes) -> tuple[int, bytes]:
@@ -70,7 +60,7 @@ async def test_a_joiner_refuses_to_serve_its_fresh_model_until_its_state_sync_is
         joiner_task = asyncio.create_task(
             Node.create(peer_config(join=[seed.addr], fault="delay=1500ms"))
         )
-        member = await poll(lambda: seed.membership.live_peers(), 20, "the joiner to join")
+        member = await eventually(lambda: seed.membership.live_peers(), 20, "the joiner to join")
         status, body = await post(member[0].addr, "params", encode_control("pull", sender="t"))
         assert status == 503 and b"joining" in body, (status, body)
         joiner = await joiner_task
@@ -122,7 +112,7 @@ async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
     try:
         # a paused trainer (a long throttle) takes queued mixes only when it resumes
         node.worker.set_throttle(delay_s=60.0)
-        await poll(lambda: node.worker.steps_run > 0, 10, "a step before the pause")
+        await eventually(lambda: node.worker.steps_run > 0, 10, "a step before the pause")
         theirs = np.full(node.store.size, 0.25, dtype=np.float32)
         t0 = time.monotonic()
         status, body = await post(
@@ -150,16 +140,10 @@ def _info_logs(caplog):
     caplog.set_level(logging.INFO)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_port_zero_and_advertise_give_the_address_others_dial():
     # listening on every interface with port 0: the peer picks a port and offers a dialable one
     a = await Node.create(peer_config(listen="0.0.0.0:0"))
-    port = _free_port()
+    port = free_port()
     # behind a NAT or on 0.0.0.0: --advertise is what the others must dial, and what they learn
     b = await Node.create(
         peer_config(listen=f"0.0.0.0:{port}", advertise=f"localhost:{port}", join=[a.addr])
@@ -168,7 +152,9 @@ async def test_port_zero_and_advertise_give_the_address_others_dial():
         host, bound = a.addr.rsplit(":", 1)
         assert host == "127.0.0.1" and int(bound) > 0
         assert b.addr == f"localhost:{port}"
-        seen = await poll(lambda: {m.peer_id: m.addr for m in a.membership.live_peers()}, 10, "b")
+        seen = await eventually(
+            lambda: {m.peer_id: m.addr for m in a.membership.live_peers()}, 10, "b"
+        )
         assert seen == {b.peer_id: f"localhost:{port}"}
         status, _ = await post(b.addr, "params", encode_control("pull", sender="t"))
         assert status == 200  # the advertised address really reaches b

@@ -15,7 +15,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -29,6 +29,7 @@ from kernels.errors import SwarmnodeError
 from node.peer import Node
 from node.peer_config import PeerConfig
 from tests.integration.peers import ENV
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -55,16 +56,6 @@ async def nodes() -> AsyncIterator[list[Node]]:
         await node.close()
 
 
-async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def sees_all_alive(node: Node, others: list[Node]) -> bool:
     states = {m.peer_id: str(m.state) for m in node.membership.members()}
     return all(states.get(o.peer_id) == "alive" for o in others)
@@ -84,9 +75,9 @@ async def test_peers_with_the_secret_join_and_exchange(nodes, caplog):
     swarm = [a, b, c]
     for n in swarm:
         others = [o for o in swarm if o is not n]
-        await poll(lambda n=n, o=others: sees_all_alive(n, o), 20, f"{n.peer_id} to see all")
+        await eventually(lambda n=n, o=others: sees_all_alive(n, o), 20, f"{n.peer_id} to see all")
     for n in swarm:  # every peer both initiates and serves signed exchanges
-        await poll(
+        await eventually(
             lambda n=n: n.exchanger.rounds_applied >= 1 and n.exchanger.served >= 1,
             30,
             f"{n.peer_id} to exchange",

@@ -14,8 +14,7 @@ import math
 import re
 import socket
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -27,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from node.peer import Node
 from node.peer_config import PeerConfig
 from tests.integration.peers import ENV
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,16 +63,6 @@ MEMBER_SCHEMA: dict[str, Any] = {
 }
 
 
-async def poll(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def peer_config(**kw: Any) -> PeerConfig:
     base: dict[str, Any] = {
         "model": "mlp:8",
@@ -94,12 +84,12 @@ async def swarm() -> AsyncIterator[list[Node]]:
             nodes.append(await Node.create(peer_config(join=[nodes[-1].addr])))
         for n in nodes:
             others = {o.peer_id for o in nodes if o is not n}
-            await poll(
+            await eventually(
                 lambda n=n, o=others: {m.peer_id for m in n.membership.live_peers()} == o,
                 20,
                 f"{n.peer_id} to see the others alive",
             )
-            await poll(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
+            await eventually(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
         yield nodes
     finally:
         for n in reversed(nodes):
@@ -213,7 +203,9 @@ async def test_status_schema_and_metrics_agree(swarm):
 
         # A peer that leaves is a `left` tombstone in the others' status and metrics.
         await c.close()
-        await poll(lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left")
+        await eventually(
+            lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left"
+        )
         status = json.loads((await get(http, a, "/v1/status"))[2])
         check_status_schema(status, a)
         states = {m["peer_id"]: m["state"] for m in status["members"]}
@@ -243,7 +235,7 @@ def free_port() -> int:
 async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
     a, b, c = swarm
     await c.close()  # a tombstone must be listed too
-    await poll(lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left")
+    await eventually(lambda: str(a.membership.get(c.peer_id).state) == "left", 10, "a sees c left")
 
     (rc, out, err), (rc_json, out_json, _), (rc_dead, out_dead, err_dead) = await asyncio.gather(
         run_cli("--peer", a.addr),

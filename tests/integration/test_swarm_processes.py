@@ -9,7 +9,8 @@ import time
 import pytest
 
 from node.checkpoint import list_checkpoints
-from tests.integration.peers import Peer, wait_for
+from tests.integration.peers import Peer
+from tests.waiting import free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -72,12 +73,6 @@ def test_restarted_peer_is_taken_back_under_its_id(swarm, tmp_path):
     wait_for(lambda: a.member_state(b) == "alive", 15, "a to take b back")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _accepts(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -109,7 +104,7 @@ def test_sigterm_in_the_middle_of_a_multi_second_step_exits_within_5_s(swarm):
 
 
 def test_sigterm_while_still_joining_exits_cleanly(tmp_path):
-    port, dead_seed = _free_port(), _free_port()
+    port, dead_seed = free_port(), free_port()
     p = Peer(tmp_path, "j", "--listen", f"127.0.0.1:{port}", "--join", f"127.0.0.1:{dead_seed}")
     p.args = (*p.args, "--join-timeout", "120")
     try:

@@ -15,6 +15,7 @@ import pytest
 from node.checkpoint import list_checkpoints, load_latest
 from node.cli import main
 from tests.node.lock_holder import lock_held_elsewhere
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--model", "mlp:16", "--device", "cpu"]
@@ -30,13 +31,6 @@ def _swarmnode(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[s
         text=True,
         timeout=timeout,
     )
-
-
-def _poll(cond, timeout: float = 60.0, what: str = "condition") -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 @pytest.mark.timeout(90)
@@ -222,7 +216,7 @@ def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signa
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        _poll(lambda: bool(list_checkpoints(ckdir)) or proc.poll() is not None, what="a checkpoint")
+        wait_for(lambda: list_checkpoints(ckdir) or proc.poll() is not None, 60, "a checkpoint")
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:

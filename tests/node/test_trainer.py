@@ -14,6 +14,7 @@ from node.data import load_dataset
 from node.errors import CheckpointError
 from node.trainer import DivergedError, Trainer
 from node.worker import TrainingWorker, WorkerMetrics
+from tests.waiting import wait_for
 
 # A small shard (~180 samples) so that a few dozen steps cross several epoch boundaries.
 SMALL = dict(model="mlp:16", device="cpu", batch_size=32, shard=(1, 8), lr=0.05)
@@ -31,13 +32,6 @@ def _params(t: Trainer) -> np.ndarray:
 
 def _run(t: Trainer, n: int) -> list[float]:
     return [t.step() for _ in range(n)]
-
-
-def _deadline_poll(cond, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not reached before the deadline"
-        time.sleep(0.005)
 
 
 def test_same_seed_is_bit_identical_and_other_seed_differs() -> None:
@@ -271,7 +265,7 @@ def test_throttle_slows_steps_but_stop_is_prompt() -> None:
     w = _worker(_trainer(seed=0), eval_every=10_000, max_steps=10**9)
     w.set_throttle(delay_s=60.0)
     w.start()
-    _deadline_poll(lambda: w.trainer.step_count >= 1)
+    wait_for(lambda: w.trainer.step_count >= 1, 30, "a first step", every=0.005)
     t0 = time.monotonic()
     assert w.stop(timeout=30)
     assert time.monotonic() - t0 < 20  # woken from the throttle sleep, not after 60 s

@@ -85,7 +85,11 @@ class WorkerStore:
         between two steps, and neither an exchange nor a pushpull answer waits for that step.
         The fold runs on this store's own thread, so a pushpull answer does not wait for it
         either; folds keep their order, and the received buffer is freed once folded."""
-        fut = self._folder.submit(self.worker.mix, other, weight)
+        try:
+            fut = self._folder.submit(self.worker.mix, other, weight)
+        except RuntimeError:  # closed: this peer is leaving, and its model with it
+            log.info("leaving: a received model arrived after the last fold and is dropped")
+            return
         fut.add_done_callback(_log_failed_mix)
 
     async def load(self, vector: np.ndarray) -> None:
@@ -323,20 +327,18 @@ class Node:
 
     async def _stop_worker(self, budget: float) -> None:
         """Wait up to `budget` s for the training thread, then save the final checkpoint."""
-        if not self.worker.running and self.worker.join(0):
-            self.worker_stopped = True
-        else:
-            try:
+        try:  # join(0): never started, or already ended (then the event may not be set)
+            if not self.worker.join(0):
                 await asyncio.wait_for(self._worker_done.wait(), max(0.05, budget))
-                self.worker_stopped = True
-            except asyncio.TimeoutError:
-                log.warning(
-                    "the training step in progress did not end within the shutdown budget: "
-                    "exiting without a final checkpoint (the newest periodic one stands)"
-                )
-        if self.worker_stopped and self.cfg.checkpoint_dir is not None:
-            if self.trainer.step_count > 0:
-                await asyncio.to_thread(self._save_checkpoint, None)
+        except asyncio.TimeoutError:
+            log.warning(
+                "the training step in progress did not end within the shutdown budget: "
+                "exiting without a final checkpoint (the newest periodic one stands)"
+            )
+            return
+        self.worker_stopped = True
+        if self.cfg.checkpoint_dir is not None and self.trainer.step_count > 0:
+            await asyncio.to_thread(self._save_checkpoint, None)
 
     # --- background tasks ----------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from kernels.backend import array_module
 from node.mixes import MixAccumulator
-from node.trainer import Trainer, _to_host
+from node.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +153,8 @@ class TrainingWorker:
 
     def snapshot(self) -> tuple[int, np.ndarray]:
         """(step, host copy of the flat parameters), never taken in the middle of a step."""
-        with self._lock, self._device():
-            return self.trainer.step_count, _to_host(self.trainer.model.params.data).copy()
+        out = np.empty(self.trainer.model.params.data.size, dtype=np.float32)
+        return self.snapshot_into(out), out
 
     def snapshot_into(self, out: np.ndarray) -> int:
         """Copy the flat parameters into `out` (a host float32 vector, e.g. a wire frame's

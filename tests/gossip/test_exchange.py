@@ -148,7 +148,7 @@ async def _parked(store) -> tuple[int, np.ndarray]:
 
 
 async def test_two_peers_averaging_at_once_through_real_training_threads():
-    from node.peer import WorkerStore
+    from node.param_store import WorkerStore
 
     workers = [_tiny_worker(1), _tiny_worker(2)]
     try:

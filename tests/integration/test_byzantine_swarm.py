@@ -20,12 +20,15 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 WINDOW = 1200  # steps every honest peer makes after the release
-LAST = 3  # evaluations averaged into a peer's final accuracy
+LAST = 6  # evaluations averaged into a peer's final accuracy (one moves by 1-2 points)
 HONEST = ["p0", "p1", "p2", "p3"]
-# sign-flip:9 serves -9x: the plain mean of 5 models (4 honest ~x) is then ~-x, and mixing it in
-# (--mix 0.5) leaves ~0: every exchange wipes most of the model. Krum never selects a model that
-# far from the others.
-SIGN_FLIP = "sign-flip:9"
+# noise:3 serves pure N(0, 9) per coordinate: the plain mean of 5 models adds noise of std 0.6
+# to every weight each round (0.3 after the 0.5 mix), several times the weights' own size, so
+# the honest models never recover; Krum never selects a row that far from the others. A sign
+# flip was used before: a -9x model wipes the mean's models each round, but they relearn much
+# of it within the 5 local steps before the next one, and the measured drop (8-15 points) sat
+# on the bar and failed about every other run.
+LIAR = "noise:3"
 
 
 def swarm_args(aggregator: str) -> list[str]:
@@ -96,9 +99,9 @@ def honest_accuracy(workdir: Path, *configs: tuple[str, str | None]) -> list[dic
 @pytest.fixture(scope="module")
 def krum_runs(tmp_path_factory) -> tuple[float, dict[str, float]]:
     """(clean: the mean of p0..p3's accuracies with Krum and nobody lying, the same with p4
-    serving sign-flipped models)."""
+    serving noise)."""
     clean, attacked = honest_accuracy(
-        tmp_path_factory.mktemp("krum"), ("krum", None), ("krum", SIGN_FLIP)
+        tmp_path_factory.mktemp("krum"), ("krum", None), ("krum", LIAR)
     )
     return sum(clean.values()) / len(clean), attacked
 
@@ -110,9 +113,8 @@ def test_krum_keeps_honest_peers_within_two_points_of_the_clean_run(krum_runs):
 
 def test_the_mean_lets_one_liar_wreck_every_honest_peer(tmp_path, krum_runs):
     clean, _ = krum_runs
-    (accs,) = honest_accuracy(tmp_path, ("mean", SIGN_FLIP))
-    # How far depends on how many local steps fit between two exchanges (load): typically
-    # 20-35 points on average, never less than 10 for any honest peer in our runs.
+    (accs,) = honest_accuracy(tmp_path, ("mean", LIAR))
+    # Measured on 2026-11-23: every honest peer 29-47 points below the clean run.
     assert all(acc < clean - 0.10 for acc in accs.values()), (clean, accs)
     assert sum(accs.values()) / len(accs) < clean - 0.15, (clean, accs)
 

@@ -21,7 +21,7 @@ does not, `AggregationError` names n, f and how many rows were dropped.
 
 Krum (Blanchard et al., NeurIPS 2017): the score of row i is the sum of its squared distances to
 its n - f - 2 nearest other rows; it needs n > 2f + 2. Distances come from
-`kernels.distance.pairwise_sq_dists`, which stays exact for near-identical rows.
+`swarmnode.kernels.distance.pairwise_sq_dists`, which stays exact for near-identical rows.
 
 Centered clipping (Karimireddy, He & Jaggi, ICML 2021): starting from a center v, repeat
 v <- v + mean_i (x_i - v) * min(1, tau / ||x_i - v||). The paper starts from the previous
@@ -40,9 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from kernels.distance import array_module, finite_rows, pairwise_sq_dists
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.distance import array_module, finite_rows, pairwise_sq_dists
+from swarmnode.kernels.errors import SwarmnodeError
 
 BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per column block: ~4 MB of float32
 

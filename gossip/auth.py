@@ -19,7 +19,7 @@ An envelope is independent of what it carries (control message, parameter payloa
   nonces seen in that window, so forged messages cannot fill the window either.
 
 A message replayed verbatim is rejected by the guard; a replay with a changed body, route or
-timestamp fails the tag. Without a secret, nothing is wrapped (see `node/peer.py`).
+timestamp fails the tag. Without a secret, nothing is wrapped (see `node/peer/node.py`).
 
 Large bodies are hashed in a worker thread by `AuthTransport` and `auth_handlers`, because
 SHA-256 of 100 MB takes ~60 ms and the event loop must not stall for that long.
@@ -38,9 +38,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-
-from gossip.transport import Handler, RemoteError, RequestTimeout, Transport, TransportError
-from kernels.errors import SwarmnodeError
+from swarmnode.gossip.transport import (
+    Handler,
+    RemoteError,
+    RequestTimeout,
+    Transport,
+    TransportError,
+)
+from swarmnode.kernels.errors import SwarmnodeError
 
 MAGIC = b"SNA1"
 DOMAIN = b"swarmnode/auth/v1\x00"

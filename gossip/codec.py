@@ -1,6 +1,6 @@
 """Control messages: small msgpack maps with a `version` and a `type`.
 
-Large arrays never travel in here (see `gossip.wire` for parameter payloads). Decoding is strict:
+Large arrays never travel in here (see `swarmnode.gossip.wire` for parameter payloads). Decoding is strict:
 the size is capped before unpacking, msgpack's own container limits are set from the same cap,
 and anything that is not a map with the right version and a known type raises `CodecError`, so a
 route can answer 400 and log one line instead of crashing.
@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
-
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.errors import SwarmnodeError
 
 PROTOCOL_VERSION = 1
 MAX_CONTROL_BYTES = 1 << 20  # 1 MiB: a membership digest of ~10k peers fits comfortably

@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-
-from gossip import aggregate, wire
-from gossip.codec import decode_control, encode_control
-from gossip.transport import RemoteError, Transport, TransportError
-from kernels.errors import SwarmnodeError
+from swarmnode.gossip import aggregate, wire
+from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.transport import RemoteError, Transport, TransportError
+from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ class ExchangeConfig:
     mode: str = "average"
     sync_every: int = 10  # local steps between two exchanges
     pull: int = 4  # robust: peers pulled per round
-    aggregator: str = "krum"  # robust: a name in gossip.aggregate.RULES
+    aggregator: str = "krum"  # robust: a name in swarmnode.gossip.aggregate.RULES
     byzantine_f: int = 1  # robust: liars the rule must tolerate
     timeout: float = 5.0  # deadline of every exchange request, seconds
     mix: float = 0.5  # weight of the received / aggregated model in x <- (1-w) x + w y
@@ -105,7 +104,7 @@ class ParamStore(Protocol):
         ...
 
     # Optional: `async def snapshot_frame(self, sender: str) -> memoryview` — the snapshot
-    # already framed by `gossip.wire.encode_into_frame` (one copy, straight from the model into
+    # already framed by `swarmnode.gossip.wire.encode_into_frame` (one copy, straight from the model into
     # the frame). Used instead of snapshot() + encode_params when present and honest.
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:

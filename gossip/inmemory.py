@@ -24,14 +24,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from gossip.transport import (
+from swarmnode.gossip.transport import (
     Handler,
     PeerUnreachable,
     RemoteError,
     RequestTimeout,
     TransportError,
 )
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,18 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from gossip.codec import CodecError
-from gossip.failure import ALIVE, DEAD, LEFT, STATES, SUSPECT, TOMBSTONES, liveness, thresholds
-from kernels.errors import SwarmnodeError
+from swarmnode.gossip.codec import CodecError
+from swarmnode.gossip.failure import (
+    ALIVE,
+    DEAD,
+    LEFT,
+    STATES,
+    SUSPECT,
+    TOMBSTONES,
+    liveness,
+    thresholds,
+)
+from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +107,7 @@ class Change(NamedTuple):
 
 
 class Timing(NamedTuple):
-    """The failure detector's settings (seconds); see `gossip.failure`."""
+    """The failure detector's settings (seconds); see `swarmnode.gossip.failure`."""
 
     suspect_after: float
     dead_after: float
@@ -222,7 +231,7 @@ class MemberTable:
     """This peer's view of the swarm. Single-threaded: call it from one event loop only.
 
     The suspect/dead thresholds in effect grow with the number of live members (see
-    `gossip.failure.size_allowance`); they are recomputed by every `sweep`.
+    `swarmnode.gossip.failure.size_allowance`); they are recomputed by every `sweep`.
     """
 
     def __init__(self, self_id: str, addr: str, incarnation: int, timing: Timing) -> None:

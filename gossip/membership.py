@@ -2,7 +2,7 @@
 
 Every `gossip_interval` the peer bumps its heartbeat and sends its digest (its table) to
 `fanout` random live-or-suspect peers; each answers with its own digest after merging, and the
-sender merges that answer. Failure detection is local (`gossip.failure`): a member whose
+sender merges that answer. Failure detection is local (`swarmnode.gossip.failure`): a member whose
 heartbeat has not advanced in *our* table for `suspect_after` is suspect, for `dead_after` dead.
 
 Routes served (`handlers()`): `gossip` (push-pull), `join` (a newcomer's first contact: the seed
@@ -30,9 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gossip.codec import MAX_CONTROL_BYTES, CodecError, decode_control, encode_control, require
-from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, timing_problems
-from gossip.member_table import (
+from swarmnode.gossip.codec import (
+    MAX_CONTROL_BYTES,
+    CodecError,
+    decode_control,
+    encode_control,
+    require,
+)
+from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, timing_problems
+from swarmnode.gossip.member_table import (
     Change,
     Gossiped,
     Member,
@@ -42,8 +48,8 @@ from gossip.member_table import (
     parse_entries,
     parse_entry,
 )
-from gossip.sampling import sample_peers
-from gossip.transport import Handler, RemoteError, Transport, TransportError
+from swarmnode.gossip.sampling import sample_peers
+from swarmnode.gossip.transport import Handler, RemoteError, Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +67,7 @@ class MembershipConfig:
     The defaults detect a crashed peer within `dead_after` = 2.5 s in a small swarm (every peer
     hears every other directly: fanout 3 >= n - 1 for n = 4) while leaving 5 gossip intervals of
     silence before a death, so a loaded peer whose loop runs late is not declared dead. In
-    larger swarms both thresholds grow by `gossip.failure.size_allowance(n)` (1 s at n = 16,
+    larger swarms both thresholds grow by `swarmnode.gossip.failure.size_allowance(n)` (1 s at n = 16,
     2 s at n = 1024) because heartbeats arrive through more hops.
     `scripts/bench_membership.py --mode sim` measures both margins against n.
     """

@@ -10,7 +10,7 @@ import random
 from collections.abc import Collection, Sequence
 from typing import Protocol, TypeVar
 
-from gossip.failure import ALIVE
+from swarmnode.gossip.failure import ALIVE
 
 
 class _HasIdAndState(Protocol):

@@ -1,7 +1,7 @@
 """The transport interface every exchange and membership protocol talks through.
 
-Two implementations share it: `gossip.inmemory.InMemoryNetwork` (tests, large simulations) and
-`node.http_transport.HttpTransport` (real peers over aiohttp). Fault wrappers in `fault/` wrap any
+Two implementations share it: `swarmnode.gossip.inmemory.InMemoryNetwork` (tests, large simulations) and
+`swarmnode.node.net.transport.HttpTransport` (real peers over aiohttp). Fault wrappers in `fault/` wrap any
 `Transport`. Keeping the protocols on this narrow interface is what lets one piece of protocol code
 run unchanged against hundreds of simulated peers and against real processes.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.errors import SwarmnodeError
 
 # A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
 # the response body. Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.

@@ -23,7 +23,7 @@ Why xxh3 (XXH3-64, the `xxhash` package): on 100 MB here it hashes at ~33 GB/s a
 for zlib.crc32, ~13 GB/s for crc32c, ~1.6 GB/s for sha256 (scripts/bench_wire.py). A checksum
 is computed twice per frame on the critical path of every exchange (sender, receiver), so at
 crc32's speed it was a fifth of a 100 MB push-pull. It guards against corruption, not against
-an adversary: with `--secret`, `gossip.auth`'s HMAC covers every byte of the frame anyway.
+an adversary: with `--secret`, `swarmnode.gossip.auth`'s HMAC covers every byte of the frame anyway.
 crc32 frames are still accepted.
 """
 
@@ -37,8 +37,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import xxhash
-
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.errors import SwarmnodeError
 
 WIRE_VERSION = 1
 MSG_TYPE = "params"

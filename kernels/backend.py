@@ -14,8 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-
-from kernels.errors import BackendError
+from swarmnode.kernels.errors import BackendError
 
 _DEVICE_RE = re.compile(r"^(?:auto|cpu|cuda(?::(\d+))?)$")
 DEVICE_HELP = "expected auto, cpu, cuda or cuda:N"

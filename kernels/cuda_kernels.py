@@ -2,7 +2,7 @@
 
 cupy checks nothing about a raw kernel's arguments: a float64 array or a strided view would be
 read as garbage. Every wrapper here checks dtype, contiguity, device and sizes first. The numpy
-reference of each kernel lives beside its caller (`kernels.optim.sgd_reference`,
+reference of each kernel lives beside its caller (`swarmnode.kernels.optim.sgd_reference`,
 `adamw_reference`), computes in the same order with the same host-side scalars, and the gpu tests
 (tests/kernels/test_gpu_parity.py) compare the two on random inputs.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from kernels.backend import is_device_array
-from kernels.errors import ShapeError
+from swarmnode.kernels.backend import is_device_array
+from swarmnode.kernels.errors import ShapeError
 
 # Scalars that depend only on hyper-parameters and the step (1 - beta, bias corrections) are
 # computed on the host in float64, exactly as the numpy reference does, then passed in float32.

@@ -38,8 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from kernels.errors import ShapeError
+from swarmnode.kernels.errors import ShapeError
 
 CPU_CHUNK_BYTES = 4 << 20  # centered block per GEMM: fits in L2/L3 next to the BLAS panels
 GPU_CHUNK_BYTES = 32 << 20  # fits in an H100's 50 MB L2, so C_k is written and read on chip

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from kernels.backend import to_numpy
-from kernels.errors import ShapeError
+from swarmnode.kernels.backend import to_numpy
+from swarmnode.kernels.errors import ShapeError
 
 Spec = tuple[str, tuple[int, ...]]
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # float64 is for gradient checks

@@ -15,9 +15,8 @@ import math
 from typing import Any
 
 import numpy as np
-
-from kernels.backend import array_module
-from kernels.errors import ShapeError
+from swarmnode.kernels.backend import array_module
+from swarmnode.kernels.errors import ShapeError
 
 Shape = tuple[int, ...]
 

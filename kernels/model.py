@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from kernels.backend import CPU, Backend, is_device_array
-from kernels.errors import ShapeError
-from kernels.flat import FlatParams, Spec
-from kernels.layers import Layer, softmax_cross_entropy
+from swarmnode.kernels.backend import CPU, Backend, is_device_array
+from swarmnode.kernels.errors import ShapeError
+from swarmnode.kernels.flat import FlatParams, Spec
+from swarmnode.kernels.layers import Layer, softmax_cross_entropy
 
 EVAL_BATCH = 4096  # bounds the activations kept alive while evaluating a large set
 
@@ -146,6 +145,6 @@ class Sequential:
             )
         n_classes = self.output_shape[0]
         # On the host the range check costs ~2 us; on a device it would force a sync each step,
-        # so device labels are trusted (node.data validates every label set on load).
+        # so device labels are trusted (swarmnode.node.train.data validates every label set on load).
         if isinstance(y, np.ndarray) and n and (y.min() < 0 or y.max() >= n_classes):
             raise ShapeError(f"labels must be in [0, {n_classes}), got {y.min()}..{y.max()}")

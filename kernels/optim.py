@@ -12,10 +12,9 @@ import math
 from typing import Any
 
 import numpy as np
-
-from kernels.backend import array_module, is_device_array, to_numpy
-from kernels.errors import ShapeError, SwarmnodeError
-from kernels.flat import FlatParams
+from swarmnode.kernels.backend import array_module, is_device_array, to_numpy
+from swarmnode.kernels.errors import ShapeError, SwarmnodeError
+from swarmnode.kernels.flat import FlatParams
 
 
 class OptimizerError(SwarmnodeError, ValueError):
@@ -121,7 +120,7 @@ class SGD(Optimizer):
         x, g, v = self.params.data, self.params.grad, self.velocity
         self.t += 1
         if _fused(x):
-            from kernels.cuda_kernels import sgd_step
+            from swarmnode.kernels.cuda_kernels import sgd_step
 
             sgd_step(x, g, v, self.lr, self.momentum, self.weight_decay)
             return
@@ -189,7 +188,7 @@ class AdamW(Optimizer):
             t=self.t,
         )
         if _fused(x):
-            from kernels.cuda_kernels import adamw_step
+            from swarmnode.kernels.cuda_kernels import adamw_step
 
             adamw_step(x, g, self.m, self.v, **kw)
             return

@@ -2,7 +2,7 @@
 """One benchmark peer process for scripts/bench_exchange.py (not meant to be run by hand).
 
 It serves, on 127.0.0.1:
-- the peer app from node/http_app.py with an echo-style `pushpull` route (receive N bytes, answer
+- the peer app from node/net/app.py with an echo-style `pushpull` route (receive N bytes, answer
   this peer's own N-byte "model", as a real average-mode exchange does) and a `bench/run` route
   that makes *this* peer drive a measurement against another peer and answer the timings as JSON;
 - a plain aiohttp app (`await request.read()`, `web.Response(body=...)`, default settings) on a
@@ -31,8 +31,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from node.http_app import build_app, serve
-from node.http_transport import HttpTransport
+from swarmnode.node.net.app import build_app, serve
+from swarmnode.node.net.transport import HttpTransport
 
 MAX_BODY = 1 << 30
 _models: dict[int, bytearray] = {}

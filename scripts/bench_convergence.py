@@ -38,8 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gossip.codec import encode_control  # noqa: E402
-from gossip.wire import decode_params  # noqa: E402
+from swarmnode.gossip.codec import encode_control  # noqa: E402
+from swarmnode.gossip.wire import decode_params  # noqa: E402
 
 # One BLAS thread per peer: several peers share the machine.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -76,7 +76,7 @@ class PeerProc:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.summary = self.dir / "summary.json"
         ready = self.dir / "ready.json"
-        cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0",
+        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
                "--ready-file", str(ready), "--summary-json", str(self.summary), *args]  # fmt: skip
         self._log = open(self.dir / "log.txt", "wb")
         self.proc = subprocess.Popen(

@@ -7,7 +7,7 @@
 
 The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw`:
 
-(node)  end to end: this process runs a real `gossip.exchange.Exchanger` (average mode) with a
+(node)  end to end: this process runs a real `swarmnode.gossip.exchange.Exchanger` (average mode) with a
         numpy ParamStore, `HttpTransport` and a PeerDirectory that returns one real
         `swarmnode start` process (training, slowed down with --slowdown so that its training
         thread sleeps most of the time; alone in its swarm, so it starts no exchange itself).
@@ -20,7 +20,7 @@ where helper A drives every measurement against helper B, so the bench process i
 in the data path:
 
 (raw)   a plain socket push-pull of the same bytes (sendall, recv_into a preallocated buffer);
-(http)  a push-pull through `HttpTransport` to B's `pushpull` route (node/http_app.py) that
+(http)  a push-pull through `HttpTransport` to B's `pushpull` route (node/net/app.py) that
         echoes a cached buffer: no snapshot, no wire codec, no mix;
 (naive) a plain aiohttp POST (`data=bytes`, `await resp.read()`) to a default aiohttp app that
         answers with `await request.read()` / `web.Response(body=...)`.

@@ -38,10 +38,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gossip import wire  # noqa: E402
-from gossip.codec import encode_control  # noqa: E402
-from gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
-from node.http_transport import HttpTransport  # noqa: E402
+from swarmnode.gossip import wire  # noqa: E402
+from swarmnode.gossip.codec import encode_control  # noqa: E402
+from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
+from swarmnode.node.net.transport import HttpTransport  # noqa: E402
 
 START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while
 EXCHANGE_TIMEOUT_S = 120.0
@@ -100,7 +100,7 @@ class NodeProcess:
         cmd = [
             sys.executable,
             "-m",
-            "node.cli",
+            "swarmnode",
             "start",
             "--listen",
             "127.0.0.1:0",

@@ -16,9 +16,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from kernels.errors import SwarmnodeError
-from node.cmd_start import build_trainer
-from node.config import NodeConfig
+from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.train.build import build_trainer
+from swarmnode.node.train.config import NodeConfig
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@
     .venv/bin/python scripts/bench_wire.py              # 100 MB (25M float32)
     .venv/bin/python scripts/bench_wire.py --mb 400
 
-1. Checksum candidates over the payload (GB/s): why `gossip.wire` uses xxh3.
+1. Checksum candidates over the payload (GB/s): why `swarmnode.gossip.wire` uses xxh3.
 2. Raw: `sendall` of the float32 buffer over a loopback socket into a preallocated buffer.
    End to end: `encode_params` -> send -> receive -> `decode_params` -> `validate_params` (and
-   the same with `gossip.auth` sealing/opening around it). Target: end to end >= 50% of raw.
+   the same with `swarmnode.gossip.auth` sealing/opening around it). Target: end to end >= 50% of raw.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 import xxhash
-
-from gossip import wire
-from gossip.auth import Signer
+from swarmnode.gossip import wire
+from swarmnode.gossip.auth import Signer
 
 
 def best_of(fn: Callable[[], Any], repeats: int) -> float:

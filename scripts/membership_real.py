@@ -26,8 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
-from gossip.membership import MembershipConfig
+from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership import MembershipConfig
+
 from tests.integration.peers import Peer, start_swarm
 from tests.waiting import wait_for
 
@@ -371,8 +372,8 @@ def _acc(p: Peer) -> float:
 
 def _fresh_accuracy(model: str) -> float:
     """Test accuracy of an untrained model of this spec (seed 0, as the peers start)."""
-    from node.cmd_start import build_trainer
-    from node.config import NodeConfig
+    from swarmnode.node.train.build import build_trainer
+    from swarmnode.node.train.config import NodeConfig
 
     trainer, data, _ = build_trainer(NodeConfig(model=model, device="cpu").validate())
     return trainer.evaluate(data.X_test, data.y_test)[1]

@@ -4,12 +4,12 @@ It speaks the outside contract of a real peer (docs/architecture.md, "The peer p
 from outside") and nothing more: `--listen` (port 0 works), `--ready-file`, `--checkpoint-dir`
 (keeps the peer id across restarts), `--join`; GET /v1/status with a step and an accuracy that
 move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the status; POST
-/v1/params when gossip.wire exists. Membership is a toy: each peer polls the status of every
+/v1/params when swarmnode.gossip.wire exists. Membership is a toy: each peer polls the status of every
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
 Being a real process, it obeys SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a clean exit, code 0).
 
 With `--secret` (default `$SWARMNODE_SECRET`, as a real peer) the POST routes answer 401 to any
-request not sealed with it and seal their answers, as `node.peer_admin` and `auth_handlers` do;
+request not sealed with it and seal their answers, as `swarmnode.node.peer.admin_routes` and `auth_handlers` do;
 `/v1/status` shows `"auth": true`. Test-only misbehaviour: `--admin-fails` answers every admin
 request 500; `--die-after S --die-shard I` makes the peer of shard I exit (code 3) after S s.
 """
@@ -32,8 +32,8 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from gossip.auth import AuthError, Signer
-from gossip.codec import decode_control
+from swarmnode.gossip.auth import AuthError, Signer
+from swarmnode.gossip.codec import decode_control
 
 DEAD_AFTER = 1.5
 POLL_EVERY = 0.2
@@ -147,10 +147,9 @@ class FakePeer:
     async def post_params(self, _msg: dict[str, Any]) -> bytes | web.Response:
         try:
             import numpy as np
-
-            from gossip import wire
+            from swarmnode.gossip import wire
         except ImportError:
-            return web.Response(status=404, text="no gossip.wire")
+            return web.Response(status=404, text="no swarmnode.gossip.wire")
         vec = np.full(64, 1.0 / (1 + self.step()), dtype=np.float32)
         if self.byzantine:  # poison that shows: far from every honest fake's vector
             vec = vec + np.float32(1000.0)

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-from fault.byzantine import (
+from swarmnode.fault.inject.byzantine import (
     BYZANTINE,
     Alie,
     ByzantineError,
@@ -23,12 +22,12 @@ from fault.byzantine import (
     flip_labels,
     parse_byzantine,
 )
-from fault.spec import FaultSpecError
-from gossip.exchange import ExchangeConfig, Exchanger
-from gossip.inmemory import InMemoryNetwork
-from gossip.member_table import Member
-from kernels.errors import ShapeError
-from node.byzantine_serving import ByzantineServing, peer_rng
+from swarmnode.fault.inject.spec import FaultSpecError
+from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
+from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.member_table import Member
+from swarmnode.kernels.errors import ShapeError
+from swarmnode.node.peer.byzantine_serving import ByzantineServing, peer_rng
 
 D = 1000
 ROOT = Path(__file__).resolve().parents[2]
@@ -351,7 +350,7 @@ def test_sign_flip_update_mode_needs_and_uses_a_reference(own: np.ndarray) -> No
         parse_byzantine("sign-flip:update=2")
 
 
-# --- node/byzantine_serving.py: what a byzantine peer really serves ---------------------------
+# --- node/peer/byzantine_serving.py: what a byzantine peer really serves ---------------------------
 
 
 class ArrayStore:
@@ -386,7 +385,7 @@ def member(peer_id: str, **meta: object) -> Member:
 
 class Swarm:
     """Honest peers h0..h3 serving fixed models on an in-memory network, and byzantine peers
-    whose `ByzantineServing` sits on their real `Exchanger`, as in node/peer.py."""
+    whose `ByzantineServing` sits on their real `Exchanger`, as in node/peer/node.py."""
 
     def __init__(self, rng: np.random.Generator, colluders: dict[str, str]) -> None:
         self.net = InMemoryNetwork()
@@ -504,7 +503,7 @@ def test_label_flip_can_neither_start_nor_stop_at_runtime() -> None:
 
 
 def test_the_byzantine_rng_depends_on_seed_and_id_not_on_the_process() -> None:
-    code = "from node.byzantine_serving import peer_rng; print(peer_rng(3, 'peer-x').random())"
+    code = "from swarmnode.node.peer.byzantine_serving import peer_rng; print(peer_rng(3, 'peer-x').random())"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     draws = {
         subprocess.run(

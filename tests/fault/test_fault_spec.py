@@ -8,10 +8,9 @@ import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from fault.partition import group_of, is_blocked
-from fault.spec import FaultConfig, FaultSpecError, parse_fault_spec
-from kernels.errors import SwarmnodeError
+from swarmnode.fault.inject.partition import group_of, is_blocked
+from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError, parse_fault_spec
+from swarmnode.kernels.errors import SwarmnodeError
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import asyncio
 import time
 
 import pytest
+from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError, parse_fault_spec
+from swarmnode.fault.inject.transport import MAX_CORRUPT_BYTES, FaultyTransport
+from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
 
-from fault.spec import FaultConfig, FaultSpecError, parse_fault_spec
-from fault.transport import MAX_CORRUPT_BYTES, FaultyTransport
-from gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
 from tests.waiting import eventually
 
 ME = "10.0.0.1:7000"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from swarmnode.fault.chaos.assertions import Result
+from swarmnode.fault.chaos.plot import PlotUnavailable, build_figure, write_plot
+from swarmnode.fault.chaos.report import check_report, load_report, verdict, write_report
+from swarmnode.fault.chaos.runner import ChaosError, ChaosRunner
+from swarmnode.fault.chaos.scenario import parse_scenario_text
+from swarmnode.node.cli.cmd_chaos import run_scenario
 
-from fault.assertions import Result
-from fault.plot import PlotUnavailable, build_figure, write_plot
-from fault.report import check_report, load_report, verdict, write_report
-from fault.runner import ChaosError, ChaosRunner
-from fault.scenario import parse_scenario_text
-from node.cmd_chaos import run_scenario
 from tests.waiting import eventually, wait_for
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_peer.py"))]
@@ -437,7 +437,7 @@ LOW_BAR = "[[assert]]\nkind = 'final_accuracy'\nmin = 0.1\n"
 def test_cli_exits_1_when_the_run_did_not_pass(tmp_path, capsys, extra, flags, result, reason):
     import shlex
 
-    import node.cli as cli
+    import swarmnode.node.cli.command as cli
 
     toml = tmp_path / "s.toml"
     toml.write_text(SHORT + extra)
@@ -458,7 +458,7 @@ def test_cli_exits_1_when_the_run_did_not_pass(tmp_path, capsys, extra, flags, r
 def test_cli_exits_0_when_everything_held(tmp_path, capsys):
     import shlex
 
-    import node.cli as cli
+    import swarmnode.node.cli.command as cli
 
     toml = tmp_path / "s.toml"
     toml.write_text(SHORT + LOW_BAR)
@@ -526,12 +526,11 @@ def test_without_a_secret_the_children_get_none(tmp_path, monkeypatch):
 async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
     """The runner's signed requests against the real admin guard and the real params route."""
     import aiohttp
-
-    from fault import probe
-    from fault.spec import parse_fault_spec
-    from gossip.auth import Signer
-    from node.peer import Node
-    from node.peer_config import PeerConfig
+    from swarmnode.fault.chaos import probe
+    from swarmnode.fault.inject.spec import parse_fault_spec
+    from swarmnode.gossip.auth import Signer
+    from swarmnode.node.peer.config import PeerConfig
+    from swarmnode.node.peer.node import Node
 
     cfg = PeerConfig(
         model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6, secret="s3", slowdown=4.0
@@ -557,9 +556,9 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
 
 CLI = """
 import sys
-import node.cli as cli
-if "node.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
-    cli.VERB_MODULES = (*cli.VERB_MODULES, "node.cmd_chaos")
+import swarmnode.node.cli.command as cli
+if "swarmnode.node.cli.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
+    cli.VERB_MODULES = (*cli.VERB_MODULES, "swarmnode.node.cli.cmd_chaos")
 sys.exit(cli.main(sys.argv[1:]))
 """
 

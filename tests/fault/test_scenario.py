@@ -8,10 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from fault.assertions import RunRecord, evaluate
-from fault.probe import max_pairwise_distance
-from fault.scenario import ScenarioError, flag_argv, load_scenario, parse_scenario_text
+from swarmnode.fault.chaos.assertions import RunRecord, evaluate
+from swarmnode.fault.chaos.probe import max_pairwise_distance
+from swarmnode.fault.chaos.scenario import (
+    ScenarioError,
+    flag_argv,
+    load_scenario,
+    parse_scenario_text,
+)
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scripts" / "scenarios"
 
@@ -291,7 +295,7 @@ def test_every_shipped_scenario_parses(path):
 def test_byzantine_files_are_f2_of_7_with_mean_controls(attack):
     """The issue's swarm (f = 2 of 7) and the CI one (1 of 5): the same attack against Krum and
     against a plain mean (the control), beside a clean Krum run for the accuracy reference."""
-    from fault.assertions import honest_peers
+    from swarmnode.fault.chaos.assertions import honest_peers
 
     for size, f, suffix in ((7, 2, ""), (5, 1, "-short")):
         krum = load_scenario(SCENARIOS / f"byzantine-{attack}-krum{suffix}.toml")
@@ -321,7 +325,7 @@ def test_kill_half_files_check_the_issues_bars():
 
 
 def test_demo_file_matches_the_builtin_demo():
-    from node.cmd_demo import DEMO_TOML, demo_scenario
+    from swarmnode.node.cli.cmd_demo import DEMO_TOML, demo_scenario
 
     assert (SCENARIOS / "demo.toml").read_text() == DEMO_TOML
     sc = demo_scenario()
@@ -329,10 +333,12 @@ def test_demo_file_matches_the_builtin_demo():
 
 
 def test_cli_bad_scenario_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
-    import node.cli as cli
+    import swarmnode.node.cli.command as cli
 
-    if "node.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
-        monkeypatch.setattr(cli, "VERB_MODULES", (*cli.VERB_MODULES, "node.cmd_chaos"))
+    if "swarmnode.node.cli.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
+        monkeypatch.setattr(
+            cli, "VERB_MODULES", (*cli.VERB_MODULES, "swarmnode.node.cli.cmd_chaos")
+        )
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE + "[[event]]\nat = 1\naction = 'kill'\npeer = 'nobody'\n")
     assert cli.main(["chaos", str(bad), "--report", str(tmp_path / "r")]) == 2
@@ -603,8 +609,8 @@ def test_relative_position_tells_an_alie_model_from_an_honest_one():
     """ALIE crafts m' - z s' from views a round old (m', s'); the shift along the honest spread
     measured now still shows z on average, while an honest peer's own model shows ~0 (one
     sample is noisy with 4 honest views: the real-run test averages several, as this does)."""
-    from fault.byzantine import Alie
-    from fault.probe import relative_position
+    from swarmnode.fault.chaos.probe import relative_position
+    from swarmnode.fault.inject.byzantine import Alie
 
     rng = np.random.default_rng(1)
     d = 5000

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from fault.assertions import RunRecord, evaluate
-from fault.report import check_report
-from fault.runner import ChaosRunner
-from fault.scenario import Scenario, load_scenario, parse_scenario_text
+from swarmnode.fault.chaos.assertions import RunRecord, evaluate
+from swarmnode.fault.chaos.report import check_report
+from swarmnode.fault.chaos.runner import ChaosRunner
+from swarmnode.fault.chaos.scenario import Scenario, load_scenario, parse_scenario_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scripts" / "scenarios"
@@ -129,8 +128,8 @@ async def test_byzantine_alie_krum_short(tmp_path):
 
 def _alie_z(scenario: Scenario, name: str) -> float:
     """The z the scenario's ALIE peer crafts with, in its swarm (n peers, f byzantine)."""
-    from fault.assertions import honest_peers
-    from fault.byzantine import parse_byzantine
+    from swarmnode.fault.chaos.assertions import honest_peers
+    from swarmnode.fault.inject.byzantine import parse_byzantine
 
     honest = honest_peers(scenario)
     n, f = len(scenario.peers), len(scenario.peers) - len(honest)
@@ -142,7 +141,7 @@ def _alie_z(scenario: Scenario, name: str) -> float:
 @pytest.mark.timeout(90)
 def test_demo_quick_runs_and_prints_the_final_table(tmp_path):
     run_dir = tmp_path / "demo"
-    argv = [sys.executable, "-m", "node.cli", "demo", "--quick", "--report", str(run_dir)]
+    argv = [sys.executable, "-m", "swarmnode", "demo", "--quick", "--report", str(run_dir)]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=80, check=False)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-2000:]

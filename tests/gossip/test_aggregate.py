@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from gossip import aggregate
-from gossip.aggregate import (
+from swarmnode.gossip import aggregate
+from swarmnode.gossip.aggregate import (
     RULES,
     AggregationError,
     check_rule,
@@ -23,7 +22,7 @@ from gossip.aggregate import (
     krum_select,
     min_peers,
 )
-from kernels.errors import SwarmnodeError
+from swarmnode.kernels.errors import SwarmnodeError
 
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,9 +10,8 @@ import hmac
 
 import numpy as np
 import pytest
-
-from gossip import auth
-from gossip.auth import (
+from swarmnode.gossip import auth
+from swarmnode.gossip.auth import (
     AuthError,
     AuthTransport,
     ReplayGuard,
@@ -22,9 +21,9 @@ from gossip.auth import (
     auth_handlers,
     nonce_of,
 )
-from gossip.inmemory import InMemoryNetwork
-from gossip.transport import RemoteError, TransportError
-from kernels.errors import SwarmnodeError
+from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.transport import RemoteError, TransportError
+from swarmnode.kernels.errors import SwarmnodeError
 
 SECRET = "correct horse battery staple"
 

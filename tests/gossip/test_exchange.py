@@ -8,14 +8,14 @@ import time
 
 import numpy as np
 import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
+from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.transport import RemoteError
+from swarmnode.gossip.wire import encode_params
+from swarmnode.kernels.errors import SwarmnodeError
 
-from gossip import wire
-from gossip.codec import encode_control
-from gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
-from gossip.inmemory import InMemoryNetwork
-from gossip.transport import RemoteError
-from gossip.wire import encode_params
-from kernels.errors import SwarmnodeError
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -114,11 +114,11 @@ async def test_two_peers_averaging_with_each_other_at_once_do_not_deadlock():
 def _tiny_worker(seed: int):
     """A real TrainingWorker over a tiny MLP that pauses 60 s after a step: once parked, any mix
     queued meanwhile lands only when the test stops it (stop() drains the queue)."""
-    from kernels.backend import select_backend
-    from kernels.optim import make_optimizer
-    from node.models import build_model
-    from node.trainer import Trainer
-    from node.worker import TrainingWorker
+    from swarmnode.kernels.backend import select_backend
+    from swarmnode.kernels.optim import make_optimizer
+    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.trainer import Trainer
+    from swarmnode.node.train.worker import TrainingWorker
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((64, 6)).astype(np.float32)
@@ -148,7 +148,7 @@ async def _parked(store) -> tuple[int, np.ndarray]:
 
 
 async def test_two_peers_averaging_at_once_through_real_training_threads():
-    from node.param_store import WorkerStore
+    from swarmnode.node.peer.param_store import WorkerStore
 
     workers = [_tiny_worker(1), _tiny_worker(2)]
     try:
@@ -217,7 +217,7 @@ async def test_frozen_peers_cost_one_timeout_together_and_the_round_is_defined()
 
 
 async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
-    caplog.set_level(logging.INFO, logger="gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
     vectors = [np.full(D, float(i)) for i in range(3)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, timeout=0.5)
     _, exs = make_swarm(vectors, cfg)
@@ -229,7 +229,7 @@ async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
 
 
 async def test_shrink_policy_aggregates_fewer_with_a_smaller_f_and_says_so(caplog):
-    caplog.set_level(logging.INFO, logger="gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
     vectors = [np.full(D, float(i)) for i in range(3)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, on_short="shrink")
     _, exs = make_swarm(vectors, cfg)
@@ -243,7 +243,7 @@ async def test_shrink_policy_aggregates_fewer_with_a_smaller_f_and_says_so(caplo
 async def test_an_error_inside_a_round_is_reported_and_does_not_end_the_loop(caplog):
     # My own model is NaN: 5 rows, 4 finite, and krum with f=1 needs 5 finite ones, so the rule
     # raises AggregationError. The round must report it, not raise it into the exchange loop.
-    caplog.set_level(logging.INFO, logger="gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
     vectors = [np.full(D, np.nan)] + [np.full(D, float(i)) for i in range(1, 5)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1)
     _, exs = make_swarm(vectors, cfg)
@@ -261,7 +261,7 @@ async def test_a_bug_inside_a_round_still_propagates(monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("gossip.exchange._aggregate", broken)
+    monkeypatch.setattr("swarmnode.gossip.exchange._aggregate", broken)
     vectors = [np.full(D, float(i)) for i in range(5)]
     _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, aggregator="krum"))
     with pytest.raises(ZeroDivisionError):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from gossip.failure import (
+from swarmnode.gossip.failure import (
     ALIVE,
     DEAD,
     SUSPECT,

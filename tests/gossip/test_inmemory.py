@@ -6,10 +6,9 @@ import asyncio
 import time
 
 import pytest
-
-from gossip.codec import CodecError
-from gossip.inmemory import AddressInUse, InMemoryNetwork
-from gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
+from swarmnode.gossip.codec import CodecError
+from swarmnode.gossip.inmemory import AddressInUse, InMemoryNetwork
+from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import msgpack
 import pytest
-
-from gossip.codec import CodecError
-from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
-from gossip.member_table import (
+from swarmnode.gossip.codec import CodecError
+from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.member_table import (
     Gossiped,
     Member,
     MembershipError,
@@ -22,7 +21,7 @@ from gossip.member_table import (
     parse_entries,
     parse_entry,
 )
-from gossip.sampling import sample_peers
+from swarmnode.gossip.sampling import sample_peers
 
 TIMING = Timing(
     suspect_after=1.5, dead_after=2.5, tombstone_ttl=60.0, gossip_interval=0.5, fanout=3

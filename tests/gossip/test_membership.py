@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 
 import pytest
+from swarmnode.gossip.codec import CodecError, decode_control, encode_control
+from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadline, spread_rounds
+from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.member_table import Change, Gossiped
+from swarmnode.gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
+from swarmnode.gossip.transport import RemoteError
 
-from gossip.codec import CodecError, decode_control, encode_control
-from gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadline, spread_rounds
-from gossip.inmemory import InMemoryNetwork
-from gossip.member_table import Change, Gossiped
-from gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
-from gossip.transport import RemoteError
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gossip import wire
-from gossip.wire import WireCaps, WireError, decode_params, encode_params, validate_params
-from kernels.errors import SwarmnodeError
+from swarmnode.gossip import wire
+from swarmnode.gossip.wire import WireCaps, WireError, decode_params, encode_params, validate_params
+from swarmnode.kernels.errors import SwarmnodeError
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-
-from gossip.transport import Handler
-from node.http_app import build_app, serve
+from swarmnode.gossip.transport import Handler
+from swarmnode.node.net.app import build_app, serve
 
 Start = Callable[..., Awaitable[str]]
 

@@ -11,7 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gossip.codec import encode_control
+from swarmnode.gossip.codec import encode_control
+
 from tests.waiting import wait_for
 
 # One BLAS thread per peer: several peers share this (2-core) machine.
@@ -40,7 +41,7 @@ class Peer:
         """Start the process without waiting (start several, then `wait_ready` each: a start is
         seconds of imports on a loaded box)."""
         self.ready_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0",
+        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
                "--ready-file", str(self.ready_file), "--checkpoint-dir", str(self.dir / "ckpt"),
                *FAST, *self.args]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=ENV)

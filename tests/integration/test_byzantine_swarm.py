@@ -12,8 +12,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from swarmnode.gossip.codec import encode_control
 
-from gossip.codec import encode_control
 from tests.integration.peers import HOLD, Peer, set_slowdown, start_swarm
 from tests.waiting import wait_for
 

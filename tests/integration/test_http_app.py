@@ -1,4 +1,4 @@
-"""The peer's aiohttp app (node/http_app.py) served on 127.0.0.1, probed with plain aiohttp.
+"""The peer's aiohttp app (node/net/app.py) served on 127.0.0.1, probed with plain aiohttp.
 
 Bad requests must get a 4xx, exactly one WARNING line naming the route and the caller, no
 ERROR/traceback, and leave the server answering the next request; a handler bug gets a 500 and
@@ -15,14 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 from aiohttp import web
-
-from gossip.codec import decode_control, encode_control
-from gossip.transport import Handler, RemoteError
-from node.http_app import ListenError, build_app, serve
+from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.transport import Handler, RemoteError
+from swarmnode.node.net.app import ListenError, build_app, serve
 
 pytestmark = pytest.mark.timeout(60)
 
-LOGGER = "node.http_app"
+LOGGER = "swarmnode.node.net.app"
 Start = Callable[..., Awaitable[str]]
 
 

@@ -1,4 +1,4 @@
-"""`HttpTransport` against real aiohttp servers (node/http_app.py) on 127.0.0.1.
+"""`HttpTransport` against real aiohttp servers (node/net/app.py) on 127.0.0.1.
 
 Every server binds port 0 and is cleaned up by the fixture; waits are bounded by the transport's
 own deadlines, never by sleeps.
@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import numpy as np
 import pytest
-
-from gossip.codec import CodecError
-from gossip.transport import PeerUnreachable, RemoteError, RequestTimeout
-from node.http_app import build_app, serve
-from node.http_transport import INLINE_BYTES, HttpTransport
+from swarmnode.gossip.codec import CodecError
+from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout
+from swarmnode.node.net.app import build_app, serve
+from swarmnode.node.net.transport import INLINE_BYTES, HttpTransport
 
 pytestmark = pytest.mark.timeout(60)
 

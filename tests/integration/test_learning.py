@@ -15,9 +15,9 @@ from statistics import mean
 
 import numpy as np
 import pytest
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.wire import decode_params
 
-from gossip.codec import encode_control
-from gossip.wire import decode_params
 from tests.integration.peers import ENV, FAST, HOLD, Peer, set_slowdown, start_swarm
 from tests.waiting import wait_for
 
@@ -38,7 +38,7 @@ MAX_REL_DIST = 0.15
 @pytest.fixture(scope="module")
 def single() -> float:
     """The whole train set, `STEPS` steps; unpaced: pacing changes no figure of a lone peer."""
-    cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0", *FAST, *TRAIN,
+    cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0", *FAST, *TRAIN,
            "--steps", str(STEPS)]  # fmt: skip
     out = subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True, timeout=120)
     accs = [float(a) / 100 for a in re.findall(r"test_acc\s+([\d.]+)%", out.stdout)]

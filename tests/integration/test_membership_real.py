@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from gossip.membership import MembershipConfig
+from swarmnode.gossip.membership import MembershipConfig
 
 pytestmark = pytest.mark.slow
 

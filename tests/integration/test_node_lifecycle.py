@@ -13,12 +13,12 @@ from typing import Any
 import aiohttp
 import numpy as np
 import pytest
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.wire import decode_params, encode_params
+from swarmnode.node.peer import node as peer_module
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.node import Node
 
-from gossip.codec import encode_control
-from gossip.wire import decode_params, encode_params
-from node import peer as peer_module
-from node.peer import Node
-from node.peer_config import PeerConfig
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)

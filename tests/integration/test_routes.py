@@ -24,11 +24,11 @@ import aiohttp
 import msgpack
 import numpy as np
 import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_control
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.node import Node
 
-from gossip import wire
-from gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_control
-from node.peer import Node
-from node.peer_config import PeerConfig
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -64,7 +64,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def frame(header: object, payload: bytes, *, pad_byte: bytes = b"\0") -> bytes:
-    """A parameter frame built by hand (not by gossip.wire), so the header can be anything."""
+    """A parameter frame built by hand (not by swarmnode.gossip.wire), so the header can be anything."""
     head = msgpack.packb(header, use_bin_type=True)
     padding = pad_byte * (-(4 + len(head)) % 64)
     return struct.pack(">I", len(head)) + head + padding + payload
@@ -255,7 +255,11 @@ async def assert_untouched(http: aiohttp.ClientSession, node: Node, frozen: np.n
 
 
 def admin_state(node: Node) -> tuple[object, ...]:
-    return (node.faults.config.to_spec(), node.byzantine.kind, node.worker._slowdown)
+    return (
+        node.faults.config.to_spec(),
+        node.byzantine.kind,
+        node.worker._slowdown,
+    )
 
 
 async def check_case(

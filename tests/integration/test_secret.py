@@ -1,7 +1,7 @@
 """The swarm secret end to end: peers that share it form a swarm and exchange; nothing else gets in.
 
 In-process `Node`s on 127.0.0.1 (one `swarmnode start` process for the exit code). The attacks
-are real HTTP requests built with `gossip.auth.Signer`, the same envelope the peers use: unsigned,
+are real HTTP requests built with `swarmnode.gossip.auth.Signer`, the same envelope the peers use: unsigned,
 forged tag, wrong secret, sealed for another route, stale, truncated, a captured request replayed
 verbatim and replayed with another body. Each must be answered 401 with one log line and leave
 the model, the membership and the admin settings exactly as they were; a signed but malformed
@@ -21,13 +21,13 @@ from typing import Any
 import aiohttp
 import numpy as np
 import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.auth import HEADER_BYTES, Signer, nonce_of
+from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.node import Node
 
-from gossip import wire
-from gossip.auth import HEADER_BYTES, Signer, nonce_of
-from gossip.codec import decode_control, encode_control
-from kernels.errors import SwarmnodeError
-from node.peer import Node
-from node.peer_config import PeerConfig
 from tests.integration.peers import ENV
 from tests.waiting import eventually
 
@@ -106,7 +106,7 @@ async def test_a_process_with_the_wrong_secret_exits_2_with_one_clear_line(nodes
     caplog.set_level(logging.INFO)
     seed = await Node.create(peer_config(slowdown=1.0, steps=1))  # steps=1: idle after one step
     nodes.append(seed)
-    cmd = [sys.executable, "-m", "node.cli", "start", "--listen", "127.0.0.1:0",
+    cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
            "--model", "mlp:8", "--steps", "0", "--secret", "wrong", "--join", seed.addr,
            "--join-timeout", "2"]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(

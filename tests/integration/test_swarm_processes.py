@@ -7,8 +7,8 @@ import socket
 import time
 
 import pytest
+from swarmnode.node.train.checkpoint import list_checkpoints
 
-from node.checkpoint import list_checkpoints
 from tests.integration.peers import Peer
 from tests.waiting import free_port, wait_for
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import kernels.backend as kb
-from kernels.backend import CPU, Backend, array_module, select_backend, to_numpy
-from kernels.errors import BackendError, ShapeError, SwarmnodeError
-from kernels.flat import FlatParams
+import swarmnode.kernels.backend as kb
+from swarmnode.kernels.backend import CPU, Backend, array_module, select_backend, to_numpy
+from swarmnode.kernels.errors import BackendError, ShapeError, SwarmnodeError
+from swarmnode.kernels.flat import FlatParams
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -56,10 +55,10 @@ def test_without_cupy_everything_imports_and_auto_is_cpu():
     code = """
 import sys
 sys.modules["cupy"] = None  # makes `import cupy` raise ImportError
-import kernels.backend, kernels.flat, kernels.layers, kernels.model, kernels.optim
-import kernels.cuda_kernels, node.models
-from kernels.backend import select_backend
-from kernels.errors import BackendError
+import swarmnode.kernels.backend, swarmnode.kernels.flat, swarmnode.kernels.layers, swarmnode.kernels.model, swarmnode.kernels.optim
+import swarmnode.kernels.cuda_kernels, swarmnode.node.train.models
+from swarmnode.kernels.backend import select_backend
+from swarmnode.kernels.errors import BackendError
 assert select_backend("auto").name == "numpy"
 try:
     select_backend("cuda")

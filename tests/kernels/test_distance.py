@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from kernels import distance
-from kernels.distance import finite_rows, gram_to_sq_dists, pairwise_sq_dists
-from kernels.errors import ShapeError
+from swarmnode.kernels import distance
+from swarmnode.kernels.distance import finite_rows, gram_to_sq_dists, pairwise_sq_dists
+from swarmnode.kernels.errors import ShapeError
 
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.backend import CPU
-from kernels.layers import (
+from swarmnode.kernels.backend import CPU
+from swarmnode.kernels.layers import (
     GELU,
     AddChannel,
     Conv1d,
@@ -21,7 +20,7 @@ from kernels.layers import (
     ReLU,
     Tanh,
 )
-from kernels.model import Sequential
+from swarmnode.kernels.model import Sequential
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 
@@ -44,7 +43,7 @@ LAYER_STACKS = {
 
 
 def gpu():
-    from kernels.backend import select_backend
+    from swarmnode.kernels.backend import select_backend
 
     return select_backend("cuda")
 
@@ -86,7 +85,7 @@ def test_each_op_forward_and_backward_match(name, dtype):
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_models_loss_grad_evaluate_predict_match(spec):
-    from node.models import build_model
+    from swarmnode.node.train.models import build_model
 
     backend = gpu()
     cpu_model = build_model(spec, (8, 8), 10, CPU, seed=1)
@@ -111,7 +110,7 @@ def test_models_loss_grad_evaluate_predict_match(spec):
 
 
 def test_softmax_cross_entropy_matches():
-    from kernels.layers import softmax_cross_entropy
+    from swarmnode.kernels.layers import softmax_cross_entropy
 
     backend = gpu()
     rng = np.random.default_rng(2)
@@ -124,8 +123,8 @@ def test_softmax_cross_entropy_matches():
 
 
 def _run_optimizer(name, xp, x0, grads, dtype, kw):
-    from kernels.flat import FlatParams
-    from kernels.optim import make_optimizer
+    from swarmnode.kernels.flat import FlatParams
+    from swarmnode.kernels.optim import make_optimizer
 
     p = FlatParams([("a", (7,)), ("w", (x0.size - 7,))], xp, dtype)
     p.load(x0)
@@ -145,8 +144,8 @@ OPT_KW = {
 def _count_fused_launches(monkeypatch, name):
     """Count launches of the fused kernel and forbid the reference: the comparison below must
     be kernel vs reference, not reference vs reference (a dispatch bug would pass silently)."""
-    import kernels.cuda_kernels as ck
-    import kernels.optim as optim
+    import swarmnode.kernels.cuda_kernels as ck
+    import swarmnode.kernels.optim as optim
 
     launches = []
     real_kernel = getattr(ck, f"_{name}_kernel")()
@@ -221,12 +220,11 @@ def test_trainer_steps_on_a_thread_that_did_not_select_the_backend():
     import threading
 
     import cupy as cp
-
-    from kernels.backend import select_backend
-    from kernels.optim import make_optimizer
-    from node.data import load_dataset
-    from node.models import build_model
-    from node.trainer import Trainer
+    from swarmnode.kernels.backend import select_backend
+    from swarmnode.kernels.optim import make_optimizer
+    from swarmnode.node.train.data import load_dataset
+    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.trainer import Trainer
 
     index = cp.cuda.runtime.getDeviceCount() - 1
     backend = select_backend(f"cuda:{index}")
@@ -278,9 +276,8 @@ def test_trainer_steps_on_a_thread_that_did_not_select_the_backend():
 
 def test_kernel_wrappers_refuse_bad_arrays():
     import cupy as cp
-
-    from kernels.cuda_kernels import adamw_step, sgd_step
-    from kernels.errors import ShapeError
+    from swarmnode.kernels.cuda_kernels import adamw_step, sgd_step
+    from swarmnode.kernels.errors import ShapeError
 
     good = cp.zeros(8, cp.float32)
     bad = {

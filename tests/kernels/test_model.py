@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import kernels.model as km
-from kernels.errors import ShapeError
-from kernels.layers import GELU, Conv1d, Flatten, Linear, MaxPool1d, ReLU
-from kernels.model import Sequential
-from kernels.optim import make_optimizer
+import swarmnode.kernels.model as km
+from swarmnode.kernels.errors import ShapeError
+from swarmnode.kernels.layers import GELU, Conv1d, Flatten, Linear, MaxPool1d, ReLU
+from swarmnode.kernels.model import Sequential
+from swarmnode.kernels.optim import make_optimizer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,7 +50,7 @@ def test_loss_and_grad_overwrites_grad_and_matches_full_backward():
     model.params.grad[...] = 123.0  # stale values must not leak into the new gradient
     loss = model.loss_and_grad(x, y)
     fast = model.params.grad.copy()
-    from kernels.layers import softmax_cross_entropy
+    from swarmnode.kernels.layers import softmax_cross_entropy
 
     loss2, d = softmax_cross_entropy(model.forward(x), y)
     dx = model.backward(d)

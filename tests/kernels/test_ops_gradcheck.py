@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
-from kernels.errors import ShapeError
-from kernels.layers import (
+from swarmnode.kernels.errors import ShapeError
+from swarmnode.kernels.layers import (
     GELU,
     AddChannel,
     Conv1d,
@@ -20,7 +19,7 @@ from kernels.layers import (
     Tanh,
     softmax_cross_entropy,
 )
-from kernels.model import Sequential
+from swarmnode.kernels.model import Sequential
 
 pytestmark = pytest.mark.timeout(60)
 EPS = 1e-6

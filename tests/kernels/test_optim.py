@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
-
-from kernels.errors import ShapeError, SwarmnodeError
-from kernels.flat import FlatParams
-from kernels.optim import AdamW, OptimizerError, make_optimizer, sgd_reference
+from swarmnode.kernels.errors import ShapeError, SwarmnodeError
+from swarmnode.kernels.flat import FlatParams
+from swarmnode.kernels.optim import AdamW, OptimizerError, make_optimizer, sgd_reference
 
 pytestmark = pytest.mark.timeout(30)
 

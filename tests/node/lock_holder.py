@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HOLD_LOCK = """
 import sys
-from node.checkpoint import lock_checkpoint_dir
+from swarmnode.node.train.checkpoint import lock_checkpoint_dir
 lock_checkpoint_dir(sys.argv[1])
 print("locked", flush=True)
 sys.stdin.read()  # hold it until the test closes our stdin

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from swarmnode.node.train import checkpoint as ck
+from swarmnode.node.train.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    load_latest,
+    save_checkpoint,
+)
+from swarmnode.node.train.errors import CheckpointError
 
-from node import checkpoint as ck
-from node.checkpoint import list_checkpoints, load_checkpoint, load_latest, save_checkpoint
-from node.errors import CheckpointError
 from tests.node.lock_holder import lock_held_elsewhere
 
 
@@ -77,7 +82,7 @@ def test_damaged_newest_falls_back_to_previous(
     damage(newest)
     with pytest.raises(CheckpointError):
         load_checkpoint(newest)
-    with caplog.at_level(logging.WARNING, logger="node.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="swarmnode.node.train.checkpoint"):
         got = load_latest(tmp_path)
     assert got is not None and got["step"] == 1
     np.testing.assert_array_equal(got["params"], _state(1)["params"])
@@ -138,7 +143,7 @@ def test_prune_tolerates_files_it_may_not_delete(
         real_unlink(self, missing_ok)
 
     monkeypatch.setattr(Path, "unlink", unlink)
-    with caplog.at_level(logging.WARNING, logger="node.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="swarmnode.node.train.checkpoint"):
         path = save_checkpoint(tmp_path, _state(3), keep=2)  # must not raise
     assert load_checkpoint(path)["step"] == 3
     assert ck.checkpoint_name(1) in caplog.text and "Permission denied" in caplog.text

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from node.checkpoint import list_checkpoints, load_checkpoint
+from swarmnode.node.train.checkpoint import list_checkpoints, load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 EVERY = 5  # checkpoint every 5 steps: writes are frequent, so kills often land mid-write
@@ -24,7 +23,7 @@ START = ["start", "--listen", "127.0.0.1:0"]
 
 def _start(ckdir: Path, log: Path, steps: int, summary: Path | None = None) -> subprocess.Popen:
     cmd = [
-        sys.executable, "-m", "node.cli", *START, "--model", "mlp:16", "--device", "cpu",
+        sys.executable, "-m", "swarmnode", *START, "--model", "mlp:16", "--device", "cpu",
         "--steps", str(steps), "--eval-every", "1000000", "--checkpoint-dir", str(ckdir),
         "--checkpoint-every", str(EVERY),
     ]  # fmt: skip

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from swarmnode.node.cli.command import main
+from swarmnode.node.train.checkpoint import list_checkpoints, load_latest
 
-from node.checkpoint import list_checkpoints, load_latest
-from node.cli import main
 from tests.node.lock_holder import lock_held_elsewhere
 from tests.waiting import wait_for
 
@@ -25,7 +25,7 @@ START = ["start", "--listen", "127.0.0.1:0"]
 
 def _swarmnode(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "node.cli", *args],
+        [sys.executable, "-m", "swarmnode", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -61,7 +61,7 @@ def test_defaults_reach_96_percent_on_digits(tmp_path: Path) -> None:
 
 
 def test_blas_threads_default_to_one_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
-    from node import cli
+    from swarmnode.node.cli import command as cli
 
     for var in cli._BLAS_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -167,9 +167,11 @@ VERB_KEY_OPTIONS = {
 
 
 def test_every_verb_has_a_help_test() -> None:
-    from node.cli import VERB_MODULES
+    from swarmnode.node.cli.command import VERB_MODULES
 
-    assert {m.removeprefix("node.cmd_") for m in VERB_MODULES} == set(VERB_KEY_OPTIONS)
+    assert {m.removeprefix("swarmnode.node.cli.cmd_") for m in VERB_MODULES} == set(
+        VERB_KEY_OPTIONS
+    )
 
 
 @pytest.mark.parametrize("verb", sorted(VERB_KEY_OPTIONS))
@@ -210,7 +212,7 @@ def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signa
     ckdir = tmp_path / "ck"
     summary_path = tmp_path / "s.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "node.cli", *START, *SMALL, "--steps", "100000000",
+        [sys.executable, "-m", "swarmnode", *START, *SMALL, "--steps", "100000000",
          "--eval-every", "1000000", "--checkpoint-dir", str(ckdir), "--checkpoint-every", "50",
          "--summary-json", str(summary_path)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

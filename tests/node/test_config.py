@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from node.config import NodeConfig
-from node.errors import ConfigError
+from swarmnode.node.train.config import NodeConfig
+from swarmnode.node.train.errors import ConfigError
 
 
 @pytest.mark.parametrize("seed", [-1, -(2**40), 1.5, "3"])
@@ -42,7 +41,9 @@ def test_bad_summary_json_path(tmp_path: Path, make, needle: str) -> None:
 
 
 def test_summary_json_in_an_unwritable_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("node.config.os.access", lambda path, mode: str(path) != str(tmp_path))
+    monkeypatch.setattr(
+        "swarmnode.node.train.config.os.access", lambda path, mode: str(path) != str(tmp_path)
+    )
     with pytest.raises(ConfigError, match=r"directory .* is not writable"):
         NodeConfig(summary_json=tmp_path / "new" / "s.json").validate()
 

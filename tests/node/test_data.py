@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from node.data import load_dataset, make_synthetic
-from node.errors import DataError
+from swarmnode.node.train.data import load_dataset, make_synthetic
+from swarmnode.node.train.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
 # Port 0: the peer binds a free port, so runs never collide with another peer on 7070.
@@ -225,7 +224,7 @@ def test_cli_exits_2_with_one_line_on_bad_npz(tmp_path: Path, case: str) -> None
     changes, fragment = BAD_CASES[case]
     path = _write(tmp_path, **changes)
     proc = subprocess.run(
-        [sys.executable, "-m", "node.cli", *START, "--data", str(path), "--steps", "1"],
+        [sys.executable, "-m", "swarmnode", *START, "--data", str(path), "--steps", "1"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -239,7 +238,7 @@ def test_cli_exits_2_with_one_line_on_bad_npz(tmp_path: Path, case: str) -> None
 def test_cli_on_npy_and_corrupted_npz_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from node.cli import main
+    from swarmnode.node.cli.command import main
 
     npy = tmp_path / "x.npy"
     np.save(npy, np.zeros((4, 3)))

@@ -6,11 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from node import checkpoint as ck
-from node import identity
-from node.errors import ConfigError
-from node.identity import load_identity
+from swarmnode.node.peer import identity
+from swarmnode.node.peer.identity import load_identity
+from swarmnode.node.train import checkpoint as ck
+from swarmnode.node.train.errors import ConfigError
 
 
 def test_id_is_stable_and_incarnation_grows_and_the_dir_is_locked(tmp_path: Path) -> None:
@@ -33,7 +32,7 @@ def test_unwritable_checkpoint_dir_is_a_config_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # os.access stands in for a read-only directory: as root, permissions alone would not stop us.
-    monkeypatch.setattr("node.config.os.access", lambda path, mode: False)
+    monkeypatch.setattr("swarmnode.node.train.config.os.access", lambda path, mode: False)
     with pytest.raises(ConfigError, match="is not writable"):
         load_identity(tmp_path / "ck")
 

@@ -1,4 +1,4 @@
-"""`MixAccumulator` (node/mixes.py): folding mixes as they arrive equals applying them one by one
+"""`MixAccumulator` (node/train/mixes.py): folding mixes as they arrive equals applying them one by one
 in arrival order, with one buffer of memory whatever their number."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from node.mixes import MixAccumulator
+from swarmnode.node.train.mixes import MixAccumulator
 
 pytestmark = pytest.mark.timeout(60)
 D = 64

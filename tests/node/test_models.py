@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.backend import CPU
-from kernels.layers import GELU, Conv1d, Linear, MaxPool1d, ReLU, Tanh
-from node.errors import ConfigError, ModelSpecError
-from node.models import build_model
+from swarmnode.kernels.backend import CPU
+from swarmnode.kernels.layers import GELU, Conv1d, Linear, MaxPool1d, ReLU, Tanh
+from swarmnode.node.train.errors import ConfigError, ModelSpecError
+from swarmnode.node.train.models import build_model
 
 pytestmark = pytest.mark.timeout(30)
 

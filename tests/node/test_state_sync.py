@@ -1,4 +1,4 @@
-"""Join-time state sync (node/state_sync.py) against a fake node: donors that are busy, joining,
+"""Join-time state sync (node/peer/state_sync.py) against a fake node: donors that are busy, joining,
 lying or absent, and what the newcomer loads in each case."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from node.errors import JoinError
-from node.state_sync import JOINING, sync_from_swarm
+from swarmnode.node.peer.errors import JoinError
+from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,13 +7,13 @@ import time
 
 import numpy as np
 import pytest
+from swarmnode.node.train.build import build_trainer
+from swarmnode.node.train.config import NodeConfig
+from swarmnode.node.train.data import load_dataset
+from swarmnode.node.train.errors import CheckpointError
+from swarmnode.node.train.trainer import DivergedError, Trainer
+from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
-from node.cmd_start import build_trainer
-from node.config import NodeConfig
-from node.data import load_dataset
-from node.errors import CheckpointError
-from node.trainer import DivergedError, Trainer
-from node.worker import TrainingWorker, WorkerMetrics
 from tests.waiting import wait_for
 
 # A small shard (~180 samples) so that a few dozen steps cross several epoch boundaries.

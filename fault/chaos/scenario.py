@@ -1,0 +1,535 @@
+"""Chaos scenarios: the TOML schema, parsing and validation (`swarmnode chaos SCENARIO.toml`).
+
+A scenario starts N real peer processes on 127.0.0.1, follows a timeline of faults, samples every
+peer's `/v1/status` and checks assertions at the end. Time `t = 0` is the moment every peer that
+starts at once has written its ready file; every `at` is seconds after that.
+
+    [scenario]
+    name = "kill-half"        # default: the file name without .toml
+    description = "..."       # one line, printed and stored in the report
+    duration = 60             # seconds from t = 0 to the end of the run (required, <= 3600)
+    sample_every = 1.0        # seconds between two /v1/status samples of every peer
+    sample_timeout = 0.8      # deadline of one status request (default: min(0.8 * sample_every, 1))
+    params_every = 0          # seconds between parameter pulls for model distances; 0 = off
+    ready_timeout = 60        # seconds a starting peer has to write its ready file
+    stop_grace = 5            # seconds between SIGTERM and SIGKILL when the run ends
+    secret = "..."            # swarm secret for every peer (default: $SWARMNODE_SECRET if set)
+
+    [node]                    # `swarmnode start` flags shared by every peer: key = value gives
+    model = "mlp:64"          # `--key value`; `true` gives a bare `--key`, `false` leaves it out,
+    exchange = "robust"       # a list gives `--key a,b`. `_` and `-` are the same in keys.
+
+    [[peer]]                  # one table per peer, in shard order: peer i trains on shard i/N
+    name = "a"                # required: [a-z0-9_-], unique; events and assertions use it
+    byzantine = "alie"        # any other key overrides a [node] flag for this peer only
+
+    [[event]]                 # the timeline; events run in `at` order (ties: file order)
+    at = 10                   # seconds after t = 0, within [0, duration]
+    action = "kill"           # see ACTIONS below
+    peer = "a"                # the target of a peer action
+    id = "first-kill"         # optional name that assertions can refer to (`after = ...`)
+    label = "kill a"          # optional text on the plot (default: "<action> <peer>")
+
+    [[assert]]                # checked over the sampled data at the end; see swarmnode.fault.chaos.assertions
+    kind = "final_accuracy"
+    min = 0.85
+    must_fail = false         # true: this bar is expected to fail; failing is reported as
+                              # "failed as expected" and passing fails the run
+
+Event actions and their extra keys:
+
+    kill       peer            SIGKILL (the swarm must detect it dead)
+    terminate  peer            SIGTERM: a clean leave (announces `left`, checkpoints, exits)
+    freeze     peer            SIGSTOP;  thaw  peer: SIGCONT
+    restart    peer            start a stopped peer again with the same checkpoint dir (so the
+                               same peer id), joining any live peer
+    join       peer            first start of a late peer: a peer named by a `join` event is not
+                               started at t = 0
+    partition  groups          [["a", "b"], ["c"]]: POST admin/fault with that partition to every
+                               running peer; peers not listed form one more group
+    heal                       clear the partition
+    fault      peer, spec      admin/fault with a `--fault` spec such as "drop=0.1,delay=50ms"
+                               ("none" clears it); a partition set by `partition` is kept
+    byzantine  peer, kind      admin/byzantine: turn the peer byzantine ("none": honest again)
+    slowdown   peer, factor    admin/slowdown: the peer trains `factor` times slower
+
+Peers started by the runner get `--listen 127.0.0.1:0 --ready-file ... --checkpoint-dir
+<report>/peers/<name>/ckpt --shard i/N` and `--join` to live peers; those flags (and `advertise`,
+`peer-id`, `secret`) cannot be set in [node] or [[peer]].
+
+The swarm secret: a peer reads `$SWARMNODE_SECRET` when `--secret` is not given, so the runner
+decides it for every peer: `[scenario] secret` if set, else `$SWARMNODE_SECRET` of the runner's
+own environment, else none. It reaches the peers through their environment (never their argv,
+which the report records), and the runner signs its own admin and parameter requests with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from swarmnode.fault.chaos.assertions import validate_assertion  # the kinds and their keys
+from swarmnode.fault.chaos.errors import ScenarioError
+from swarmnode.fault.inject.byzantine import parse_byzantine
+from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - pyproject pulls tomli for 3.10
+    import tomli as tomllib
+
+
+# `swarmnode start` flags a scenario may set (with `-`), per docs/architecture.md.
+NODE_FLAGS = frozenset(
+    {
+        "model", "data", "partition", "steps", "batch-size", "lr", "optimizer", "momentum",
+        "weight-decay", "device", "seed", "eval-every", "checkpoint-every", "keep-checkpoints",
+        "join-timeout", "gossip-interval", "fanout", "exchange", "sync-every", "pull",
+        "aggregator", "byzantine-f", "exchange-timeout", "mix", "on-short", "fault", "byzantine",
+        "slowdown",
+    }
+)  # fmt: skip
+# Flags the runner sets itself for every peer.
+RUNNER_FLAGS = frozenset(
+    {"listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "secret"}
+)
+
+PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
+ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")
+SWARM_ACTIONS = ("partition", "heal")
+ACTIONS = PEER_ACTIONS + ADMIN_ACTIONS + SWARM_ACTIONS
+# Keys an event may carry beyond at/action/id/label, by action.
+_EVENT_KEYS = {
+    **{a: {"peer"} for a in PEER_ACTIONS},
+    "fault": {"peer", "spec"},
+    "byzantine": {"peer", "kind"},
+    "slowdown": {"peer", "factor"},
+    "partition": {"groups"},
+    "heal": set(),
+}
+
+_SCENARIO_KEYS = {
+    "name", "description", "duration", "sample_every", "sample_timeout", "params_every",
+    "ready_timeout", "stop_grace", "secret",
+}  # fmt: skip
+_TOP_KEYS = {"scenario", "node", "peer", "event", "assert"}
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+MAX_DURATION = 3600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerSpec:
+    name: str
+    index: int  # shard index
+    flags: dict[str, Any]  # this peer's overrides of [node]
+    late: bool = False  # started by a `join` event, not at t = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    at: float
+    action: str
+    peer: str | None = None
+    spec: str | None = None  # fault
+    kind: str | None = None  # byzantine
+    factor: float | None = None  # slowdown
+    groups: tuple[tuple[str, ...], ...] = ()  # partition
+    id: str | None = None
+    label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class AssertionSpec:
+    kind: str
+    params: dict[str, Any]
+    must_fail: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    duration: float
+    node: dict[str, Any]
+    peers: tuple[PeerSpec, ...]
+    events: tuple[Event, ...]
+    assertions: tuple[AssertionSpec, ...]
+    sample_every: float = 1.0
+    sample_timeout: float = 0.8
+    params_every: float = 0.0
+    ready_timeout: float = 60.0
+    stop_grace: float = 5.0
+    source: str = "<string>"
+    secret: str | None = dataclasses.field(default=None, repr=False)  # never printed
+
+    def peer(self, name: str) -> PeerSpec:
+        for p in self.peers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def flags_for(self, name: str) -> dict[str, Any]:
+        """[node] flags merged with the peer's overrides (the peer wins)."""
+        return {**self.node, **self.peer(name).flags}
+
+    def event_by_id(self, event_id: str) -> Event:
+        for e in self.events:
+            if e.id == event_id:
+                return e
+        raise KeyError(event_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- entry points ------------------------------------------------------------------------------
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; raise `ScenarioError` (one line) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_scenario_text(text, source=str(path), default_name=path.stem)
+
+
+def parse_scenario_text(
+    text: str, source: str = "<string>", default_name: str = "scenario"
+) -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
+    return parse_scenario(data, source=source, default_name=default_name)
+
+
+def parse_scenario(
+    data: Mapping[str, Any], source: str = "<string>", default_name: str = "scenario"
+) -> Scenario:
+    """Validate a decoded TOML document. Every error names the file and the offending key."""
+    try:
+        return _parse(data, source, default_name)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+
+
+# --- parsing -----------------------------------------------------------------------------------
+
+
+def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
+    _no_unknown(data, _TOP_KEYS, "top level")
+    sc = _table(data, "scenario", required=True)
+    _no_unknown(sc, _SCENARIO_KEYS, "[scenario]")
+    duration = _number(
+        sc, "duration", "[scenario]", required=True, lo=0.0, hi=MAX_DURATION, open_lo=True
+    )
+    sample_every = _number(sc, "sample_every", "[scenario]", default=1.0, lo=0.05, hi=60.0)
+    sample_timeout = _number(
+        sc, "sample_timeout", "[scenario]", default=min(0.8 * sample_every, 1.0), lo=0.01, hi=60.0
+    )
+    params_every = _number(sc, "params_every", "[scenario]", default=0.0, lo=0.0, hi=MAX_DURATION)
+    ready_timeout = _number(sc, "ready_timeout", "[scenario]", default=60.0, lo=1.0, hi=3600.0)
+    stop_grace = _number(sc, "stop_grace", "[scenario]", default=5.0, lo=0.0, hi=600.0)
+    name = _string(sc, "name", "[scenario]", default=default_name)
+    secret = _string(sc, "secret", "[scenario]", default="") or None
+    if "secret" in sc and secret is None:
+        raise ScenarioError("[scenario]: 'secret' must not be empty")
+    description = _string(sc, "description", "[scenario]", default="")
+
+    node = _flags(_table(data, "node"), "[node]")
+    raw_peers = data.get("peer")
+    if not isinstance(raw_peers, list) or not raw_peers:
+        raise ScenarioError("needs at least one [[peer]] table")
+    peers = [_peer(i, p) for i, p in enumerate(raw_peers)]
+    names = [p.name for p in peers]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ScenarioError(f"[[peer]] name {dupes[0]!r} is used twice")
+
+    raw_events = data.get("event", [])
+    if not isinstance(raw_events, list):
+        raise ScenarioError("'event' must be an array of tables ([[event]])")
+    events = [_event(i, e, set(names), duration) for i, e in enumerate(raw_events)]
+    events.sort(key=lambda e: e.at)  # stable: ties keep file order
+    ids = [e.id for e in events if e.id is not None]
+    if len(ids) != len(set(ids)):
+        raise ScenarioError(f"event id {next(i for i in ids if ids.count(i) > 1)!r} is used twice")
+    late = {e.peer for e in events if e.action == "join"}
+    peers = [dataclasses.replace(p, late=p.name in late) for p in peers]
+    if all(p.late for p in peers):
+        raise ScenarioError("every peer is a late joiner: at least one must start at t = 0")
+    _check_timeline(events, peers)
+
+    raw_asserts = data.get("assert", [])
+    if not isinstance(raw_asserts, list):
+        raise ScenarioError("'assert' must be an array of tables ([[assert]])")
+    scenario = Scenario(
+        name=name,
+        description=description,
+        duration=duration,
+        node=node,
+        peers=tuple(peers),
+        events=tuple(events),
+        assertions=(),
+        sample_every=sample_every,
+        sample_timeout=sample_timeout,
+        params_every=params_every,
+        ready_timeout=ready_timeout,
+        stop_grace=stop_grace,
+        source=source,
+        secret=secret,
+    )
+    asserts = []
+    for i, raw in enumerate(raw_asserts):
+        where = f"[[assert]] #{i + 1}"
+        if not isinstance(raw, Mapping):
+            raise ScenarioError(f"{where} must be a table")
+        raw = dict(raw)
+        must_fail = raw.pop("must_fail", False)
+        if not isinstance(must_fail, bool):
+            raise ScenarioError(f"{where}: must_fail must be true or false")
+        kind = raw.pop("kind", None)
+        if not isinstance(kind, str):
+            raise ScenarioError(f"{where} lacks 'kind'")
+        try:
+            params = validate_assertion(kind, raw, scenario)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{where} ({kind}): {exc}") from None
+        asserts.append(AssertionSpec(kind=kind, params=params, must_fail=must_fail))
+    return dataclasses.replace(scenario, assertions=tuple(asserts))
+
+
+def _peer(index: int, raw: Any) -> PeerSpec:
+    where = f"[[peer]] #{index + 1}"
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{where} must be a table")
+    raw = dict(raw)
+    name = raw.pop("name", None)
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ScenarioError(f"{where}: 'name' must match [a-z0-9][a-z0-9_-]*, got {name!r}")
+    return PeerSpec(name=name, index=index, flags=_flags(raw, f"[[peer]] {name!r}"))
+
+
+def _flags(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    for key, value in raw.items():
+        flag = key.replace("_", "-")
+        if flag in RUNNER_FLAGS:
+            raise ScenarioError(f"{where}: '{key}' is set by the chaos runner, not the scenario")
+        if flag not in NODE_FLAGS:
+            raise ScenarioError(f"{where}: unknown key '{key}' (not a swarmnode start flag)")
+        if isinstance(value, list):
+            if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+                raise ScenarioError(f"{where}: '{key}' list items must be strings or numbers")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ScenarioError(f"{where}: '{key}' must be finite")
+        elif not isinstance(value, (str, int, float, bool)):
+            raise ScenarioError(f"{where}: '{key}' must be a string, number, boolean or list")
+        flags[flag] = value
+    _check_flag_values(flags, where)
+    return flags
+
+
+def _check_flag_values(flags: Mapping[str, Any], where: str) -> None:
+    """Catch the spec-valued flags early, so a typo fails before any process starts."""
+    try:
+        if isinstance(flags.get("fault"), str):
+            parse_fault_spec(flags["fault"])
+        if isinstance(flags.get("byzantine"), str):
+            parse_byzantine(flags["byzantine"])
+    except FaultSpecError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+
+
+def _event(index: int, raw: Any, names: set[str], duration: float) -> Event:
+    where = f"[[event]] #{index + 1}"
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{where} must be a table")
+    action = raw.get("action")
+    if action not in ACTIONS:
+        raise ScenarioError(f"{where}: unknown action {action!r} (known: {', '.join(ACTIONS)})")
+    where = f"{where} ({action})"
+    _no_unknown(raw, {"at", "action", "id", "label"} | _EVENT_KEYS[action], where)
+    at = raw.get("at")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        raise ScenarioError(f"{where}: bad time 'at' = {at!r} (seconds after t = 0)")
+    if not 0 <= at <= duration:
+        raise ScenarioError(f"{where}: bad time at = {at}: outside [0, duration = {duration:g}]")
+    fields: dict[str, Any] = {"at": float(at), "action": action}
+    if "peer" in _EVENT_KEYS[action]:
+        fields["peer"] = _peer_name(raw.get("peer"), names, where)
+    if action == "fault":
+        spec = _string(raw, "spec", where, required=True)
+        try:
+            cfg = parse_fault_spec(spec)
+        except FaultSpecError as exc:
+            raise ScenarioError(f"{where}: {exc}") from None
+        if cfg.partition:
+            raise ScenarioError(f"{where}: use a 'partition' event for partitions, not spec")
+        fields["spec"] = spec
+    elif action == "byzantine":
+        kind = _string(raw, "kind", where, required=True)
+        if kind.lower() != "none":
+            try:
+                parse_byzantine(kind)
+            except FaultSpecError as exc:
+                raise ScenarioError(f"{where}: {exc}") from None
+        fields["kind"] = kind
+    elif action == "slowdown":
+        fields["factor"] = _number(raw, "factor", where, required=True, lo=1.0, hi=1000.0)
+    elif action == "partition":
+        fields["groups"] = _groups(raw.get("groups"), names, where)
+    event_id = raw.get("id")
+    if event_id is not None and (not isinstance(event_id, str) or not event_id):
+        raise ScenarioError(f"{where}: 'id' must be a non-empty string")
+    fields["id"] = event_id
+    label = raw.get("label")
+    if label is not None and not isinstance(label, str):
+        raise ScenarioError(f"{where}: 'label' must be a string")
+    fields["label"] = label or " ".join(x for x in (action, fields.get("peer")) if x)
+    return Event(**fields)
+
+
+def _peer_name(value: Any, names: set[str], where: str) -> str:
+    if not isinstance(value, str):
+        raise ScenarioError(f"{where}: needs 'peer' = the name of a [[peer]]")
+    if value not in names:
+        raise ScenarioError(
+            f"{where}: unknown peer name {value!r} (peers: {', '.join(sorted(names))})"
+        )
+    return value
+
+
+def _groups(value: Any, names: set[str], where: str) -> tuple[tuple[str, ...], ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(g, list) and g for g in value)
+    ):
+        raise ScenarioError(f"{where}: 'groups' must be a list of non-empty lists of peer names")
+    seen: set[str] = set()
+    for group in value:
+        for name in group:
+            _peer_name(name, names, where)
+            if name in seen:
+                raise ScenarioError(f"{where}: peer {name!r} is in two partition groups")
+            seen.add(name)
+    return tuple(tuple(g) for g in value)
+
+
+def _check_timeline(events: list[Event], peers: list[PeerSpec]) -> None:
+    """Replay the timeline on peer states, so an impossible step fails before anything runs."""
+    state = {p.name: ("absent" if p.late else "running") for p in peers}
+    allowed = {
+        "kill": ("running", "frozen"),
+        "terminate": ("running",),
+        "freeze": ("running",),
+        "thaw": ("frozen",),
+        "restart": ("down",),
+        "join": ("absent",),
+        "fault": ("running",),
+        "byzantine": ("running",),
+        "slowdown": ("running",),
+    }
+    after = {"kill": "down", "terminate": "down", "freeze": "frozen", "thaw": "running"}
+    after |= {"restart": "running", "join": "running"}
+    partitioned = False
+    for e in events:
+        where = f"event '{e.label}' at t={e.at:g}"
+        if e.peer is not None:
+            now = state[e.peer]
+            if now not in allowed[e.action]:
+                raise ScenarioError(
+                    f"{where}: peer {e.peer!r} is {now} then ({e.action} needs {' or '.join(allowed[e.action])})"
+                )
+            state[e.peer] = after.get(e.action, now)
+            if e.action in ("restart", "join") and not any(
+                s == "running" for n, s in state.items() if n != e.peer
+            ):
+                raise ScenarioError(f"{where}: no running peer to join")
+        elif e.action == "partition":
+            partitioned = True
+        elif e.action == "heal":
+            if not partitioned:
+                raise ScenarioError(f"{where}: heal without a partition before it")
+            partitioned = False
+
+
+# --- small typed getters -----------------------------------------------------------------------
+
+
+def _no_unknown(raw: Mapping[str, Any], known: set[str], where: str) -> None:
+    for key in raw:
+        if key not in known:
+            raise ScenarioError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
+
+
+def _table(data: Mapping[str, Any], key: str, required: bool = False) -> Mapping[str, Any]:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise ScenarioError(f"missing [{key}] table")
+        return {}
+    if not isinstance(value, Mapping):
+        raise ScenarioError(f"'{key}' must be a table ([{key}])")
+    return value
+
+
+def _number(
+    raw: Mapping[str, Any],
+    key: str,
+    where: str,
+    *,
+    default: float | None = None,
+    required: bool = False,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    open_lo: bool = False,
+) -> float:
+    if key not in raw:
+        if required:
+            raise ScenarioError(f"{where} lacks '{key}'")
+        assert default is not None
+        return default
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ScenarioError(f"{where}: '{key}' must be a number, got {value!r}")
+    if value < lo or value > hi or (open_lo and value == lo):
+        low = f"({lo:g}" if open_lo else f"[{lo:g}"
+        raise ScenarioError(f"{where}: '{key}' = {value:g} is outside {low}, {hi:g}]")
+    return float(value)
+
+
+def _string(
+    raw: Mapping[str, Any], key: str, where: str, *, default: str = "", required: bool = False
+) -> str:
+    if key not in raw:
+        if required:
+            raise ScenarioError(f"{where} lacks '{key}'")
+        return default
+    value = raw[key]
+    if not isinstance(value, str):
+        raise ScenarioError(f"{where}: '{key}' must be a string, got {value!r}")
+    return value
+
+
+def flag_argv(flags: Mapping[str, Any]) -> list[str]:
+    """`{"model": "mlp:64", "x": true, "l": [1, 2]}` -> `["--model", "mlp:64", "--x", "--l", "1,2"]`."""
+    argv: list[str] = []
+    for key, value in flags.items():
+        if value is False:
+            continue
+        argv.append(f"--{key}")
+        if value is True:
+            continue
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        argv.append(str(value))
+    return argv

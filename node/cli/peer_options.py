@@ -1,0 +1,170 @@
+"""The `swarmnode start` flags for the swarm side: listening, joining, gossip, exchange, faults."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import fields
+
+from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.node.peer.config import DEFAULT_LISTEN, PeerConfig, parse_seeds
+from swarmnode.node.train.config import NodeConfig
+
+_EX = ExchangeConfig()
+
+
+def add_peer_options(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("swarm")
+    s.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help="address to serve on; port 0 picks a free port (printed when ready)",
+    )
+    s.add_argument(
+        "--advertise",
+        default=None,
+        metavar="HOST:PORT",
+        help="address other peers should dial, when it is not --listen (0.0.0.0, NAT)",
+    )
+    s.add_argument(
+        "--join",
+        default=None,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="any live peer(s) of a running swarm; without it this peer starts a swarm",
+    )
+    s.add_argument(
+        "--join-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="give up (exit 2) if no seed answers within S seconds",
+    )
+    s.add_argument(
+        "--peer-id",
+        default=None,
+        help="this peer's id (default: kept in --checkpoint-dir, else random)",
+    )
+    s.add_argument(
+        "--gossip-interval",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="seconds between two membership gossip rounds",
+    )
+    s.add_argument("--fanout", type=int, default=3, help="peers gossiped to per round")
+    s.add_argument(
+        "--ready-file",
+        default=None,
+        metavar="PATH",
+        help='write {"peer_id", "addr", "pid"} as JSON to PATH once serving',
+    )
+    s.add_argument(
+        "--secret",
+        default=os.environ.get("SWARMNODE_SECRET"),
+        help="swarm secret: every message carries an HMAC-SHA256 with it "
+        "(default: $SWARMNODE_SECRET)",
+    )
+    e = p.add_argument_group("exchange")
+    e.add_argument(
+        "--exchange",
+        default=_EX.mode,
+        choices=["average", "robust"],
+        help="average: pairwise push-pull averaging (AD-PSGD); robust: pull --pull "
+        "peers and aggregate with --aggregator",
+    )
+    e.add_argument(
+        "--sync-every",
+        type=int,
+        default=_EX.sync_every,
+        metavar="K",
+        help="local steps between two exchanges",
+    )
+    e.add_argument(
+        "--pull", type=int, default=_EX.pull, metavar="K", help="robust: peers pulled per exchange"
+    )
+    e.add_argument(
+        "--aggregator",
+        default=_EX.aggregator,
+        help="robust: krum, multi-krum, median, trimmed-mean, centered-clip or mean",
+    )
+    e.add_argument(
+        "--byzantine-f",
+        type=int,
+        default=_EX.byzantine_f,
+        metavar="F",
+        help="robust: lying peers the aggregator must tolerate",
+    )
+    e.add_argument(
+        "--exchange-timeout",
+        type=float,
+        default=_EX.timeout,
+        metavar="S",
+        help="deadline of every exchange request",
+    )
+    e.add_argument(
+        "--mix",
+        type=float,
+        default=_EX.mix,
+        metavar="W",
+        help="weight of the received model: x <- (1-W) x + W y",
+    )
+    e.add_argument(
+        "--on-short",
+        default=_EX.on_short,
+        choices=["skip", "shrink"],
+        help="robust round with too few answers: skip it, or lower f to fit",
+    )
+    f = p.add_argument_group("fault injection")
+    f.add_argument(
+        "--fault",
+        default="",
+        metavar="SPEC",
+        help="transport faults, e.g. drop=0.1,delay=50ms,jitter=10ms,duplicate=0.05,"
+        "corrupt=0.01,bandwidth=10MB/s",
+    )
+    f.add_argument(
+        "--byzantine",
+        default=None,
+        metavar="KIND[:PARAM]",
+        help="serve poisoned parameters: sign-flip, gaussian, alie, ipm, label-flip, "
+        "mimic, nan, huge, garbage",
+    )
+    f.add_argument(
+        "--slowdown",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="train FACTOR times slower than this machine can (a straggler)",
+    )
+
+
+def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerConfig:
+    """The single-peer settings of `base` plus the swarm flags of `args`."""
+    common = {f.name: getattr(base, f.name) for f in fields(NodeConfig)}
+    exchange = ExchangeConfig(
+        mode=args.exchange,
+        sync_every=args.sync_every,
+        pull=args.pull,
+        aggregator=args.aggregator,
+        byzantine_f=args.byzantine_f,
+        timeout=args.exchange_timeout,
+        mix=args.mix,
+        on_short=args.on_short,
+    )
+    return PeerConfig(
+        **common,
+        listen=args.listen,
+        advertise=args.advertise,
+        join=parse_seeds(args.join),
+        join_timeout=args.join_timeout,
+        peer_id=args.peer_id,
+        gossip_interval=args.gossip_interval,
+        fanout=args.fanout,
+        exchange=exchange,
+        secret=args.secret,
+        fault=args.fault,
+        byzantine=args.byzantine,
+        slowdown=args.slowdown,
+        ready_file=args.ready_file,
+    ).validate()

@@ -1,0 +1,93 @@
+"""What a training run prints: one progress line per evaluation, a final summary, a JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train.worker import WorkerMetrics
+
+
+def _num(x: float, fmt: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def format_progress(m: WorkerMetrics, max_steps: int | None = None) -> str:
+    """`step  300/1500  loss 0.1234  test_loss 0.0987  test_acc 96.94%  81234 samples/s  t 1.2s`."""
+    width = len(str(max_steps)) if max_steps else 6
+    total = f"/{max_steps}" if max_steps else ""
+    acc = _num(m.test_acc * 100 if not math.isnan(m.test_acc) else m.test_acc, ".2f")
+    return (
+        f"step {m.step:>{width}}{total}  loss {_num(m.loss, '.4f')}  "
+        f"test_loss {_num(m.test_loss, '.4f')}  test_acc {acc}%  "
+        f"{_num(m.samples_per_s, ',.0f')} samples/s  t {m.elapsed_s:.1f}s"
+    )
+
+
+_SAY_LOCK = threading.Lock()
+
+
+def say(line: str, out: TextIO | None = None) -> None:
+    """Print one whole line, flushed. The training thread prints progress while the event loop
+    prints its own lines: `print` writes the text and the newline separately, so two threads
+    could splice their lines together."""
+    stream = out or sys.stdout
+    with _SAY_LOCK:
+        stream.write(line + "\n")
+        stream.flush()
+
+
+class ProgressPrinter:
+    """An `on_eval` callback for `TrainingWorker` that prints one line per evaluation."""
+
+    def __init__(self, max_steps: int | None = None, stream: TextIO | None = None) -> None:
+        self.max_steps = max_steps
+        self.stream = stream
+
+    def __call__(self, m: WorkerMetrics) -> None:
+        say(format_progress(m, self.max_steps), self.stream)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    acc = summary.get("test_accuracy")
+    acc_s = "-" if acc is None or math.isnan(acc) else f"{acc * 100:.2f}%"
+    return (
+        f"done: {summary['steps']} steps, test_acc {acc_s}, "
+        f"test_loss {_num(summary.get('test_loss', float('nan')), '.4f')}, "
+        f"{_num(summary.get('samples_per_s', float('nan')), ',.0f')} samples/s on "
+        f"{summary['device']}, wall {summary['wall_s']:.1f}s"
+    )
+
+
+def write_summary_json(path: str | Path, summary: dict[str, Any]) -> None:
+    """Write the summary atomically (a reader polling for the file never sees half of it)."""
+    p = Path(path)
+    text = json.dumps(_json_safe(summary), indent=2, sort_keys=True) + "\n"
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=p.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write --summary-json {str(p)!r}: {exc.strerror or exc}"
+        ) from None
+
+
+def _json_safe(obj: Any) -> Any:
+    # JSON has no NaN: a run with no test split reports null rather than an invalid file.
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj

@@ -1,0 +1,144 @@
+"""Run one swarm peer until SIGTERM/SIGINT or its step budget: the body of `swarmnode start`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from typing import Any, TextIO
+
+from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.node import Node
+
+
+def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:
+    """Blocking entry point; `asyncio.run` lives here and nowhere else in the peer.
+
+    Returns the run summary, or None when a signal stopped the peer before it was up."""
+    return asyncio.run(_main(cfg, out or sys.stdout))
+
+
+class _Stopper:
+    """SIGTERM/SIGINT handling over the peer's whole life: installed before the peer starts
+    (a signal during a slow join or state sync must still end it cleanly) and kept until its
+    close() is done (a second signal must not kill it half-way through its last checkpoint)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.requested = asyncio.Event()
+        self.node: Node | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _Stopper:
+        for sig in self.SIGNALS:
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in self.SIGNALS:
+            self._loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.requested.is_set():
+            say(f"{sig.name}: already leaving", self.out)
+            return
+        say(f"{sig.name}: leaving the swarm, checkpointing, exiting", self.out)
+        self.requested.set()
+        if self.node is not None:
+            self.node.request_stop()
+
+
+async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any] | None:
+    t0 = time.perf_counter()
+    with _Stopper(out) as stopper:
+        node = await _create_unless_stopped(cfg, out, stopper)
+        if node is None:
+            say("stopped before the peer was up", out)
+            return None
+        stopper.node = node
+        if stopper.requested.is_set():  # the signal came in the last moment of start-up
+            node.request_stop()
+        _say_start(node, cfg, out)
+        try:
+            await node.wait()
+        finally:
+            await node.close()
+    if node.crashed is not None:
+        raise node.crashed
+    if node.worker.error is not None:
+        raise node.worker.error
+    return await _summary(node, cfg, out, time.perf_counter() - t0)
+
+
+async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper) -> Node | None:
+    """`Node.create`, abandoned (and cleaned up by create itself) if a signal comes first."""
+    creating = asyncio.create_task(
+        Node.create(cfg, on_eval=ProgressPrinter(cfg.steps or None, out)), name="create-node"
+    )
+    signalled = asyncio.create_task(stopper.requested.wait(), name="stop-signal")
+    try:
+        await asyncio.wait({creating, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signalled.cancel()
+        await asyncio.gather(signalled, return_exceptions=True)
+    if creating.done():
+        return creating.result()  # raises what start-up raised (a JoinError, a bad config)
+    creating.cancel()  # Node.create closes the half-built node on cancellation
+    await asyncio.gather(creating, return_exceptions=True)
+    return None
+
+
+def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
+    n_params = int(node.trainer.model.params.size)
+    say(
+        f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}",
+        out,
+    )
+    say(
+        f"device {node.backend.describe()}; {node.trainer.n_samples} training samples",
+        out,
+    )
+    if node.resumed is not None:
+        say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
+    say(f"listening on {node.addr} as {node.peer_id}", out)
+
+
+async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
+    # a final evaluation, off the loop; if the last step was abandoned at close, it still holds
+    # the model, so the newest evaluation stands
+    m = (
+        await asyncio.to_thread(node.worker.evaluate_now)
+        if node.worker_stopped
+        else (node.worker.metrics())
+    )
+    summary = {
+        "peer_id": node.peer_id,
+        "test_accuracy": m.test_acc,
+        "test_loss": m.test_loss,
+        "steps": m.step,
+        "steps_this_run": m.step - node.start_step,
+        "resumed_from_step": node.start_step if node.resumed is not None else None,
+        "model": cfg.model,
+        "data": cfg.data,
+        "n_params": int(node.trainer.model.params.size),
+        "samples_per_s": _rate(node),
+        "device": m.device,
+        "wall_s": wall_s,
+        "exchange_rounds": node.exchanger.rounds,
+        "exchange_applied": node.exchanger.rounds_applied,
+    }
+    say(format_summary(summary), out)
+    if cfg.summary_json is not None:
+        write_summary_json(cfg.summary_json, summary)
+    return json.loads(json.dumps(summary, default=float))
+
+
+def _rate(node: Node) -> float:
+    """Training throughput over this whole run (not just the last evaluation window)."""
+    w = node.worker
+    return w.steps_run * node.trainer.batch_size / w.train_seconds if w.train_seconds > 0 else 0.0

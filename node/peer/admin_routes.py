@@ -1,0 +1,103 @@
+"""Runtime fault control: `POST /v1/admin/{fault,byzantine,slowdown}`.
+
+The chaos runner turns faults on and off in running peers through these routes. They change how a
+peer behaves, so they are guarded: with a swarm secret the request must carry its HMAC (the same
+envelope as every other message); without one, only loopback callers are served.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
+from swarmnode.gossip.codec import decode_control, encode_control, require
+from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.net.body import read_body
+
+log = logging.getLogger(__name__)
+
+MAX_ADMIN_BYTES = 64 * 1024
+
+
+def admin_routes(node: Any) -> list[web.RouteDef]:
+    return [
+        web.post("/v1/admin/fault", _guarded(node, "admin/fault", _set_fault)),
+        web.post("/v1/admin/byzantine", _guarded(node, "admin/byzantine", _set_byzantine)),
+        web.post("/v1/admin/slowdown", _guarded(node, "admin/slowdown", _set_slowdown)),
+    ]
+
+
+Action = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _guarded(
+    node: Any, route: str, action: Action
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handler(request: web.Request) -> web.Response:
+        try:
+            # read_body, not content.read(n): read(n) returns whatever chunk has arrived, so a
+            # body split over two TCP segments was cut short; and a Content-Length over the cap
+            # is refused (413) before anything is read.
+            body = bytes(await read_body(request.content, request.content_length, MAX_ADMIN_BYTES))
+            nonce = b""
+            if node.signer is not None:
+                body, nonce = node.signer.unseal(route, body)
+            elif not _is_loopback(request.remote):
+                return _reject(
+                    request, route, 403, "admin routes need --secret for non-loopback callers"
+                )
+            msg = decode_control(body, route.split("/")[1])
+            reply = encode_control("ok", **await action(node, msg))
+        except SwarmnodeError as exc:
+            return _reject(request, route, getattr(exc, "status", 400), str(exc))
+        except ConnectionError as exc:  # the caller hung up mid-body
+            return _reject(request, route, 400, f"connection lost while reading the body: {exc}")
+        if node.signer is not None:
+            reply = node.signer.seal(route, reply, reply_to=nonce)
+        return web.Response(body=bytes(reply), content_type="application/octet-stream")
+
+    return handler
+
+
+async def _set_fault(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    if "spec" in msg:
+        cfg = parse_fault_spec(require(msg, "spec", str))
+    else:
+        cfg = FaultConfig.from_dict(require(msg, "config", dict))
+    node.faults.set_config(cfg)
+    log.warning("faults set at runtime: %s", cfg.to_spec() or "none")
+    return {"faults": cfg.to_spec()}
+
+
+async def _set_byzantine(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    kind = msg.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise SwarmnodeError("field 'kind' must be a string or nil")
+    node.byzantine.set(kind)
+    log.warning("byzantine behaviour set at runtime: %s", kind or "honest")
+    return {"byzantine": node.byzantine.kind}
+
+
+async def _set_slowdown(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    factor = require(msg, "factor", (int, float))
+    if not 1.0 <= float(factor) <= 1000.0:
+        raise SwarmnodeError(f"slowdown factor must be in [1, 1000], got {factor}")
+    node.worker.set_throttle(slowdown=float(factor))
+    return {"slowdown": float(factor)}
+
+
+def _is_loopback(remote: str | None) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
+
+
+def _reject(request: web.Request, route: str, status: int, why: str) -> web.Response:
+    one_line = " ".join(why.split())[:500]
+    log.warning("rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
+    return web.Response(status=status, text=one_line)

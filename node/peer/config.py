@@ -1,0 +1,84 @@
+"""`PeerConfig`: a training peer's settings plus how it joins, gossips and exchanges.
+
+It extends `NodeConfig` (the single-peer training settings) so everything the trainer needs stays
+in one place, and adds the network side. The CLI flags live in `swarmnode.node.cli.peer_options`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
+from swarmnode.node.train.config import NodeConfig
+from swarmnode.node.train.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:7070"
+
+
+def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
+    """'host:port' -> (host, port); raises ConfigError naming `what` on anything else."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{what} {text!r}: expected HOST:PORT with a port in 0-65535")
+    return host.strip("[]"), int(port)
+
+
+def parse_seeds(text: str | None) -> list[str]:
+    if not text:
+        return []
+    seeds = [s.strip() for s in text.split(",") if s.strip()]
+    for s in seeds:
+        _, port = parse_hostport(s, "--join seed")
+        if port == 0:
+            raise ConfigError(f"--join seed {s!r}: port 0 cannot be dialled")
+    return seeds
+
+
+@dataclass
+class PeerConfig(NodeConfig):
+    """Settings of one swarm peer. `validate()` raises `ConfigError` on the first bad value."""
+
+    listen: str = DEFAULT_LISTEN
+    advertise: str | None = None
+    join: list[str] = field(default_factory=list)
+    join_timeout: float = 30.0
+    peer_id: str | None = None
+    gossip_interval: float = 0.5
+    fanout: int = 3
+    suspect_after: float | None = None  # None: the membership module's defaults
+    dead_after: float | None = None
+    exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
+    secret: str | None = None
+    fault: str = ""
+    byzantine: str | None = None
+    slowdown: float = 1.0
+    ready_file: str | None = None
+    max_body_mb: float = 1024.0
+
+    def validate(self) -> PeerConfig:
+        super().validate()
+        parse_hostport(self.listen, "--listen")
+        if self.advertise is not None:
+            host, port = parse_hostport(self.advertise, "--advertise")
+            if port == 0 or host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    f"--advertise {self.advertise!r}: give an address others can dial"
+                )
+        if isinstance(self.join, str):
+            self.join = parse_seeds(self.join)
+        checks = {
+            "join-timeout": self.join_timeout > 0,
+            "gossip-interval": self.gossip_interval > 0,
+            "fanout": self.fanout >= 1,
+            "slowdown": self.slowdown >= 1,
+            "max-body-mb": self.max_body_mb > 0,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                value = getattr(self, name.replace("-", "_"))
+                raise ConfigError(f"--{name} has an invalid value: {value!r}")
+        try:
+            self.exchange.validate()
+        except ExchangeError as exc:  # report it the way every other bad option is reported
+            raise ConfigError(str(exc)) from None
+        return self

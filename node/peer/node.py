@@ -1,0 +1,436 @@
+"""`Node`: one swarm peer — trainer thread, aiohttp service, membership, exchange, checkpoints.
+
+Lifecycle: `node = await Node.create(cfg)` binds the port, joins (and syncs state from the swarm
+when there is one), and starts training; `await node.wait()` returns when the step budget is spent
+or `request_stop()` was called (SIGTERM/SIGINT); `await node.close()` announces `left`, stops every
+task it owns, checkpoints and releases the port. `asyncio.run` appears only in the CLI.
+
+The event loop only routes messages. Training runs on the worker's thread; snapshots, mixes,
+encoding, decoding and aggregation of parameter vectors run in threads too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from swarmnode.fault.inject.byzantine import parse_byzantine
+from swarmnode.fault.inject.spec import parse_fault_spec
+from swarmnode.fault.inject.transport import FaultyTransport
+from swarmnode.gossip.auth import HEADER_BYTES as AUTH_HEADER_BYTES
+from swarmnode.gossip.auth import AuthTransport, Signer, auth_handlers
+from swarmnode.gossip.codec import MAX_CONTROL_BYTES
+from swarmnode.gossip.exchange import Exchanger
+from swarmnode.gossip.membership import Membership, MembershipConfig
+from swarmnode.gossip.wire import max_frame_bytes
+from swarmnode.kernels.backend import to_numpy
+from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.net.app import build_app, serve
+from swarmnode.node.net.transport import HttpTransport
+from swarmnode.node.peer.admin_routes import admin_routes
+from swarmnode.node.peer.byzantine_serving import ByzantineServing
+from swarmnode.node.peer.config import PeerConfig, parse_hostport
+from swarmnode.node.peer.errors import JoinError
+from swarmnode.node.peer.identity import load_identity
+from swarmnode.node.peer.param_store import WorkerStore
+from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
+from swarmnode.node.peer.status_routes import status_routes
+from swarmnode.node.train.build import build_trainer, resume, run_meta
+from swarmnode.node.train.checkpoint import save_checkpoint
+from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
+META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
+LEAVE_DEADLINE_S = 1.0
+REJOIN_EVERY_S = 5.0
+BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted before the body is read
+# SIGTERM -> exit within 5 s (what an orchestrator's grace period and the chaos runner expect):
+# close() spends at most this much; interpreter teardown and the summary take the rest.
+CLOSE_BUDGET_S = 3.5
+HTTP_SHUTDOWN_S = 0.5  # requests in flight at close get this long, then they are cancelled
+
+
+class MembershipPeers:
+    """The exchange's `PeerDirectory` over membership: uniform over live peers."""
+
+    def __init__(self, membership: Membership, rng: random.Random) -> None:
+        self.membership = membership
+        self.rng = rng
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
+        return self.rng.sample(live, min(k, len(live)))
+
+
+class Node:
+    """One swarm peer. Build with `await Node.create(cfg)`; always `await node.close()`."""
+
+    def __init__(
+        self, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.on_eval = on_eval
+        self.addr = ""
+        self.peer_id = ""
+        self.incarnation = 0
+        self.started_at = time.monotonic()
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner: Any = None
+        self._closed = False
+        self.crashed: BaseException | None = None  # an owned task died of a bug: see _spawn
+        self.worker_stopped = False  # close() saw the training thread end (final checkpoint)
+        self.state = "starting"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+    ) -> Node:
+        """A started peer; `on_eval` is called on the training thread after every evaluation."""
+        node = cls(cfg.validate(), on_eval)
+        try:
+            await node._start()
+        except BaseException:
+            await node.close()
+            raise
+        return node
+
+    async def _start(self) -> None:
+        cfg = self.cfg
+        ident = await asyncio.to_thread(load_identity, cfg.checkpoint_dir, cfg.peer_id)
+        self.peer_id, self.incarnation = ident.peer_id, ident.incarnation
+        self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")
+        self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
+        self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
+        self.start_step = self.trainer.step_count
+        self._worker_done = asyncio.Event()
+        self.worker = self._build_worker()
+        self.store = WorkerStore(self.worker)
+
+        self.signer = Signer(cfg.secret) if cfg.secret else None
+
+        host, port = parse_hostport(cfg.listen, "--listen")
+        self._handlers: dict[str, Any] = {}
+        app = build_app(
+            self._handlers,
+            max_body_bytes=_body_caps(cfg, self.store.size),
+            extra_routes=status_routes(self) + admin_routes(self),
+            admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
+        )
+        self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
+        self.addr = cfg.advertise or f"{_dialable(host)}:{bound}"
+        # Built once the address is known: partitions compare it to the others' addresses
+        # (FaultyTransport keeps it from construction; it has no setter).
+        self.faults = FaultyTransport(
+            HttpTransport(max_response_bytes=_answer_cap(cfg, self.store.size)),
+            parse_fault_spec(cfg.fault),
+            cfg.seed,
+            self.addr,
+        )
+        transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
+
+        self.membership = Membership(
+            self.peer_id,
+            self.addr,
+            transport,
+            self._membership_config(),
+            incarnation=self.incarnation,
+        )
+        self.byzantine = ByzantineServing(cfg.byzantine, self)
+        self.exchanger = Exchanger(
+            cfg.exchange,
+            self_id=self.peer_id,
+            transport=transport,
+            store=self.store,
+            peers=MembershipPeers(self.membership, self.rng),
+            outgoing=self.byzantine.outgoing,
+            poisoning=lambda: self.byzantine.behaviour is not None,
+        )
+        handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
+        self._handlers.update(auth_handlers(handlers, self.signer) if self.signer else handlers)
+        self._update_meta()
+
+        if cfg.join:
+            # Others see us alive from the join on and may pushpull with us: until the state
+            # sync has loaded the swarm's model they must not mix in our fresh random one.
+            self.exchanger.stop_serving(JOINING)
+            await self.membership.join(cfg.join, timeout=cfg.join_timeout)
+        await self.membership.start()
+        if cfg.join:
+            await sync_from_swarm(self, timeout=cfg.join_timeout)
+            self.exchanger.resume_serving()
+        await asyncio.to_thread(
+            self.worker.evaluate_now
+        )  # first reported accuracy: the start model
+        self.worker.start()
+        self.state = "alive"
+        self._spawn(self._exchange_loop(), "exchange")
+        self._spawn(self._meta_loop(), "meta")
+        self._spawn(self._watch_worker(), "watch-worker")
+        self._spawn(self.byzantine.run(), "byzantine-views")
+        if cfg.join:
+            self._spawn(self._rejoin_loop(), "rejoin")
+        await asyncio.to_thread(self._write_ready_file)
+        log.info("peer %s serving on %s", self.peer_id, self.addr)
+
+    def _build_trainer(self) -> tuple[Any, Any, Any]:
+        trainer, data, backend = build_trainer(self.cfg)
+        behaviour = parse_byzantine(self.cfg.byzantine) if self.cfg.byzantine else None
+        self.labels_flipped = behaviour is not None and behaviour.poisons_labels
+        if self.labels_flipped:
+            trainer.set_labels(behaviour.transform_labels(trainer.labels(), data.n_classes))
+        return trainer, data, backend
+
+    def _build_worker(self) -> TrainingWorker:
+        cfg = self.cfg
+        worker = TrainingWorker(
+            self.trainer,
+            X_test=self.data.X_test,
+            y_test=self.data.y_test,
+            eval_every=cfg.eval_every,
+            max_steps=cfg.steps or None,
+            device=self.backend.describe(),
+            on_eval=self.on_eval,
+            on_checkpoint=self._save_checkpoint if cfg.checkpoint_dir is not None else None,
+            checkpoint_every=cfg.checkpoint_every,
+            on_done=_threadsafe_setter(self._worker_done),
+        )
+        if cfg.slowdown > 1:
+            worker.set_throttle(slowdown=cfg.slowdown)
+        return worker
+
+    def _membership_config(self) -> MembershipConfig:
+        cfg = self.cfg
+        kw: dict[str, Any] = {"fanout": cfg.fanout}
+        if cfg.suspect_after is not None:
+            kw["suspect_after"] = cfg.suspect_after
+        if cfg.dead_after is not None:
+            kw["dead_after"] = cfg.dead_after
+        return MembershipConfig.for_interval(cfg.gossip_interval, **kw)
+
+    def request_stop(self) -> None:
+        """Ask the peer to leave (signal-handler safe: only sets a flag)."""
+        self._stop.set()
+
+    async def wait(self) -> None:
+        """Until a stop is requested, or the step budget is spent."""
+        await self._stop.wait()
+
+    async def close(self) -> None:
+        """Leave the swarm, stop every owned task and the training thread, checkpoint, unbind.
+
+        Bounded by CLOSE_BUDGET_S: a training step that is still running when the budget is
+        spent is abandoned (the thread is a daemon) and the newest periodic checkpoint stands.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + CLOSE_BUDGET_S
+        self.state = "leaving"
+        exchanger = getattr(self, "exchanger", None)
+        if exchanger is not None:  # stop taking work: a leaving peer's mixes would be lost
+            exchanger.stop_serving("leaving the swarm")
+        worker = getattr(self, "worker", None)
+        if worker is not None:
+            worker.request_stop()  # the current step ends while we announce the leave
+        membership = getattr(self, "membership", None)
+        if membership is not None:
+            await _quietly(membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if membership is not None:
+            await membership.close()
+        store = getattr(self, "store", None)
+        if store is not None:  # folds accepted before we stopped serving reach the model
+            await store.close()
+        if worker is not None:
+            await self._stop_worker(deadline - time.monotonic() - HTTP_SHUTDOWN_S)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        faults = getattr(self, "faults", None)
+        if faults is not None:
+            await faults.close()
+
+    async def _stop_worker(self, budget: float) -> None:
+        """Wait up to `budget` s for the training thread, then save the final checkpoint."""
+        try:  # join(0): never started, or already ended (then the event may not be set)
+            if not self.worker.join(0):
+                await asyncio.wait_for(self._worker_done.wait(), max(0.05, budget))
+        except asyncio.TimeoutError:
+            log.warning(
+                "the training step in progress did not end within the shutdown budget: "
+                "exiting without a final checkpoint (the newest periodic one stands)"
+            )
+            return
+        self.worker_stopped = True
+        if self.cfg.checkpoint_dir is not None and self.trainer.step_count > 0:
+            await asyncio.to_thread(self._save_checkpoint, None)
+
+    # --- background tasks ----------------------------------------------------------------
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=f"{self.peer_id}:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        """An owned task that dies of an exception is a bug: say so at once and stop the peer,
+        rather than keep running without exchange or progress until someone notices."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error("task %s crashed; stopping the peer", task.get_name(), exc_info=exc)
+        if self.crashed is None:
+            self.crashed = exc
+        self._stop.set()
+
+    async def _exchange_loop(self) -> None:
+        every = self.cfg.exchange.sync_every
+        target = self.trainer.step_count + every
+        while self.worker.running:
+            if self.trainer.step_count < target:
+                await asyncio.sleep(STEP_POLL_S)
+                continue
+            if self.membership.live_peers():
+                await self.exchanger.round()
+            target = max(target + every, self.trainer.step_count + 1)
+
+    async def _meta_loop(self) -> None:
+        while True:
+            self._update_meta()
+            await asyncio.sleep(META_EVERY_S)
+
+    async def _watch_worker(self) -> None:
+        """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""
+        await self._worker_done.wait()  # set from the thread's end: holds no executor thread
+        if self.worker.error is not None and self._in_a_swarm():
+            await self._fail(self.worker.error)
+            return
+        if self.worker.error is not None:
+            log.error("training stopped: %s", self.worker.error)
+        self._update_meta()
+        self._stop.set()
+
+    def _in_a_swarm(self) -> bool:
+        """Whether this peer has ever known another one. Not "has a live peer now": when a
+        poisoned model diverges peer after peer, the last ones find everybody else failed
+        and gone, and must still stay up to say so."""
+        return bool(self.membership.members())  # every *other* peer, tombstones included
+
+    async def _fail(self, error: BaseException) -> None:
+        """Training failed inside a swarm (typically diverged after mixing in a poisoned model).
+
+        Exiting would hide what happened; staying in the exchange would hand the broken model to
+        the others. So the peer stops serving its parameters, leaves the membership (the others
+        mark it `left` and stop sampling it), and keeps answering /v1/status with state `failed`
+        and the accuracy of the model it now holds, until SIGTERM (then exit code 2, as before).
+        A peer alone exits at once instead: nobody is there to look, and a script gets the code.
+        """
+        self.state = "failed"
+        self.exchanger.stop_serving(f"training failed: {error}")
+        log.error(
+            "training stopped: %s; left the swarm, /v1/status reports 'failed' until SIGTERM", error
+        )
+        await asyncio.to_thread(self.worker.evaluate_now)
+        self._update_meta()
+        await _quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+
+    async def _rejoin_loop(self) -> None:
+        """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
+        while True:
+            await asyncio.sleep(REJOIN_EVERY_S)
+            if self.state != "alive" or self.membership.live_peers():
+                continue  # a failed peer has left on purpose
+            try:
+                await self.membership.join(self.cfg.join, timeout=REJOIN_EVERY_S)
+                log.info("re-joined the swarm through the seeds")
+            except SwarmnodeError as exc:
+                log.info("re-join attempt failed: %s", exc)
+
+    def _update_meta(self) -> None:
+        m = self.worker.metrics()
+        self.membership.set_meta(
+            step=int(m.step),
+            loss=_finite_or_none(m.loss),
+            acc=_finite_or_none(m.test_acc),
+            device=m.device,
+        )
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _save_checkpoint(self, state: dict[str, Any] | None) -> None:
+        state = self.worker.state() if state is None else state
+        state["meta"] = run_meta(self.cfg)
+        save_checkpoint(self.cfg.checkpoint_dir, state, keep=self.cfg.keep_checkpoints)
+
+    def _write_ready_file(self) -> None:
+        if not self.cfg.ready_file:
+            return
+        path = Path(self.cfg.ready_file)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"peer_id": self.peer_id, "addr": self.addr, "pid": os.getpid()}))
+        os.replace(tmp, path)
+
+    def params_host(self) -> np.ndarray:
+        return to_numpy(self.trainer.model.params.data)
+
+
+def _body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
+    """Per-route caps, checked before a body is read: only pushpull carries a model inbound,
+    and never a larger one than ours; control routes never need more than a control message
+    (plus its HMAC envelope)."""
+    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    return {
+        "pushpull": min(int(cfg.max_body_mb * 2**20), max_frame_bytes(n_params)) + envelope,
+        "*": MAX_CONTROL_BYTES + envelope,
+    }
+
+
+def _answer_cap(cfg: PeerConfig, n_params: int) -> int:
+    """What any answer may weigh: a model frame of our size at most (a lying peer cannot make
+    us read 1 GiB), or a control message."""
+    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    return max(max_frame_bytes(n_params), MAX_CONTROL_BYTES) + envelope
+
+
+def _dialable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def _threadsafe_setter(event: asyncio.Event) -> Callable[[], None]:
+    """A callable for another thread that sets `event` on the current loop."""
+    loop = asyncio.get_running_loop()
+
+    def set_it() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is waiting
+            loop.call_soon_threadsafe(event.set)
+
+    return set_it
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+async def _quietly(coro: Any, timeout: float, what: str) -> None:
+    try:
+        await asyncio.wait_for(coro, timeout)
+    except Exception as exc:  # best effort on the way out: log, never block shutdown
+        log.info("%s did not complete: %s", what, exc)
+
+
+__all__ = ["JoinError", "Node"]

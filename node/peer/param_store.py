@@ -1,0 +1,79 @@
+"""`WorkerStore`: the exchange's `ParamStore` over the node's training thread.
+
+Snapshots are copies taken between two steps (straight into a wire frame when the exchange asks
+for one); received models are folded, on this store's own thread, into the worker's pending
+update (`swarmnode.node.train.mixes`), which the training thread applies between two steps; a state sync's load
+replaces the model and waits until it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from typing import Any
+
+import numpy as np
+from swarmnode.gossip.wire import encode_into_frame
+from swarmnode.node.train.worker import TrainingWorker
+
+log = logging.getLogger(__name__)
+
+
+class WorkerStore:
+    """The `ParamStore` the exchange sees: snapshots and mixes go through the training thread."""
+
+    def __init__(self, worker: TrainingWorker) -> None:
+        self.worker = worker
+        self.size = int(worker.trainer.model.params.data.size)
+        self._folder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="swarmnode-mix")
+        self._xp = worker.trainer.backend.xp if hasattr(worker.trainer, "backend") else np
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        return await asyncio.to_thread(self.worker.snapshot)
+
+    async def snapshot_frame(self, sender: str) -> memoryview:
+        """The model as a wire frame, copied once, straight from the model into the frame."""
+        return await asyncio.to_thread(
+            encode_into_frame, self.size, self.worker.snapshot_into, sender=sender
+        )
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands
+        between two steps, and neither an exchange nor a pushpull answer waits for that step.
+        The fold runs on this store's own thread, so a pushpull answer does not wait for it
+        either; folds keep their order, and the received buffer is freed once folded."""
+        try:
+            fut = self._folder.submit(self.worker.mix, other, weight)
+        except RuntimeError:  # closed: this peer is leaving, and its model with it
+            log.info("leaving: a received model arrived after the last fold and is dropped")
+            return
+        fut.add_done_callback(_log_failed_mix)
+
+    async def load(self, vector: np.ndarray) -> None:
+        """Overwrite the parameters (state sync); returns once they are loaded."""
+        xp = self._xp
+
+        def load(x: Any) -> None:
+            self.worker.mixes.discard()  # mixes into the model being replaced are moot
+            x[...] = xp.asarray(vector, dtype=x.dtype)
+
+        await asyncio.wrap_future(await self._submit(load))
+
+    async def settled(self) -> None:
+        """Until every mix accepted so far is folded (and, with training stopped, applied)."""
+        await asyncio.wrap_future(self._folder.submit(lambda: None))  # one FIFO thread
+
+    async def close(self) -> None:
+        """Finish the folds already accepted (each is tens of ms), then stop the fold thread."""
+        await asyncio.to_thread(self._folder.shutdown, wait=True)
+
+    async def _submit(self, fn: Any) -> concurrent.futures.Future[Any]:
+        # submit() only queues while the thread runs, but runs fn inline (a 100 MB mix) when it
+        # does not: keep that off the event loop. Waiting for the result holds no thread.
+        return await asyncio.to_thread(self.worker.submit, fn)
+
+
+def _log_failed_mix(fut: concurrent.futures.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("mixing a received model failed: %s", fut.exception())

@@ -1,0 +1,109 @@
+"""Join-time state sync: a newcomer starts from the swarm's current model, not a fresh one.
+
+It pulls the parameters (and step counter) of up to `DONORS` random live peers in parallel —
+random, so that many newcomers spread their downloads over the swarm instead of all hitting the
+seed — validates each (shape, dtype, finiteness: `swarmnode.gossip.wire`), cross-checks them against each
+other where there are several, and loads their coordinate-wise median: with three donors one
+lying peer cannot choose the newcomer's starting point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+from swarmnode.node.peer.errors import JoinError
+
+log = logging.getLogger(__name__)
+
+DONORS = 3
+# Honest peers' models differ by their recent local steps: far less than this fraction of their
+# norm. A larger spread means one donor is not like the others; the median still protects us.
+SPREAD_WARN = 0.5
+RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 2.0
+JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
+
+
+async def sync_from_swarm(node: Any, timeout: float) -> None:
+    """Load the swarm's current parameters into `node` before it starts training."""
+    if not node.membership.live_peers():
+        log.warning("joined, but no live peer to copy the model from: starting from my own")
+        return
+    got, failures = await _fetch_donors(node, timeout)
+    if not got:
+        return
+    for pid, why in failures.items():
+        log.info("state sync: donor %s failed: %s", pid, why)
+    steps = [step for _, step, _ in got]
+    vectors = [vec for _, _, vec in got]
+    spread = await asyncio.to_thread(relative_spread, vectors)
+    if spread > SPREAD_WARN:
+        log.warning(
+            "state sync: donors disagree (relative spread %.2f); taking their median", spread
+        )
+    swarm_step = int(np.median(steps))
+    if node.resumed is not None and node.trainer.step_count >= swarm_step:
+        log.info(
+            "state sync: my checkpoint (step %d) is newer than the swarm's",
+            node.trainer.step_count,
+        )
+        return
+    model = await asyncio.to_thread(_median, vectors)
+    await node.store.load(model)
+    node.trainer.step_count = swarm_step
+    log.info(
+        "state sync: loaded the model of %s at step %d",
+        ", ".join(pid for pid, _, _ in got),
+        swarm_step,
+    )
+
+
+async def _fetch_donors(node: Any, timeout: float) -> tuple[list[Any], dict[str, str]]:
+    """Models of up to DONORS random live peers; tries again (other donors, backing off) while
+    none answered — donors may be busy (503) or joining themselves — until `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    pause = RETRY_S
+    while True:
+        live = node.membership.live_peers()
+        picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
+        failures: dict[str, str] = {}
+        got = await node.exchanger.pull_many(picked, failures)
+        if got:
+            return got, failures
+        if picked and all(JOINING in why for why in failures.values()):
+            # peers that started at once, each joining through the others: nobody has a
+            # swarm model yet, so ours is as good as any (the exchange will average them)
+            log.warning("state sync: every donor is joining too: starting from my own model")
+            return [], failures
+        if loop.time() + pause > deadline or not picked:
+            detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
+            raise JoinError(
+                f"could not fetch the model from any of {len(picked)} peers within "
+                f"{timeout:g} s ({detail or 'no live peer left'})"
+            )
+        log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, RETRY_MAX_S)
+
+
+def relative_spread(vectors: list[np.ndarray]) -> float:
+    """Largest pairwise distance over the median norm (0 for a single vector)."""
+    if len(vectors) < 2:
+        return 0.0
+    norm = float(np.median([np.linalg.norm(v.astype(np.float64)) for v in vectors])) or 1.0
+    worst = max(
+        float(np.linalg.norm(a.astype(np.float64) - b.astype(np.float64)))
+        for i, a in enumerate(vectors)
+        for b in vectors[i + 1 :]
+    )
+    return worst / norm
+
+
+def _median(vectors: list[np.ndarray]) -> np.ndarray:
+    if len(vectors) == 1:
+        return vectors[0]
+    return np.median(np.stack(vectors), axis=0).astype(np.float32)

@@ -1,0 +1,134 @@
+"""`NodeConfig`: everything one peer needs to know, in one validated dataclass.
+
+The CLI builds it from argparse (`swarmnode.node.cli.cmd_start`), tests build it directly. The peer service
+extends it (listen address, seeds, exchange settings) by subclassing or adding fields with
+defaults, so a config built for a single-peer run stays valid.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train.shard import Partition, parse_partition, parse_shard
+
+# Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled
+# digits in under a second of training on one CPU core. Swept over 12 seeds: the final test
+# accuracy was 96.7-97.2% for every seed. mlp:128 ended as low as 95.6% for some seeds (constant-lr
+# SGD wanders at the end; the wider layer damps it at little cost on this tiny input).
+DEFAULT_MODEL = "mlp:512"
+DEFAULT_STEPS = 1500
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_LR = 0.05
+DEFAULT_OPTIMIZER = "sgd"
+DEFAULT_MOMENTUM = 0.9
+DEFAULT_EVAL_EVERY = 100
+DEFAULT_CHECKPOINT_EVERY = 500
+DEFAULT_KEEP_CHECKPOINTS = 3
+
+
+@dataclass
+class NodeConfig:
+    """Settings of one training peer. `validate()` raises `ConfigError` on the first bad value."""
+
+    model: str = DEFAULT_MODEL
+    data: str = "digits"
+    steps: int = DEFAULT_STEPS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    lr: float = DEFAULT_LR
+    optimizer: str = DEFAULT_OPTIMIZER
+    momentum: float = DEFAULT_MOMENTUM
+    weight_decay: float = 0.0
+    device: str = "auto"
+    seed: int = 0
+    eval_every: int = DEFAULT_EVAL_EVERY
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
+    keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS
+    summary_json: Path | None = None
+    shard: tuple[int, int] = (0, 1)
+    partition: Partition = field(default_factory=lambda: Partition("iid"))
+
+    def __post_init__(self) -> None:
+        # Accept the CLI's string forms too, so callers need not pre-parse.
+        if isinstance(self.shard, str):
+            self.shard = parse_shard(self.shard)
+        if isinstance(self.partition, str):
+            self.partition = parse_partition(self.partition)
+        if isinstance(self.checkpoint_dir, str):
+            self.checkpoint_dir = Path(self.checkpoint_dir)
+        if isinstance(self.summary_json, str):
+            self.summary_json = Path(self.summary_json)
+
+    def validate(self) -> NodeConfig:
+        _positive("steps", self.steps, allow_zero=True)
+        _positive("batch-size", self.batch_size)
+        _positive("eval-every", self.eval_every)
+        _positive("checkpoint-every", self.checkpoint_every)
+        _positive("keep-checkpoints", self.keep_checkpoints)
+        # numpy's seeding refuses negatives (and would crash deep in the trainer build).
+        _positive("seed", self.seed, allow_zero=True)
+        if not (self.lr > 0 and self.lr < float("inf")):
+            raise ConfigError(f"--lr must be a positive number, got {self.lr}")
+        if not 0 <= self.momentum < 1:
+            raise ConfigError(f"--momentum must be in [0, 1), got {self.momentum}")
+        if not 0 <= self.weight_decay < float("inf"):
+            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        index, count = self.shard
+        if count < 1 or not 0 <= index < count:
+            raise ConfigError(f"--shard {index}/{count}: need COUNT >= 1 and 0 <= INDEX < COUNT")
+        self._check_paths()
+        return self
+
+    def _check_paths(self) -> None:
+        # Checked now, not when first written: a bad --summary-json would otherwise surface only
+        # after the whole run, and a bad --checkpoint-dir at the first checkpoint.
+        if self.checkpoint_dir is not None:
+            check_writable_dir(self.checkpoint_dir, "--checkpoint-dir")
+        if self.summary_json is not None:
+            check_writable_file(self.summary_json, "--summary-json")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict (for summaries and for recording in checkpoints)."""
+        d = asdict(self)
+        d["partition"] = str(self.partition)
+        d["shard"] = f"{self.shard[0]}/{self.shard[1]}"
+        for key in ("checkpoint_dir", "summary_json"):
+            d[key] = None if d[key] is None else str(d[key])
+        return d
+
+
+def _positive(name: str, value: int, allow_zero: bool = False) -> None:
+    low = 0 if allow_zero else 1
+    if not isinstance(value, int) or value < low:
+        raise ConfigError(f"--{name} must be an integer >= {low}, got {value!r}")
+
+
+def check_writable_dir(path: Path, option: str) -> None:
+    """`path` is, or can be created as, a directory this process can write in."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"{option} {str(path)!r} exists and is not a directory")
+    _check_creatable(Path(path), option, shown=Path(path))
+
+
+def check_writable_file(path: Path, option: str) -> None:
+    """`path` can be (over)written: it is not a directory and its directory can be written in."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{option} {str(path)!r} is a directory, not a file path")
+    _check_creatable(Path(path).parent, option, shown=Path(path))
+
+
+def _check_creatable(directory: Path, option: str, shown: Path) -> None:
+    # The nearest existing ancestor decides: missing directories below it are created later
+    # (mkdir -p), so it must be a directory we may create entries in. os.path's checks, unlike
+    # Path's, return False instead of raising on a component we may not search.
+    base = os.path.abspath(directory)
+    while not os.path.exists(base) and base != os.path.dirname(base):
+        base = os.path.dirname(base)
+    if not os.path.isdir(base):
+        raise ConfigError(f"{option} {str(shown)!r}: {base!r} is not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {str(shown)!r}: directory {base!r} is not writable")

@@ -1,0 +1,279 @@
+"""Data sets: the bundled digits, a seeded synthetic generator, or any `.npz` file.
+
+`load_dataset(spec)` is the one entry point. Whatever the source, the result is a validated
+`Dataset` with float32 inputs and int64 labels in `[0, n_classes)`, so the trainer and the models
+never have to re-check their input. Every problem with a file is a `DataError` whose message names
+the file and the problem in one line: a peer started with a bad `--data` must say why and exit,
+not crash half-way through its first step.
+
+Spec grammar:
+
+- `digits` — the bundled UCI handwritten digits (8x8 images, 10 classes, 1437 train / 360 test).
+- `synthetic:N,D,C` or `synthetic:N,D,C,SEED` — N train samples (plus N//4 test samples) of D
+  features in C classes: Gaussian clusters around seeded random centres. Deterministic in SEED
+  (default 0); meant for benchmarks and tests, not for accuracy claims.
+- anything else — a path to an `.npz` with arrays `X_train, y_train, X_test, y_test`.
+
+Input scaling: integer inputs are divided by the largest value in `X_train` (digits: pixels 0..16
+become 0..1); float inputs are kept as they are (the file's author chose their scale).
+"""
+
+from __future__ import annotations
+
+import io
+import lzma
+import zipfile
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from swarmnode.node.train.errors import DataError
+
+REQUIRED_ARRAYS = ("X_train", "y_train", "X_test", "y_test")
+SYNTHETIC_MAX_VALUES = 50_000_000  # N*D cap: a typo must not allocate tens of gigabytes
+MAX_CLASSES = 65_536  # a stray huge label would otherwise size the output layer
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A validated train/test split held in host memory (numpy)."""
+
+    name: str
+    X_train: np.ndarray  # float32, shape (n_train, *input_shape)
+    y_train: np.ndarray  # int64, shape (n_train,)
+    X_test: np.ndarray  # float32, shape (n_test, *input_shape)
+    y_test: np.ndarray  # int64, shape (n_test,)
+    n_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.X_train.shape[1:])
+
+    def describe(self) -> str:
+        shape = "x".join(str(d) for d in self.input_shape)
+        return (
+            f"{self.name}: {len(self.y_train)} train / {len(self.y_test)} test, "
+            f"input {shape}, {self.n_classes} classes"
+        )
+
+
+def load_dataset(spec: str) -> Dataset:
+    """Load and validate the data set named by `spec` (see the module docstring)."""
+    spec = spec.strip()
+    if spec == "digits":
+        return _load_digits()
+    if spec.startswith("synthetic:") or spec == "synthetic":
+        return make_synthetic(*parse_synthetic_spec(spec))
+    return load_npz(spec)
+
+
+def _load_digits() -> Dataset:
+    # importlib.resources, not a path relative to __file__, so an installed wheel finds it too.
+    resource = resources.files("swarmnode.node.train") / "datasets" / "digits.npz"
+    try:
+        raw = resource.read_bytes()
+    except OSError as exc:
+        raise DataError(f"bundled digits data set is missing: {exc}") from None
+    return _from_npz_bytes(raw, "digits")
+
+
+def load_npz(path: str | Path) -> Dataset:
+    """Load a user-provided `.npz` file with `X_train, y_train, X_test, y_test`."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(
+            f"data file {str(path)!r} not found (expected 'digits', 'synthetic:N,D,C' or a .npz path)"
+        )
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read data file {str(path)!r}: {exc.strerror or exc}") from None
+    return _from_npz_bytes(raw, str(path))
+
+
+def _from_npz_bytes(raw: bytes, name: str) -> Dataset:
+    arrays = _read_npz(raw, name)
+    return validate_arrays(arrays, name)
+
+
+def _read_npz(raw: bytes, name: str) -> dict[str, np.ndarray]:
+    """Read the four arrays; any failure of the container itself is a DataError."""
+    try:
+        # allow_pickle=False: a data file must never be able to run code on load.
+        loaded = np.load(io.BytesIO(raw), allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            # A .npy holds one bare array: there is no split to read from it.
+            raise DataError(
+                f"{name}: is a single .npy array, not an .npz archive of "
+                f"{', '.join(REQUIRED_ARRAYS)} (save them with numpy.savez)"
+            )
+        with loaded as npz:
+            return _take_required(npz, name)
+    except DataError:
+        raise
+    except ValueError as exc:
+        # Object arrays (pickles), which we refuse, non-npz content, headers that do not parse
+        # and arrays shorter than their header claims.
+        raise DataError(f"{name}: not a readable .npz of plain arrays ({exc})") from None
+    except MemoryError:
+        # A damaged (or hostile) header can claim a shape far larger than the file.
+        raise DataError(f"{name}: an array header claims more data than fits in memory") from None
+    except (zlib.error, lzma.LZMAError, NotImplementedError, RuntimeError) as exc:
+        # Damaged compressed members, or zip features numpy cannot read (encryption, odd methods).
+        raise DataError(f"{name}: corrupted or unsupported .npz member ({exc})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise DataError(f"{name}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _take_required(npz: np.lib.npyio.NpzFile, name: str) -> dict[str, np.ndarray]:
+    missing = [k for k in REQUIRED_ARRAYS if k not in npz.files]
+    if missing:
+        raise DataError(
+            f"{name}: missing array(s) {', '.join(missing)} "
+            f"(an .npz needs {', '.join(REQUIRED_ARRAYS)}; found {', '.join(npz.files) or 'none'})"
+        )
+    return {k: npz[k] for k in REQUIRED_ARRAYS}
+
+
+def validate_arrays(arrays: dict[str, np.ndarray], name: str) -> Dataset:
+    """Check shapes, dtypes, label range and finiteness; return float32 / int64 arrays."""
+    X_train, y_train = arrays["X_train"], arrays["y_train"]
+    X_test, y_test = arrays["X_test"], arrays["y_test"]
+    for key in ("X_train", "X_test"):
+        _check_inputs(arrays[key], f"{name}: {key}")
+    for key in ("y_train", "y_test"):
+        _check_labels(arrays[key], f"{name}: {key}")
+    for split, X, y in (("train", X_train, y_train), ("test", X_test, y_test)):
+        if len(X) != len(y):
+            raise DataError(
+                f"{name}: X_{split} has {len(X)} rows but y_{split} has {len(y)} labels"
+            )
+    if len(y_train) == 0:
+        raise DataError(f"{name}: the train split is empty")
+    if len(y_test) == 0:
+        raise DataError(f"{name}: the test split is empty")
+    if X_train.shape[1:] != X_test.shape[1:]:
+        raise DataError(
+            f"{name}: train inputs have shape {X_train.shape[1:]} per sample "
+            f"but test inputs have {X_test.shape[1:]}"
+        )
+    n_classes = int(max(y_train.max(), y_test.max())) + 1
+    if n_classes > MAX_CLASSES:
+        raise DataError(
+            f"{name}: largest label is {n_classes - 1}; at most {MAX_CLASSES} classes are supported"
+        )
+    if n_classes < 2:
+        raise DataError(f"{name}: labels name only one class; a classifier needs at least two")
+    Xtr, Xte = _scale(X_train, X_test)
+    _check_cast(Xtr, f"{name}: X_train")
+    _check_cast(Xte, f"{name}: X_test")
+    return Dataset(
+        name=name,
+        X_train=Xtr,
+        y_train=y_train.astype(np.int64),
+        X_test=Xte,
+        y_test=y_test.astype(np.int64),
+        n_classes=n_classes,
+    )
+
+
+def _check_inputs(X: np.ndarray, what: str) -> None:
+    if X.ndim < 2:
+        raise DataError(
+            f"{what} must have a sample axis and at least one feature axis, got shape {X.shape}"
+        )
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"{what} must be numeric, got dtype {X.dtype}")
+    if X.dtype.kind == "f" and not np.isfinite(X).all():
+        raise DataError(f"{what} contains NaN or Inf values")
+
+
+def _check_cast(X: np.ndarray, what: str) -> None:
+    # NaN/Inf were refused before the cast, so a non-finite value here is a float64 beyond
+    # float32's range (e.g. 1e300) that the cast turned into inf: it would poison the first step.
+    if not np.isfinite(X).all():
+        limit = float(np.finfo(np.float32).max)
+        raise DataError(f"{what} has values too large for float32 (|x| > {limit:.3g})")
+
+
+def _check_labels(y: np.ndarray, what: str) -> None:
+    if y.ndim != 1:
+        raise DataError(f"{what} must be a 1-D vector of class labels, got shape {y.shape}")
+    if y.dtype.kind not in "iu":
+        raise DataError(f"{what} must hold integer class labels, got dtype {y.dtype}")
+    if len(y) and int(y.min()) < 0:
+        raise DataError(
+            f"{what} has a negative label ({int(y.min())}); labels must be in [0, n_classes)"
+        )
+
+
+def _scale(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # A float64 beyond float32's range overflows to inf here; the caller detects and names it,
+    # so numpy's RuntimeWarning would only add a second, noisier line.
+    with np.errstate(over="ignore"):
+        if X_train.dtype.kind == "f":
+            return (
+                np.ascontiguousarray(X_train, dtype=np.float32),
+                np.ascontiguousarray(X_test, dtype=np.float32),
+            )
+        # Integer pixels/counts: scale by the train maximum so the inputs land in [0, 1]-ish. The
+        # test split uses the same factor (never its own), as any preprocessing fitted on train
+        # must.
+        top = float(X_train.max()) if X_train.size else 0.0
+        scale = np.float32(1.0 / top) if top > 0 else np.float32(1.0)
+        return (
+            X_train.astype(np.float32) * scale,
+            X_test.astype(np.float32) * scale,
+        )
+
+
+def parse_synthetic_spec(spec: str) -> tuple[int, int, int, int]:
+    """`synthetic:N,D,C[,SEED]` -> (N, D, C, SEED)."""
+    _, _, rest = spec.partition(":")
+    parts = [p.strip() for p in rest.split(",")] if rest else []
+    if len(parts) not in (3, 4):
+        raise DataError(
+            f"bad synthetic spec {spec!r}: expected synthetic:N,D,C or synthetic:N,D,C,SEED"
+        )
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise DataError(f"bad synthetic spec {spec!r}: N, D, C and SEED must be integers") from None
+    n, d, c = values[:3]
+    seed = values[3] if len(values) == 4 else 0
+    if n < 1 or d < 1 or c < 2:
+        raise DataError(f"bad synthetic spec {spec!r}: need N >= 1, D >= 1 and C >= 2")
+    if n * d > SYNTHETIC_MAX_VALUES:
+        raise DataError(
+            f"bad synthetic spec {spec!r}: N*D = {n * d} exceeds {SYNTHETIC_MAX_VALUES}"
+        )
+    return n, d, c, seed
+
+
+def make_synthetic(n: int, d: int, n_classes: int, seed: int = 0) -> Dataset:
+    """Seeded Gaussian clusters with unit noise: learnable, never trivially separable.
+
+    Centres are scaled by 3/sqrt(D) so any two lie ~4.2 noise-stds apart whatever D is (unscaled,
+    high-D clusters would be separable after a handful of steps and benchmark nothing).
+    """
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n_classes, d)).astype(np.float32) * np.float32(3 / np.sqrt(d))
+    n_test = max(n // 4, 1)
+
+    def draw(count: int) -> tuple[np.ndarray, np.ndarray]:
+        y = rng.integers(0, n_classes, size=count)
+        X = centres[y] + rng.standard_normal((count, d), dtype=np.float32)
+        return X, y.astype(np.int64)
+
+    X_train, y_train = draw(n)
+    X_test, y_test = draw(n_test)
+    return Dataset(
+        name=f"synthetic:{n},{d},{n_classes},{seed}",
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        n_classes=n_classes,
+    )

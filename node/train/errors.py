@@ -1,0 +1,21 @@
+"""Errors raised by the peer process. The CLI prints any of them as one line and exits 2."""
+
+from __future__ import annotations
+
+from swarmnode.kernels.errors import SwarmnodeError
+
+
+class ConfigError(SwarmnodeError):
+    """A command-line option or configuration value is invalid."""
+
+
+class ModelSpecError(ConfigError):
+    """A model spec string (`mlp:256,128`, `cnn1d:...`) cannot be parsed or built."""
+
+
+class DataError(ConfigError):
+    """A data set is missing, malformed, or inconsistent (arrays, lengths, dtypes, NaN)."""
+
+
+class CheckpointError(SwarmnodeError):
+    """A checkpoint cannot be written or read back."""

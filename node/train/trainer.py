@@ -1,0 +1,264 @@
+"""The synchronous training loop of one peer: minibatch SGD over a (shard of a) data set.
+
+`Trainer` is plain and blocking on purpose: one `step()` is one minibatch forward/backward plus one
+optimizer update. It is driven from a worker thread (`swarmnode.node.train.worker.TrainingWorker`), never from the
+asyncio event loop. The training data is moved to the model's device once; each epoch's shuffle
+order is drawn from a seeded RNG, so two trainers built with the same seed produce bit-identical
+parameters on the same backend, and `state()` / `load_state()` carry everything (parameters,
+optimizer state, counters, RNG and position inside the epoch) needed to resume exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import numpy as np
+from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.train.errors import CheckpointError
+
+EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
+# What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.
+_STATE_KEYS = (
+    "step",
+    "samples_seen",
+    "epoch",
+    "epoch_pos",
+    "epoch_perm",
+    "rng",
+    "params",
+    "optimizer",
+)
+
+
+class DivergedError(SwarmnodeError):
+    """The training loss became NaN or Inf; the parameters are left as they were before the step."""
+
+
+class Trainer:
+    """Minibatch training of `model` with `optimizer` on host arrays `X`, `y`."""
+
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        X: np.ndarray,
+        y: np.ndarray,
+        batch_size: int,
+        seed: int,
+        backend: Any = None,
+    ) -> None:
+        if len(X) != len(y) or len(y) == 0:
+            raise ValueError(f"need equally many (>0) inputs and labels, got {len(X)} and {len(y)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model = model
+        self.optimizer = optimizer
+        self.backend = backend if backend is not None else getattr(model, "backend", None)
+        self.batch_size = min(batch_size, len(y))
+        self.n_samples = len(y)
+        self.step_count = 0
+        self.samples_seen = 0
+        self._X = self._to_device(np.ascontiguousarray(X, dtype=np.float32))
+        self._y = self._to_device(np.ascontiguousarray(y, dtype=np.int64))
+        self._rng = np.random.default_rng([seed, 0x7261696E])  # own stream: not the init's
+        self.epoch = 0
+        self._new_epoch()
+
+    # --- training ------------------------------------------------------------------------
+
+    def step(self) -> float:
+        """One minibatch: forward, backward, optimizer update. Returns the batch loss."""
+        if self._pos + self.batch_size > self.n_samples:
+            self.epoch += 1
+            self._new_epoch()
+        idx = self._perm_dev[self._pos : self._pos + self.batch_size]
+        loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx]))
+        if not math.isfinite(loss):
+            # Checked before the update, so the parameters stay finite for a checkpoint or a peer.
+            raise DivergedError(
+                f"training diverged: loss is {loss} at step {self.step_count + 1} "
+                f"(try a smaller --lr)"
+            )
+        self.optimizer.step()
+        self._pos += self.batch_size
+        self.step_count += 1
+        self.samples_seen += self.batch_size
+        return loss
+
+    def evaluate(self, X: Any, y: Any) -> tuple[float, float]:
+        """Mean loss and accuracy over (X, y), in batches; arrays may be host or device."""
+        n = len(y)
+        if n == 0:
+            return float("nan"), float("nan")
+        X, y = self._to_device(X), self._to_device(y)
+        total_loss = 0.0
+        total_correct = 0.0
+        with self.on_device():  # the peer evaluates from threads other than the training one
+            for lo in range(0, n, EVAL_BATCH):
+                hi = min(lo + EVAL_BATCH, n)
+                loss, acc = self.model.evaluate(X[lo:hi], y[lo:hi])
+                total_loss += float(loss) * (hi - lo)
+                total_correct += float(acc) * (hi - lo)
+        return total_loss / n, total_correct / n
+
+    def on_device(self) -> contextlib.AbstractContextManager[Any]:
+        """Make the model's device current on the calling thread (see `Backend.use`)."""
+        use = getattr(self.backend, "use", None)
+        return use() if use is not None else contextlib.nullcontext()
+
+    # --- checkpoint state ----------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume exactly, as host arrays and JSON scalars."""
+        return {
+            "step": self.step_count,
+            "samples_seen": self.samples_seen,
+            "epoch": self.epoch,
+            "epoch_pos": self._pos,
+            "epoch_perm": self._perm.copy(),
+            "rng": self._rng.bit_generator.state,
+            "params": _to_host(self.model.params.data).copy(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore from `state()`. Raises `CheckpointError` if it does not fit this model/data.
+
+        All-or-nothing: every part is checked before anything is assigned, so a rejected
+        checkpoint leaves the trainer exactly as it was (a peer may then start fresh or sync).
+        """
+        params, perm, counters, rng_state = self._check_state(state)
+        # The peer resumes from a pool thread: without its device current there, the copies
+        # below would stage on device 0 while the model lives on cuda:N.
+        with self.on_device():
+            try:
+                # First, because it is the only step that can still refuse (it re-checks, then
+                # writes all or nothing); everything after it was validated above.
+                self.optimizer.load_state_dict(state["optimizer"])
+            except (SwarmnodeError, ValueError, TypeError) as exc:
+                raise CheckpointError(f"checkpoint optimizer state does not fit: {exc}") from None
+            self.model.params.data[...] = self._to_device(params)
+        self.step_count, self.samples_seen, self.epoch, pos = counters
+        self._rng.bit_generator.state = rng_state
+        self._set_perm(perm)
+        self._pos = pos
+
+    def _check_state(self, state: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], dict]:
+        """(params, perm, (step, samples_seen, epoch, epoch_pos), rng state), all validated."""
+        if not isinstance(state, dict):
+            raise CheckpointError(f"checkpoint state must be a mapping, got {type(state).__name__}")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise CheckpointError(f"checkpoint lacks {', '.join(missing)}")
+        params = self._check_params(state["params"])
+        perm = self._check_perm(state["epoch_perm"])
+        counters = tuple(_count(state, k) for k in ("step", "samples_seen", "epoch", "epoch_pos"))
+        if counters[3] > self.n_samples:
+            raise CheckpointError(
+                f"checkpoint epoch_pos {counters[3]} is past the {self.n_samples} samples"
+            )
+        self._check_optimizer(state["optimizer"])
+        return params, perm, counters, self._check_rng(state["rng"])
+
+    def _check_params(self, value: Any) -> np.ndarray:
+        params = np.asarray(value)
+        own = self.model.params.data
+        if params.shape != tuple(own.shape) or params.dtype != own.dtype:
+            raise CheckpointError(
+                f"checkpoint parameters are {params.dtype}{list(params.shape)} but the model has "
+                f"{own.dtype}{list(own.shape)}: it was written for another model"
+            )
+        if not np.isfinite(params).all():
+            raise CheckpointError("checkpoint parameters contain NaN or Inf")
+        return params
+
+    def _check_perm(self, value: Any) -> np.ndarray:
+        perm = np.asarray(value)
+        if perm.shape != (self.n_samples,):
+            raise CheckpointError(
+                f"checkpoint was written for {perm.size} training samples, this run has "
+                f"{self.n_samples} (another data set or shard)"
+            )
+        # A permutation of 0..n-1, or the next steps would index out of range or repeat samples.
+        if perm.dtype.kind not in "iu" or not np.array_equal(
+            np.sort(perm), np.arange(self.n_samples)
+        ):
+            raise CheckpointError("checkpoint epoch order is not a permutation of the samples")
+        return perm.astype(np.int64)
+
+    def _check_optimizer(self, opt_state: Any) -> None:
+        # The optimizer re-checks its own vectors; the name is checked here so the message says
+        # which flag differs rather than failing on a missing slot.
+        name = getattr(self.optimizer, "name", None)
+        if not isinstance(opt_state, dict):
+            raise CheckpointError("checkpoint optimizer state is not a mapping")
+        saved = opt_state.get("name")
+        if name is not None and saved != name:
+            raise CheckpointError(
+                f"checkpoint was written with --optimizer {saved!r}, this run uses {name!r}"
+            )
+        if "t" in opt_state:
+            _count(opt_state, "t")
+        size = int(self.model.params.data.size)
+        for slot in getattr(self.optimizer, "_slots", ()):
+            v = np.asarray(opt_state.get(slot))
+            if v.shape != (size,) or v.dtype.kind != "f" or not np.isfinite(v).all():
+                raise CheckpointError(
+                    f"checkpoint optimizer state {slot!r} is not {size} finite floats"
+                )
+
+    def _check_rng(self, rng_state: Any) -> dict:
+        # Trial-load into a fresh generator of the same kind: the bit generator is the authority
+        # on its own state layout, and ours stays untouched if it refuses.
+        try:
+            probe = type(self._rng.bit_generator)()
+            probe.state = rng_state
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            raise CheckpointError(f"checkpoint RNG state is malformed ({exc})") from None
+        return probe.state
+
+    # --- label access (byzantine label-flip) --------------------------------------------
+
+    def labels(self) -> np.ndarray:
+        """A host copy of the training labels, in this trainer's sample order."""
+        return _to_host(self._y).copy()
+
+    def set_labels(self, y: Any) -> None:
+        """Replace the training labels (same count); the data and epoch order stay as they are."""
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        if y.shape != (self.n_samples,):
+            raise ValueError(f"need {self.n_samples} labels, got shape {y.shape}")
+        self._y = self._to_device(y)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _new_epoch(self) -> None:
+        self._set_perm(self._rng.permutation(self.n_samples))
+        self._pos = 0
+
+    def _set_perm(self, perm: np.ndarray) -> None:
+        self._perm = perm
+        # The order lives on the device too, so a step slices it there (no per-step transfer).
+        self._perm_dev = self._to_device(perm)
+
+    def _to_device(self, a: Any) -> Any:
+        if self.backend is None:
+            return np.asarray(a)
+        return self.backend.asarray(a)
+
+
+def _count(state: dict[str, Any], key: str) -> int:
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise CheckpointError(f"checkpoint {key!r} must be an int >= 0, got {value!r}")
+    return int(value)
+
+
+def _to_host(a: Any) -> np.ndarray:
+    if isinstance(a, np.ndarray):
+        return a
+    from swarmnode.kernels.backend import to_numpy  # imported lazily: only device arrays need it
+
+    return to_numpy(a)

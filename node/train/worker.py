@@ -1,0 +1,340 @@
+"""`TrainingWorker`: a background thread that owns a `Trainer` and steps it.
+
+This is how the asyncio peer drives training without blocking its event loop. The thread is the
+only code that touches the model; everyone else talks to it through a thread-safe API:
+
+- `snapshot()` — a host copy of the flat parameters, taken between two steps;
+- `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
+  (`swarmnode.node.train.mixes.MixAccumulator`) that the thread applies between two steps;
+- `submit(fn)` — run `fn(params.data)` on the training thread between two steps (load received
+  parameters) and get its result through a `concurrent.futures.Future`;
+- `state()` — a full checkpoint state, also taken between two steps;
+- `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
+- `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios).
+
+Per step the thread takes one lock once; it is uncontended unless another thread is asking for a
+snapshot at that moment, so the overhead is a few hundred nanoseconds per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from swarmnode.kernels.backend import array_module
+from swarmnode.node.train.mixes import MixAccumulator
+from swarmnode.node.train.trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerMetrics:
+    """A consistent view of the worker's progress (all from one moment)."""
+
+    step: int
+    samples_seen: int
+    epoch: int
+    loss: float  # mean train loss over the steps since the previous evaluation
+    test_loss: float
+    test_acc: float
+    eval_step: int  # the step at which test_loss / test_acc were measured (-1: never)
+    samples_per_s: float  # train throughput over the steps since the previous evaluation
+    device: str
+    running: bool
+    elapsed_s: float  # since start()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+EvalCallback = Callable[[WorkerMetrics], None]
+CheckpointCallback = Callable[[dict[str, Any]], None]
+
+
+class TrainingWorker:
+    """Steps `trainer` on a thread until `stop()` or until `trainer.step_count == max_steps`."""
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        *,
+        X_test: np.ndarray | None = None,
+        y_test: np.ndarray | None = None,
+        eval_every: int = 100,
+        max_steps: int | None = None,
+        device: str = "cpu",
+        on_eval: EvalCallback | None = None,
+        on_checkpoint: CheckpointCallback | None = None,
+        checkpoint_every: int = 0,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        if eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+        self.trainer = trainer
+        self.eval_every = eval_every
+        self.max_steps = max_steps
+        self.device = device
+        self.checkpoint_every = checkpoint_every
+        self._on_eval = on_eval
+        self._on_checkpoint = on_checkpoint
+        self._on_done = on_done  # called on the thread when it ends: lets asyncio await it
+        self._has_test = X_test is not None and y_test is not None and len(y_test) > 0
+        # Test data goes to the device once, not at every evaluation.
+        self._X_test = trainer._to_device(X_test) if self._has_test else None
+        self._y_test = trainer._to_device(y_test) if self._has_test else None
+
+        self._lock = threading.Lock()  # held by the thread for each step; by others for snapshots
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # ends a throttle pause early: stop, or a new throttle
+        self._done = threading.Event()
+        self._pending: deque[tuple[Callable[[Any], Any], Future[Any]]] = deque()
+        params = trainer.model.params.data
+        self.mixes = MixAccumulator(array_module(params), int(params.size))
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+        self._delay_s = 0.0
+        self._slowdown = 1.0
+        self._t_start = 0.0
+        # Window since the last evaluation, for loss and throughput.
+        self._win_loss = 0.0
+        self._win_steps = 0
+        self._win_train_s = 0.0
+        # Totals over this worker's life (the run summary's throughput).
+        self.steps_run = 0
+        self.train_seconds = 0.0
+        self._metrics = self._make_metrics(float("nan"), float("nan"), float("nan"), -1, 0.0)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("TrainingWorker.start() called twice")
+        self._t_start = time.perf_counter()
+        with self._lock:
+            self._running = True
+        self._thread = threading.Thread(target=self._run, name="swarmnode-train", daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask the thread to stop after the current step; returns at once (signal-handler safe)."""
+        self._stop.set()
+        self._wake.set()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop and join. True if the thread has ended (False: still busy after `timeout`)."""
+        self._stop.set()
+        self._wake.set()
+        return self.join(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end by itself (step budget, error, or a stop request)."""
+        if self._thread is None:
+            return True
+        self._done.wait(timeout)
+        return self._done.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # --- thread-safe access --------------------------------------------------------------
+
+    def snapshot(self) -> tuple[int, np.ndarray]:
+        """(step, host copy of the flat parameters), never taken in the middle of a step."""
+        out = np.empty(self.trainer.model.params.data.size, dtype=np.float32)
+        return self.snapshot_into(out), out
+
+    def snapshot_into(self, out: np.ndarray) -> int:
+        """Copy the flat parameters into `out` (a host float32 vector, e.g. a wire frame's
+        payload) between two steps; returns the step they are from."""
+        with self._lock, self._device():
+            params = self.trainer.model.params.data
+            if isinstance(params, np.ndarray):
+                np.copyto(out, params)
+            else:  # a device array: one device-to-host copy straight into `out`
+                params.get(out=out)
+            return self.trainer.step_count
+
+    def state(self) -> dict[str, Any]:
+        """A checkpoint state (`Trainer.state()`), taken between two steps."""
+        with self._lock, self._device():
+            return self.trainer.state()
+
+    def submit(self, fn: Callable[[Any], Any]) -> Future[Any]:
+        """Run `fn(params.data)` on the training thread between two steps.
+
+        `fn` may modify the parameters in place. If the worker is not running (not started, or
+        finished), `fn` runs right here under the same lock, so it is never lost and still never
+        overlaps a step.
+        """
+        fut: Future[Any] = Future()
+        with self._lock:
+            if self._running:
+                self._pending.append((fn, fut))
+                return fut
+            with self._device():
+                self._call(fn, fut)
+        return fut
+
+    def mix(self, other: Any, weight: float) -> None:
+        """x <- (1 - weight) x + weight other, applied between two steps; returns once folded
+        into the pending update (tens of ms per 100 MB, never a whole training step). When the
+        thread is not running, it is applied here and now."""
+        with self._device():
+            self.mixes.add(other, weight)
+        # No lock to look: the thread sets _running False and then applies what is pending,
+        # under the lock, so a fold seen as "running" here is applied by it at the latest then.
+        if not self._running:
+            with self._lock, self._device():
+                self.mixes.apply_to(self.trainer.model.params.data)
+
+    def set_throttle(self, delay_s: float = 0.0, slowdown: float = 1.0) -> None:
+        """Sleep `delay_s` plus `(slowdown - 1) x step time` after each step (1.0: full speed)."""
+        if delay_s < 0 or slowdown < 1:
+            raise ValueError("need delay_s >= 0 and slowdown >= 1")
+        self._delay_s, self._slowdown = float(delay_s), float(slowdown)
+        self._wake.set()  # a pause computed from the old factor must not outlive it
+
+    def metrics(self) -> WorkerMetrics:
+        return self._metrics
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def _device(self) -> contextlib.AbstractContextManager[Any]:
+        """The model's device made current on the calling thread: cupy's current device is
+        per thread, so without this `--device cuda:1` would compute on device 0 from here."""
+        on_device = getattr(self.trainer, "on_device", None)  # test doubles may lack it
+        return on_device() if on_device is not None else contextlib.nullcontext()
+
+    def _run(self) -> None:
+        try:
+            with self._device():
+                self._loop()
+        except BaseException as exc:  # reported through .error; the thread must not die silently
+            self.error = exc
+            log.debug("training thread stopped by %s", exc)
+        finally:
+            with self._lock, self._device():
+                self._running = False
+                self._drain_pending()
+                self.mixes.apply_to(self.trainer.model.params.data)
+            self._metrics = self._make_metrics_now()
+            self._done.set()
+            if self._on_done is not None:
+                self._on_done()
+
+    def _loop(self) -> None:
+        trainer = self.trainer
+        while not self._stop.is_set() and not self._budget_reached():
+            t0 = time.perf_counter()
+            with self._lock:
+                if self._pending:
+                    self._drain_pending()
+                self.mixes.apply_to(trainer.model.params.data)
+                loss = trainer.step()
+            dt = time.perf_counter() - t0
+            self._win_loss += loss
+            self._win_steps += 1
+            self._win_train_s += dt
+            self.steps_run += 1
+            self.train_seconds += dt
+            step = trainer.step_count
+            if step % self.eval_every == 0 or self._budget_reached():
+                self._evaluate()
+            if self._on_checkpoint is not None and self.checkpoint_every:
+                if step % self.checkpoint_every == 0:
+                    self._on_checkpoint(trainer.state())
+            self._throttle(dt)
+
+    def _budget_reached(self) -> bool:
+        return self.max_steps is not None and self.trainer.step_count >= self.max_steps
+
+    def _evaluate(self) -> None:
+        if self._has_test:
+            with self._lock:
+                test_loss, test_acc = self.trainer.evaluate(self._X_test, self._y_test)
+        else:
+            test_loss, test_acc = float("nan"), float("nan")
+        self._metrics = self._make_metrics_now(test_loss, test_acc, self.trainer.step_count)
+        self._win_loss, self._win_steps, self._win_train_s = 0.0, 0, 0.0
+        if self._on_eval is not None:
+            self._on_eval(self._metrics)
+
+    def evaluate_now(self) -> WorkerMetrics:
+        """Evaluate on the test split from any thread (between two steps); updates metrics()."""
+        if self._has_test:
+            with self._lock, self._device():
+                test_loss, test_acc = self.trainer.evaluate(self._X_test, self._y_test)
+            self._metrics = self._make_metrics_now(test_loss, test_acc, self.trainer.step_count)
+        return self._metrics
+
+    def _throttle(self, step_s: float) -> None:
+        pause = self._delay_s + (self._slowdown - 1.0) * step_s
+        if pause > 0:
+            self._wake.wait(pause)  # wakes at once on stop() or set_throttle()
+            self._wake.clear()
+
+    def _drain_pending(self) -> None:
+        while self._pending:
+            fn, fut = self._pending.popleft()
+            self._call(fn, fut)
+
+    def _call(self, fn: Callable[[Any], Any], fut: Future[Any]) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(fn(self.trainer.model.params.data))
+        except BaseException as exc:  # the caller gets it through the future
+            fut.set_exception(exc)
+
+    # --- metrics -------------------------------------------------------------------------
+
+    def _make_metrics_now(
+        self,
+        test_loss: float | None = None,
+        test_acc: float | None = None,
+        eval_step: int | None = None,
+    ) -> WorkerMetrics:
+        prev = self._metrics
+        loss = self._win_loss / self._win_steps if self._win_steps else prev.loss
+        rate = (
+            self._win_steps * self.trainer.batch_size / self._win_train_s
+            if self._win_train_s > 0
+            else prev.samples_per_s
+        )
+        return self._make_metrics(
+            loss,
+            prev.test_loss if test_loss is None else test_loss,
+            prev.test_acc if test_acc is None else test_acc,
+            prev.eval_step if eval_step is None else eval_step,
+            rate,
+        )
+
+    def _make_metrics(
+        self, loss: float, test_loss: float, test_acc: float, eval_step: int, rate: float
+    ) -> WorkerMetrics:
+        t = self.trainer
+        return WorkerMetrics(
+            step=t.step_count,
+            samples_seen=t.samples_seen,
+            epoch=t.epoch,
+            loss=loss,
+            test_loss=test_loss,
+            test_acc=test_acc,
+            eval_step=eval_step,
+            samples_per_s=rate,
+            device=self.device,
+            running=self._running,
+            elapsed_s=time.perf_counter() - self._t_start if self._t_start else 0.0,
+        )

@@ -1,0 +1,202 @@
+"""The import rules of docs/architecture.md, checked over the project's own import statements.
+
+Every `import` and `from ... import` in `kernels/`, `gossip/`, `node/` and `fault/` counts,
+including those inside functions (a lazy import is still a dependency); only imports under
+`if TYPE_CHECKING:` are skipped. A rule broken anywhere fails the test and names the module and
+the line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("kernels", "gossip", "node", "fault")
+PREFIX = "swarmnode."
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def module_name(path: Path, root: Path) -> str:
+    """`node/train/data.py` -> `swarmnode.node.train.data`; a package's `__init__` is the package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return PREFIX + ".".join(parts)
+
+
+def project_modules(root: Path) -> dict[str, Path]:
+    return {
+        module_name(p, root): p
+        for folder in FOLDERS
+        for p in sorted((root / folder).rglob("*.py"))
+        if ".venv" not in p.parts
+    }
+
+
+def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def imports_of(path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """(imported project module, line) for every import statement of the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom) or _in_type_checking(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif node.level or node.module is None:
+            raise AssertionError(f"{path}:{node.lineno}: relative import; write the full name")
+        else:
+            # `from pkg import mod` imports pkg.mod when that is a module, else a name of pkg
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                for a in node.names
+            ]
+        for name in names:
+            if name.startswith(PREFIX) or name == PREFIX.rstrip("."):
+                yield name, node.lineno
+
+
+def import_graph(root: Path) -> dict[str, list[tuple[str, int]]]:
+    modules = project_modules(root)
+    return {name: sorted(set(imports_of(path, modules))) for name, path in modules.items()}
+
+
+def _within(module: str, package: str) -> bool:
+    full = PREFIX + package
+    return module == full or module.startswith(full + ".")
+
+
+# (name, rule): rule(src, dst) is True when src may import dst.
+RULES = [
+    (
+        "kernels imports no other package",
+        lambda s, d: not _within(s, "kernels") or _within(d, "kernels"),
+    ),
+    (
+        "gossip imports only kernels",
+        lambda s, d: not _within(s, "gossip") or _within(d, "gossip") or _within(d, "kernels"),
+    ),
+    (
+        "node.train imports only kernels",
+        lambda s, d: (
+            not _within(s, "node.train") or _within(d, "node.train") or _within(d, "kernels")
+        ),
+    ),
+    (
+        "node.net never imports node.peer or node.cli",
+        lambda s, d: (
+            not _within(s, "node.net") or not (_within(d, "node.peer") or _within(d, "node.cli"))
+        ),
+    ),
+    (
+        "node.peer never imports node.cli",
+        lambda s, d: not _within(s, "node.peer") or not _within(d, "node.cli"),
+    ),
+    (
+        "outside fault/, only the peer's wiring (node.peer) imports fault.inject",
+        lambda s, d: (
+            not _within(d, "fault.inject") or _within(s, "fault") or _within(s, "node.peer")
+        ),
+    ),
+    (
+        "nothing in fault imports node",
+        lambda s, d: not _within(s, "fault") or not _within(d, "node"),
+    ),
+    (
+        "kernels, gossip and node.train never import fault",
+        lambda s, d: (
+            not _within(d, "fault")
+            or not any(_within(s, p) for p in ("kernels", "gossip", "node.train"))
+        ),
+    ),
+]
+
+
+def rule_violations(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
+    return [
+        f"{src}:{line} imports {dst}: breaks '{name}'"
+        for src, edges in graph.items()
+        for dst, line in edges
+        for name, allowed in RULES
+        if not allowed(src, dst)
+    ]
+
+
+def import_cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), or a module importing itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w, _ in graph.get(v, []):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or any(d == v for d, _ in graph.get(v, [])):
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_project_keeps_its_import_rules():
+    violations = rule_violations(import_graph(ROOT))
+    assert not violations, "import rules broken:\n" + "\n".join(violations)
+
+
+def test_the_project_has_no_import_circles():
+    cycles = import_cycles(import_graph(ROOT))
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
+    # A tree that breaks two rules and has a circle: the checker must see all three.
+    for rel, text in {
+        "kernels/__init__.py": "",
+        "kernels/ops.py": "from swarmnode.gossip import wire\n",
+        "gossip/__init__.py": "",
+        "gossip/wire.py": "import swarmnode.kernels.ops\n",
+        "fault/__init__.py": "",
+        "fault/chaos.py": "from swarmnode.node.peer import Node\n",
+        "node/__init__.py": "",
+        "node/peer.py": "",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    graph = import_graph(tmp_path)
+    violations = rule_violations(graph)
+    assert any("kernels.ops:1 imports swarmnode.gossip.wire" in v for v in violations)
+    assert any("fault.chaos:1 imports swarmnode.node.peer" in v for v in violations)
+    assert import_cycles(graph) == [["swarmnode.gossip.wire", "swarmnode.kernels.ops"]]

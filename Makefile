@@ -1,12 +1,13 @@
 # Two commands do all the set-up on a fresh clone:
 #   make demo   - a local swarm on the bundled digits data set
 #   make test   - lint and the whole test suite (what CI runs)
+#   make test-fast - the tests that start no process, for the edit loop
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint format gpu-test bench clean
+.PHONY: venv demo test test-fast lint format gpu-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +30,10 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The edit loop: everything but the tests that start processes (marked slow); under 90 s.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu

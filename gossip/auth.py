@@ -186,7 +186,9 @@ class Signer:
         if len(view) - HEADER_BYTES > self.max_body_bytes:
             raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
         if view[:4] != MAGIC:
-            raise AuthError("message is not authenticated (no envelope; is --secret set there?)")
+            raise AuthError(
+                "message is not authenticated (no envelope; is the swarm secret set there?)"
+            )
         ts, nonce, tag = view[4:12].tobytes(), view[12:28].tobytes(), view[28:HEADER_BYTES]
         body = view[HEADER_BYTES:]
         if not hmac.compare_digest(self._tag(route, reply_to, ts, nonce, body), tag):

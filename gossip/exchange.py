@@ -66,32 +66,26 @@ class ExchangeConfig:
             known = ", ".join(sorted(aggregate.RULES))
             raise ExchangeError(f"unknown aggregator {self.aggregator!r} (expected one of {known})")
         if self.on_short not in SHORT_POLICIES:
-            raise ExchangeError(f"on_short must be skip or shrink, got {self.on_short!r}")
+            raise ExchangeError(f"`on_short` must be skip or shrink, got {self.on_short!r}")
         checks = {
-            "sync-every": self.sync_every >= 1,
+            "sync_every": self.sync_every >= 1,
             "pull": self.pull >= 1,
-            "byzantine-f": self.byzantine_f >= 0,
-            "exchange-timeout": self.timeout > 0,
+            "byzantine_f": self.byzantine_f >= 0,
+            "timeout": self.timeout > 0,
             "mix": 0 < self.mix <= 1,
-            "max-inflight": self.max_inflight >= 1,
+            "max_inflight": self.max_inflight >= 1,
         }
         for name, ok in checks.items():
             if not ok:
-                raise ExchangeError(
-                    f"--{name} has an invalid value: {getattr(self, _attr(name))!r}"
-                )
+                raise ExchangeError(f"`{name}` has an invalid value: {getattr(self, name)!r}")
         if self.mode == "robust":
             need = aggregate.min_peers(self.aggregator, self.byzantine_f)
             if self.pull + 1 < need:
                 raise ExchangeError(
-                    f"--aggregator {self.aggregator} with --byzantine-f {self.byzantine_f} needs "
-                    f"{need} models per round, but --pull {self.pull} gives at most {self.pull + 1}"
+                    f"`aggregator` {self.aggregator} with `byzantine_f` {self.byzantine_f} needs "
+                    f"{need} models per round, but `pull` {self.pull} gives at most {self.pull + 1}"
                 )
         return self
-
-
-def _attr(option: str) -> str:
-    return {"exchange-timeout": "timeout"}.get(option, option.replace("-", "_"))
 
 
 class ParamStore(Protocol):

@@ -102,31 +102,31 @@ def timing_problems(
     """What is wrong with a set of timing settings (empty when they are usable)."""
     problems = []
     values = {
-        "gossip-interval": gossip_interval,
-        "suspect-after": suspect_after,
-        "dead-after": dead_after,
-        "tombstone-ttl": tombstone_ttl,
+        "gossip_interval": gossip_interval,
+        "suspect_after": suspect_after,
+        "dead_after": dead_after,
+        "tombstone_ttl": tombstone_ttl,
     }
     for name, value in values.items():
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            problems.append(f"--{name} must be a positive number of seconds, got {value!r}")
+            problems.append(f"`{name}` must be a positive number of seconds, got {value!r}")
     if problems:
         return problems
     # A member is heard about once per interval at best: suspecting it sooner than two
     # intervals of silence would flag healthy peers on every scheduling hiccup.
     if suspect_after < 2 * gossip_interval:
         problems.append(
-            f"--suspect-after {suspect_after:g} s must be at least twice --gossip-interval "
+            f"`suspect_after` {suspect_after:g} s must be at least twice `gossip_interval` "
             f"({gossip_interval:g} s)"
         )
     if dead_after <= suspect_after:
         problems.append(
-            f"--dead-after {dead_after:g} s must exceed --suspect-after {suspect_after:g} s"
+            f"`dead_after` {dead_after:g} s must exceed `suspect_after` {suspect_after:g} s"
         )
     # Stale gossip about a dead member can float for a few spread times after it died; the
     # tombstone must outlive that or the member would come back.
     if tombstone_ttl < 4 * dead_after:
         problems.append(
-            f"--tombstone-ttl {tombstone_ttl:g} s must be at least 4x --dead-after ({dead_after:g} s)"
+            f"`tombstone_ttl` {tombstone_ttl:g} s must be at least 4x `dead_after` ({dead_after:g} s)"
         )
     return problems

@@ -2,9 +2,17 @@
 
 `gpu` tests need cupy and a CUDA device; they are skipped cleanly where either is missing, so the
 CPU path is always what CI checks.
+
+`slow` marks every test that starts a process (`make test-fast` leaves them out). The mark is
+enforced, not remembered: a test without it that starts a subprocess fails and says so.
 """
 
 from __future__ import annotations
+
+import asyncio
+import multiprocessing.process
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,3 +33,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_in_slow_tests(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it @pytest.mark.slow "
+            "(make test-fast leaves those out)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    yield

@@ -12,10 +12,12 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from swarmnode.node.train import config as defaults
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.shard import parse_partition, parse_shard
+
+# Every default comes from the config dataclass, the one place that keeps it.
+_NODE = NodeConfig()
 
 HELP = "train one peer on the bundled digits (or any data set) and report test accuracy"
 
@@ -49,26 +51,26 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and data")
     g.add_argument(
         "--model",
-        default=defaults.DEFAULT_MODEL,
+        default=_NODE.model,
         help="model spec, e.g. mlp:128 or mlp:256,128 (grammar: README 'Model spec grammar')",
     )
     g.add_argument(
         "--data",
-        default="digits",
+        default=_NODE.data,
         help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', or a path to an .npz with "
         "X_train, y_train, X_test, y_test",
     )
     g.add_argument(
         "--shard",
         type=_arg_type(parse_shard),
-        default="0/1",
+        default="/".join(map(str, _NODE.shard)),
         metavar="INDEX/COUNT",
         help="train on shard INDEX of COUNT (0/1: the whole train set)",
     )
     g.add_argument(
         "--partition",
         type=_arg_type(parse_partition),
-        default="iid",
+        default=str(_NODE.partition),
         metavar="iid|dirichlet:ALPHA",
         help="how the train set is split into shards: iid, or non-iid by label with "
         "Dirichlet concentration ALPHA (small = skewed)",
@@ -77,39 +79,40 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--steps",
         type=int,
-        default=defaults.DEFAULT_STEPS,
+        default=_NODE.steps,
         help="total optimizer steps (a resumed run continues up to this count)",
     )
-    t.add_argument(
-        "--batch-size", type=int, default=defaults.DEFAULT_BATCH_SIZE, help="minibatch size"
-    )
-    t.add_argument("--lr", type=float, default=defaults.DEFAULT_LR, help="learning rate")
-    t.add_argument("--optimizer", default=defaults.DEFAULT_OPTIMIZER, help="sgd or adamw")
+    t.add_argument("--batch-size", type=int, default=_NODE.batch_size, help="minibatch size")
+    t.add_argument("--lr", type=float, default=_NODE.lr, help="learning rate")
+    t.add_argument("--optimizer", default=_NODE.optimizer, help="sgd or adamw")
     t.add_argument(
         "--momentum",
         type=float,
-        default=defaults.DEFAULT_MOMENTUM,
+        default=_NODE.momentum,
         help="SGD momentum (ignored by adamw)",
     )
     t.add_argument(
         "--weight-decay",
         type=float,
-        default=0.0,
+        default=_NODE.weight_decay,
         help="weight decay (L2 for sgd, decoupled for adamw)",
     )
     t.add_argument(
         "--device",
-        default="auto",
+        default=_NODE.device,
         help="auto, cpu, cuda or cuda:N (auto: cuda when cupy and a GPU are present)",
     )
     t.add_argument(
-        "--seed", type=int, default=0, help="seed for initialisation, shuffling and sharding"
+        "--seed",
+        type=int,
+        default=_NODE.seed,
+        help="seed for initialisation, shuffling and sharding",
     )
     o = p.add_argument_group("output and checkpoints")
     o.add_argument(
         "--eval-every",
         type=int,
-        default=defaults.DEFAULT_EVAL_EVERY,
+        default=_NODE.eval_every,
         help="evaluate on the test split and print a line every N steps",
     )
     o.add_argument(
@@ -120,13 +123,13 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     o.add_argument(
         "--checkpoint-every",
         type=int,
-        default=defaults.DEFAULT_CHECKPOINT_EVERY,
+        default=_NODE.checkpoint_every,
         help="checkpoint every N steps (needs --checkpoint-dir)",
     )
     o.add_argument(
         "--keep-checkpoints",
         type=int,
-        default=defaults.DEFAULT_KEEP_CHECKPOINTS,
+        default=_NODE.keep_checkpoints,
         help="how many checkpoints to keep",
     )
     o.add_argument(

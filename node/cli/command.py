@@ -24,6 +24,7 @@ import os
 import sys
 
 from swarmnode.kernels.errors import SwarmnodeError  # numpy-free: nothing above has loaded BLAS yet
+from swarmnode.node.cli.flags import field_flags, name_flags
 
 _BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SwarmnodeError as exc:
-        print(f"swarmnode {args.verb}: error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        text = name_flags(_one_line(exc), field_flags(parser))
+        print(f"swarmnode {args.verb}: error: {text}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     except KeyboardInterrupt:  # a second Ctrl-C: abort without the clean-shutdown path
         print(f"swarmnode {args.verb}: interrupted", file=sys.stderr, flush=True)

@@ -7,17 +7,19 @@ import os
 from dataclasses import fields
 
 from swarmnode.gossip.exchange import ExchangeConfig
-from swarmnode.node.peer.config import DEFAULT_LISTEN, PeerConfig, parse_seeds
+from swarmnode.node.peer.config import PeerConfig, parse_seeds
 from swarmnode.node.train.config import NodeConfig
 
-_EX = ExchangeConfig()
+# Every default comes from the config dataclasses, the one place that keeps it.
+_PEER = PeerConfig()
+_EX = _PEER.exchange
 
 
 def add_peer_options(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("swarm")
     s.add_argument(
         "--listen",
-        default=DEFAULT_LISTEN,
+        default=_PEER.listen,
         metavar="HOST:PORT",
         help="address to serve on; port 0 picks a free port (printed when ready)",
     )
@@ -36,7 +38,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--join-timeout",
         type=float,
-        default=30.0,
+        default=_PEER.join_timeout,
         metavar="S",
         help="give up (exit 2) if no seed answers within S seconds",
     )
@@ -48,11 +50,11 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--gossip-interval",
         type=float,
-        default=0.5,
+        default=_PEER.gossip_interval,
         metavar="S",
         help="seconds between two membership gossip rounds",
     )
-    s.add_argument("--fanout", type=int, default=3, help="peers gossiped to per round")
+    s.add_argument("--fanout", type=int, default=_PEER.fanout, help="peers gossiped to per round")
     s.add_argument(
         "--ready-file",
         default=None,
@@ -118,7 +120,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     f = p.add_argument_group("fault injection")
     f.add_argument(
         "--fault",
-        default="",
+        default=_PEER.fault,
         metavar="SPEC",
         help="transport faults, e.g. drop=0.1,delay=50ms,jitter=10ms,duplicate=0.05,"
         "corrupt=0.01,bandwidth=10MB/s",
@@ -133,7 +135,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     f.add_argument(
         "--slowdown",
         type=float,
-        default=1.0,
+        default=_PEER.slowdown,
         metavar="FACTOR",
         help="train FACTOR times slower than this machine can (a straggler)",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
@@ -18,12 +18,28 @@ from swarmnode.gossip.codec import decode_control, encode_control, require
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.body import read_body
 
+if TYPE_CHECKING:
+    from swarmnode.fault.inject.transport import FaultyTransport
+    from swarmnode.gossip.auth import Signer
+    from swarmnode.node.peer.byzantine_serving import ByzantineServing
+    from swarmnode.node.train.worker import TrainingWorker
+
 log = logging.getLogger(__name__)
+
+
+class AdminTarget(Protocol):
+    """What the admin routes change in a peer (the `Node` implements it)."""
+
+    signer: Signer | None
+    faults: FaultyTransport
+    byzantine: ByzantineServing
+    worker: TrainingWorker
+
 
 MAX_ADMIN_BYTES = 64 * 1024
 
 
-def admin_routes(node: Any) -> list[web.RouteDef]:
+def admin_routes(node: AdminTarget) -> list[web.RouteDef]:
     return [
         web.post("/v1/admin/fault", _guarded(node, "admin/fault", _set_fault)),
         web.post("/v1/admin/byzantine", _guarded(node, "admin/byzantine", _set_byzantine)),
@@ -31,11 +47,11 @@ def admin_routes(node: Any) -> list[web.RouteDef]:
     ]
 
 
-Action = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
+Action = Callable[[AdminTarget, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def _guarded(
-    node: Any, route: str, action: Action
+    node: AdminTarget, route: str, action: Action
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         try:
@@ -63,7 +79,7 @@ def _guarded(
     return handler
 
 
-async def _set_fault(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+async def _set_fault(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any]:
     if "spec" in msg:
         cfg = parse_fault_spec(require(msg, "spec", str))
     else:
@@ -73,7 +89,7 @@ async def _set_fault(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return {"faults": cfg.to_spec()}
 
 
-async def _set_byzantine(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+async def _set_byzantine(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any]:
     kind = msg.get("kind")
     if kind is not None and not isinstance(kind, str):
         raise SwarmnodeError("field 'kind' must be a string or nil")
@@ -82,7 +98,7 @@ async def _set_byzantine(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return {"byzantine": node.byzantine.kind}
 
 
-async def _set_slowdown(node: Any, msg: dict[str, Any]) -> dict[str, Any]:
+async def _set_slowdown(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any]:
     factor = require(msg, "factor", (int, float))
     if not 1.0 <= float(factor) <= 1000.0:
         raise SwarmnodeError(f"slowdown factor must be in [1, 1000], got {factor}")

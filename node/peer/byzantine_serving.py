@@ -36,12 +36,31 @@ import asyncio
 import dataclasses
 import logging
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from swarmnode.fault.inject.byzantine import Behaviour, ByzantineError, parse_byzantine
 
+if TYPE_CHECKING:
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.membership import Membership
+    from swarmnode.node.peer.config import PeerConfig
+    from swarmnode.node.peer.param_store import WorkerStore
+    from swarmnode.node.train.trainer import Trainer
+
 log = logging.getLogger(__name__)
+
+
+class ServingPeer(Protocol):
+    """What byzantine serving uses of its peer (the `Node` implements it)."""
+
+    cfg: PeerConfig
+    peer_id: str
+    membership: Membership
+    exchanger: Exchanger
+    store: WorkerStore
+    trainer: Trainer
+
 
 META_KEY = "byzantine"  # gossiped member meta: the byzantine kind; colluders skip such peers
 MAX_VIEWS = 16  # honest peers a colluder pulls per refresh (the first ones by peer id)
@@ -64,7 +83,7 @@ class _Craft:
 class ByzantineServing:
     """The node's `outgoing` hook: identity when honest, poisoning when byzantine."""
 
-    def __init__(self, spec: str | None, node: Any) -> None:
+    def __init__(self, spec: str | None, node: ServingPeer) -> None:
         self.node = node
         self.behaviour: Behaviour | None = None
         self._rng = peer_rng(node.cfg.seed, node.peer_id)

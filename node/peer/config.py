@@ -23,6 +23,11 @@ def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def dialable(host: str) -> str:
+    """The address to advertise for a listen host: a wildcard bind is dialled on loopback."""
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
 def parse_seeds(text: str | None) -> list[str]:
     if not text:
         return []

@@ -12,7 +12,6 @@ encoding, decoding and aggregation of parameter vectors run in threads too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -26,21 +25,20 @@ import numpy as np
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import parse_fault_spec
 from swarmnode.fault.inject.transport import FaultyTransport
-from swarmnode.gossip.auth import HEADER_BYTES as AUTH_HEADER_BYTES
 from swarmnode.gossip.auth import AuthTransport, Signer, auth_handlers
-from swarmnode.gossip.codec import MAX_CONTROL_BYTES
 from swarmnode.gossip.exchange import Exchanger
 from swarmnode.gossip.membership import Membership, MembershipConfig
-from swarmnode.gossip.wire import max_frame_bytes
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.admin_routes import admin_routes
+from swarmnode.node.peer.aio import finite_or_none, quietly, threadsafe_setter
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
-from swarmnode.node.peer.config import PeerConfig, parse_hostport
+from swarmnode.node.peer.config import PeerConfig, dialable, parse_hostport
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
+from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps
 from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
@@ -59,18 +57,6 @@ BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted befor
 # close() spends at most this much; interpreter teardown and the summary take the rest.
 CLOSE_BUDGET_S = 3.5
 HTTP_SHUTDOWN_S = 0.5  # requests in flight at close get this long, then they are cancelled
-
-
-class MembershipPeers:
-    """The exchange's `PeerDirectory` over membership: uniform over live peers."""
-
-    def __init__(self, membership: Membership, rng: random.Random) -> None:
-        self.membership = membership
-        self.rng = rng
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
-        return self.rng.sample(live, min(k, len(live)))
 
 
 class Node:
@@ -109,6 +95,19 @@ class Node:
         return node
 
     async def _start(self) -> None:
+        """Each step builds what the next one needs: the model before the server (body caps
+        are sized from it), the server before the network (partitions compare addresses),
+        the network before the swarm, the swarm before training."""
+        await self._load_model()
+        await self._serve_http()
+        self._build_network()
+        await self._enter_swarm()
+        await self._start_training()
+        await asyncio.to_thread(self._write_ready_file)
+        log.info("peer %s serving on %s", self.peer_id, self.addr)
+
+    async def _load_model(self) -> None:
+        """Identity, trainer (data, model, optimizer), resume, training worker, its store."""
         cfg = self.cfg
         ident = await asyncio.to_thread(load_identity, cfg.checkpoint_dir, cfg.peer_id)
         self.peer_id, self.incarnation = ident.peer_id, ident.incarnation
@@ -119,29 +118,34 @@ class Node:
         self._worker_done = asyncio.Event()
         self.worker = self._build_worker()
         self.store = WorkerStore(self.worker)
-
         self.signer = Signer(cfg.secret) if cfg.secret else None
 
+    async def _serve_http(self) -> None:
+        """Bind the server (routes filled in later by `_build_network`); learn our address."""
+        cfg = self.cfg
         host, port = parse_hostport(cfg.listen, "--listen")
         self._handlers: dict[str, Any] = {}
         app = build_app(
             self._handlers,
-            max_body_bytes=_body_caps(cfg, self.store.size),
+            max_body_bytes=body_caps(cfg, self.store.size),
             extra_routes=status_routes(self) + admin_routes(self),
             admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
         )
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
-        self.addr = cfg.advertise or f"{_dialable(host)}:{bound}"
+        self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
+
+    def _build_network(self) -> None:
+        """Transport (faults, auth), membership, byzantine serving, exchanger; their routes."""
+        cfg = self.cfg
         # Built once the address is known: partitions compare it to the others' addresses
         # (FaultyTransport keeps it from construction; it has no setter).
         self.faults = FaultyTransport(
-            HttpTransport(max_response_bytes=_answer_cap(cfg, self.store.size)),
+            HttpTransport(max_response_bytes=answer_cap(cfg, self.store.size)),
             parse_fault_spec(cfg.fault),
             cfg.seed,
             self.addr,
         )
         transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
-
         self.membership = Membership(
             self.peer_id,
             self.addr,
@@ -163,6 +167,9 @@ class Node:
         self._handlers.update(auth_handlers(handlers, self.signer) if self.signer else handlers)
         self._update_meta()
 
+    async def _enter_swarm(self) -> None:
+        """Join through the seeds and copy the swarm's model, or start a swarm of our own."""
+        cfg = self.cfg
         if cfg.join:
             # Others see us alive from the join on and may pushpull with us: until the state
             # sync has loaded the swarm's model they must not mix in our fresh random one.
@@ -172,19 +179,18 @@ class Node:
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
             self.exchanger.resume_serving()
-        await asyncio.to_thread(
-            self.worker.evaluate_now
-        )  # first reported accuracy: the start model
+
+    async def _start_training(self) -> None:
+        """First evaluation (the start model's accuracy), the training thread, the loops."""
+        await asyncio.to_thread(self.worker.evaluate_now)
         self.worker.start()
         self.state = "alive"
         self._spawn(self._exchange_loop(), "exchange")
         self._spawn(self._meta_loop(), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
-        if cfg.join:
+        if self.cfg.join:
             self._spawn(self._rejoin_loop(), "rejoin")
-        await asyncio.to_thread(self._write_ready_file)
-        log.info("peer %s serving on %s", self.peer_id, self.addr)
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:
         trainer, data, backend = build_trainer(self.cfg)
@@ -206,7 +212,7 @@ class Node:
             on_eval=self.on_eval,
             on_checkpoint=self._save_checkpoint if cfg.checkpoint_dir is not None else None,
             checkpoint_every=cfg.checkpoint_every,
-            on_done=_threadsafe_setter(self._worker_done),
+            on_done=threadsafe_setter(self._worker_done),
         )
         if cfg.slowdown > 1:
             worker.set_throttle(slowdown=cfg.slowdown)
@@ -248,7 +254,7 @@ class Node:
             worker.request_stop()  # the current step ends while we announce the leave
         membership = getattr(self, "membership", None)
         if membership is not None:
-            await _quietly(membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+            await quietly(membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -347,7 +353,7 @@ class Node:
         )
         await asyncio.to_thread(self.worker.evaluate_now)
         self._update_meta()
-        await _quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+        await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
 
     async def _rejoin_loop(self) -> None:
         """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
@@ -365,8 +371,8 @@ class Node:
         m = self.worker.metrics()
         self.membership.set_meta(
             step=int(m.step),
-            loss=_finite_or_none(m.loss),
-            acc=_finite_or_none(m.test_acc),
+            loss=finite_or_none(m.loss),
+            acc=finite_or_none(m.test_acc),
             device=m.device,
         )
 
@@ -387,50 +393,6 @@ class Node:
 
     def params_host(self) -> np.ndarray:
         return to_numpy(self.trainer.model.params.data)
-
-
-def _body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
-    """Per-route caps, checked before a body is read: only pushpull carries a model inbound,
-    and never a larger one than ours; control routes never need more than a control message
-    (plus its HMAC envelope)."""
-    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
-    return {
-        "pushpull": min(int(cfg.max_body_mb * 2**20), max_frame_bytes(n_params)) + envelope,
-        "*": MAX_CONTROL_BYTES + envelope,
-    }
-
-
-def _answer_cap(cfg: PeerConfig, n_params: int) -> int:
-    """What any answer may weigh: a model frame of our size at most (a lying peer cannot make
-    us read 1 GiB), or a control message."""
-    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
-    return max(max_frame_bytes(n_params), MAX_CONTROL_BYTES) + envelope
-
-
-def _dialable(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-
-
-def _threadsafe_setter(event: asyncio.Event) -> Callable[[], None]:
-    """A callable for another thread that sets `event` on the current loop."""
-    loop = asyncio.get_running_loop()
-
-    def set_it() -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is waiting
-            loop.call_soon_threadsafe(event.set)
-
-    return set_it
-
-
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if x is not None and np.isfinite(x) else None
-
-
-async def _quietly(coro: Any, timeout: float, what: str) -> None:
-    try:
-        await asyncio.wait_for(coro, timeout)
-    except Exception as exc:  # best effort on the way out: log, never block shutdown
-        log.info("%s did not complete: %s", what, exc)
 
 
 __all__ = ["JoinError", "Node"]

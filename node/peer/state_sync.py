@@ -11,12 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import random
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from swarmnode.node.peer.errors import JoinError
 
+if TYPE_CHECKING:
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.membership import Membership
+    from swarmnode.node.peer.param_store import WorkerStore
+    from swarmnode.node.train.trainer import Trainer
+
 log = logging.getLogger(__name__)
+
+
+class Joiner(Protocol):
+    """What the state sync uses of the joining peer (the `Node` implements it)."""
+
+    membership: Membership
+    exchanger: Exchanger
+    store: WorkerStore
+    trainer: Trainer
+    rng: random.Random
+    resumed: dict[str, Any] | None  # the checkpoint this run resumed from, if any
+
 
 DONORS = 3
 # Honest peers' models differ by their recent local steps: far less than this fraction of their
@@ -27,7 +46,7 @@ RETRY_MAX_S = 2.0
 JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
 
 
-async def sync_from_swarm(node: Any, timeout: float) -> None:
+async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     """Load the swarm's current parameters into `node` before it starts training."""
     if not node.membership.live_peers():
         log.warning("joined, but no live peer to copy the model from: starting from my own")
@@ -61,7 +80,7 @@ async def sync_from_swarm(node: Any, timeout: float) -> None:
     )
 
 
-async def _fetch_donors(node: Any, timeout: float) -> tuple[list[Any], dict[str, str]]:
+async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[str, str]]:
     """Models of up to DONORS random live peers; tries again (other donors, backing off) while
     none answered — donors may be busy (503) or joining themselves — until `timeout`."""
     loop = asyncio.get_running_loop()

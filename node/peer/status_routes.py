@@ -10,17 +10,42 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+if TYPE_CHECKING:
+    from swarmnode.fault.inject.transport import FaultyTransport
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.membership import Membership
+    from swarmnode.node.peer.byzantine_serving import ByzantineServing
+    from swarmnode.node.train.worker import TrainingWorker
+
 MEMBER_STATES = ("alive", "suspect", "dead", "left")
 
 
-def status_json(node: Any) -> dict[str, Any]:
+class StatusSource(Protocol):
+    """What the status routes read of a peer (the `Node` implements it)."""
+
+    peer_id: str
+    addr: str
+    state: str
+    started_at: float
+    worker: TrainingWorker
+    membership: Membership
+    byzantine: ByzantineServing
+    faults: FaultyTransport
+
+    @property
+    def exchanger(self) -> Exchanger | None:
+        """None until the peer has built it (the server is bound before it exists)."""
+        ...
+
+
+def status_json(node: StatusSource) -> dict[str, Any]:
     m = node.worker.metrics()
     ex = node.exchanger
     me = {
@@ -59,7 +84,7 @@ def _num(x: float | None) -> float | None:
 class PeerMetricsCollector:
     """A prometheus-client collector that reads the node when scraped."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: StatusSource) -> None:
         self.node = node
 
     def collect(self) -> Iterator[Any]:
@@ -97,7 +122,7 @@ class PeerMetricsCollector:
         yield members
 
 
-def _ready(node: Any) -> bool:
+def _ready(node: StatusSource) -> bool:
     """The server is bound before membership and exchange exist (the address comes first)."""
     return getattr(node, "exchanger", None) is not None
 
@@ -106,7 +131,7 @@ def _starting() -> web.Response:
     return web.Response(status=503, text="starting: not serving status yet")
 
 
-def status_routes(node: Any) -> list[web.RouteDef]:
+def status_routes(node: StatusSource) -> list[web.RouteDef]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PeerMetricsCollector(node))
 

@@ -106,12 +106,12 @@ def test_timing_problems_accepts_the_defaults() -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ((0.0, 1.5, 2.5, 60.0), "--gossip-interval must be a positive"),
-        ((0.5, float("nan"), 2.5, 60.0), "--suspect-after must be a positive"),
-        ((0.5, "1", 2.5, 60.0), "--suspect-after must be a positive"),
-        ((0.5, 0.6, 2.5, 60.0), "at least twice --gossip-interval"),
-        ((0.5, 1.5, 1.5, 60.0), "--dead-after 1.5 s must exceed"),
-        ((0.5, 1.5, 2.5, 5.0), "--tombstone-ttl 5 s must be at least 4x"),
+        ((0.0, 1.5, 2.5, 60.0), "`gossip_interval` must be a positive"),
+        ((0.5, float("nan"), 2.5, 60.0), "`suspect_after` must be a positive"),
+        ((0.5, "1", 2.5, 60.0), "`suspect_after` must be a positive"),
+        ((0.5, 0.6, 2.5, 60.0), "at least twice `gossip_interval`"),
+        ((0.5, 1.5, 1.5, 60.0), "`dead_after` 1.5 s must exceed"),
+        ((0.5, 1.5, 2.5, 5.0), "`tombstone_ttl` 5 s must be at least 4x"),
     ],
 )
 def test_timing_problems_name_the_bad_setting(args: tuple, fragment: str) -> None:

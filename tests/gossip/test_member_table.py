@@ -10,17 +10,15 @@ from typing import Any
 import msgpack
 import pytest
 from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
-from swarmnode.gossip.member_table import (
+from swarmnode.gossip.entries import (
     Gossiped,
-    Member,
     MembershipError,
-    MemberTable,
-    Timing,
     meta_problem,
     parse_entries,
     parse_entry,
 )
+from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.member_table import Member, MemberTable, Timing
 from swarmnode.gossip.sampling import sample_peers
 
 TIMING = Timing(

@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 import pytest
 from swarmnode.gossip.codec import CodecError, decode_control, encode_control
+from swarmnode.gossip.entries import Gossiped
 from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadline, spread_rounds
 from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.member_table import Change, Gossiped
+from swarmnode.gossip.member_table import Change
 from swarmnode.gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
 from swarmnode.gossip.transport import RemoteError
 
@@ -291,7 +292,7 @@ async def test_a_joiner_with_our_own_id_is_refused_with_409_and_fails_at_once() 
     seed = swarm.add(0)
     impostor = Membership("p0", "10.0.0.99:7070", swarm.net.transport("10.0.0.99:7070"), CFG)
     t0 = time.monotonic()
-    with pytest.raises(MembershipError, match=r"own id.*--peer-id") as info:
+    with pytest.raises(MembershipError, match=r"own id.*`peer_id`") as info:
         await impostor.join([seed.addr], timeout=30.0)
     assert not isinstance(info.value, JoinTimeout)  # retrying cannot help: no 30 s wait
     assert time.monotonic() - t0 < 5.0
@@ -403,9 +404,9 @@ def test_set_meta_merges_keys_and_rejects_bad_values() -> None:
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"fanout": 0}, "--fanout"),
-        ({"suspect_after": 0.5}, "--suspect-after"),
-        ({"dead_after": 1.0}, "--dead-after"),
+        ({"fanout": 0}, "`fanout`"),
+        ({"suspect_after": 0.5}, "`suspect_after`"),
+        ({"dead_after": 1.0}, "`dead_after`"),
         ({"request_timeout": 0}, "request_timeout"),
         ({"max_digest": 1}, "max_digest"),
     ],

@@ -49,6 +49,7 @@ def test_malformed_device_strings(no_cuda, device):
         select_backend(device)
 
 
+@pytest.mark.slow
 def test_without_cupy_everything_imports_and_auto_is_cpu():
     """A fresh interpreter where `import cupy` fails: every kernels module and the model specs
     import, `auto` is the CPU, and `cuda` says cupy is missing."""

@@ -162,6 +162,7 @@ def test_lock_is_reentrant_in_a_process_and_records_the_pid(tmp_path: Path) -> N
     assert list_checkpoints(d) == []  # the lock file is not mistaken for a checkpoint
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_second_process_is_refused_until_the_holder_exits(tmp_path: Path) -> None:
     with lock_held_elsewhere(tmp_path) as pid:

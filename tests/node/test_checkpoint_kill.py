@@ -58,6 +58,7 @@ def _assert_every_checkpoint_is_whole(ckdir: Path) -> int:
     return found[0][0]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigkill_never_loses_the_last_good_checkpoint(tmp_path: Path) -> None:
     ckdir = tmp_path / "ck"

@@ -33,6 +33,7 @@ def _swarmnode(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
     summary_path = tmp_path / "out" / "summary.json"
@@ -50,6 +51,7 @@ def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
     assert summary["device"].startswith("cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_defaults_reach_96_percent_on_digits(tmp_path: Path) -> None:
     # The README's promise: a plain `swarmnode start` trains the bundled digits to >= 96%.
@@ -142,6 +144,7 @@ def test_checkpoint_dir_that_is_a_file_fails_at_start(
     assert "--checkpoint-dir" in err and "not a directory" in err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_second_process_on_a_checkpoint_dir_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -206,6 +209,7 @@ def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         assert info.value.code == 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_cleanly_checkpoints_and_resumes(tmp_path: Path, sig: signal.Signals) -> None:
@@ -249,6 +253,7 @@ def test_resume_with_another_model_is_refused(tmp_path: Path, capsys) -> None:
     assert "another --checkpoint-dir" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "swarmnode"
     if not script.exists():

@@ -218,6 +218,7 @@ def test_bad_synthetic_spec(spec: str) -> None:
         load_dataset(spec)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", ["length", "nan", "feature_shape"])
 def test_cli_exits_2_with_one_line_on_bad_npz(tmp_path: Path, case: str) -> None:

@@ -7,8 +7,7 @@ Frame (all offsets from the start of the buffer):
 The header is a map: `version`, `type` ("params"), `sender`, `step`, `dtype` (what the array is:
 "float32"), `shape`, `codec` (how the payload encodes it: "raw", or "f16" for a float16 copy at
 half the bytes; values beyond float16's range become Inf and are refused by `validate_params`),
-`nbytes` (payload length), `checksum` ("xxh3", or "crc32" from older peers) and `crc` (the
-digest: 8 bytes for xxh3, 4 for crc32). The 100 MB array
+`nbytes` (payload length), `checksum` ("xxh3") and `crc` (its 8-byte digest). The 100 MB array
 never goes through msgpack: the payload is the array's own little-endian bytes, and decoding
 returns a zero-copy `np.frombuffer` view into the received buffer (read-only when that buffer is
 `bytes`). The padding puts the payload on a 64-byte boundary of the frame, so the view is aligned.
@@ -24,12 +23,11 @@ for zlib.crc32, ~13 GB/s for crc32c, ~1.6 GB/s for sha256 (scripts/bench_wire.py
 is computed twice per frame on the critical path of every exchange (sender, receiver), so at
 crc32's speed it was a fifth of a 100 MB push-pull. It guards against corruption, not against
 an adversary: with `--secret`, `swarmnode.gossip.auth`'s HMAC covers every byte of the frame anyway.
-crc32 frames are still accepted.
+The header names the checksum so that another can be added; an unknown one is refused.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,20 +45,9 @@ ALIGN = 64  # payload offset alignment: a cache line, and enough for any SIMD lo
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype("<f4")}
 # codec name -> the little-endian numpy dtype of the payload on the wire
 CODECS: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
-_CRC_CHUNK = 1 << 24  # crc32 in 16 MiB slices: zlib takes an unsigned int length
-
-
-def _crc32(view: memoryview) -> bytes:
-    crc = 0
-    for start in range(0, len(view), _CRC_CHUNK):
-        crc = zlib.crc32(view[start : start + _CRC_CHUNK], crc)
-    return crc.to_bytes(4, "big")
-
-
 # checksum name -> digest of the payload bytes; the first one is what we send
 CHECKSUMS: dict[str, Callable[[memoryview], bytes]] = {
     "xxh3": xxhash.xxh3_64_digest,  # releases the GIL: other threads run while it hashes
-    "crc32": _crc32,
 }
 SEND_CHECKSUM = "xxh3"
 

@@ -16,7 +16,6 @@ import asyncio
 import logging
 import math
 import struct
-import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ import aiohttp
 import msgpack
 import numpy as np
 import pytest
+import xxhash
 from swarmnode.gossip import wire
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_control
 from swarmnode.node.peer.config import PeerConfig
@@ -80,8 +80,8 @@ def header_for(payload: bytes, shape: object, **override: object) -> dict[str, o
         "shape": shape,
         "codec": "raw",
         "nbytes": len(payload),
-        "checksum": "crc32",
-        "crc": zlib.crc32(payload).to_bytes(4, "big"),
+        "checksum": "xxh3",
+        "crc": xxhash.xxh3_64_digest(payload),
     }
     h.update(override)
     return h

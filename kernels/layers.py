@@ -75,7 +75,10 @@ class Linear(Layer):
 
 class ReLU(Layer):
     def forward(self, x: Any) -> Any:
-        self.mask = x > 0
+        # The mask is kept as 0/1 in x's dtype: float-times-bool products cast the mask through
+        # a buffer on every call (~3x slower), and the backward pass below is one of them.
+        # x * mask (not maximum or where) keeps NaN flowing through and -0.0 where x < 0.
+        self.mask = (x > 0).astype(x.dtype)
         return x * self.mask
 
     def backward(self, dy: Any, need_dx: bool = True) -> Any:
@@ -154,7 +157,9 @@ class Conv1d(Layer):
         self.cols = cols.transpose(0, 2, 1, 3).reshape(n * length, c * self.k)
         self.in_shape = x.shape
         out = self.cols @ self.p["W"].T + self.p["b"]  # (N*L, out)
-        return out.reshape(n, length, self.out_channels).transpose(0, 2, 1)
+        # Handed on C-contiguous: the transposed view made every elementwise op downstream mix
+        # layouts with the contiguous gradients coming back (ReLU backward ran 14x slower).
+        return xp.ascontiguousarray(out.reshape(n, length, self.out_channels).transpose(0, 2, 1))
 
     def backward(self, dy: Any, need_dx: bool = True) -> Any:
         xp = array_module(dy)
@@ -187,22 +192,45 @@ class MaxPool1d(Layer):
 
     def forward(self, x: Any) -> Any:
         xp = array_module(x)
-        n, c, length = x.shape
-        lo = length // self.size
-        win = x[:, :, : lo * self.size].reshape(n, c, lo, self.size)
-        arg = win.argmax(axis=-1)
-        # one-hot of the first maximum: ties send the gradient to exactly one input
-        self.mask = (arg[..., None] == xp.arange(self.size)).astype(x.dtype)
+        s = self.size
+        lo = x.shape[2] // s
         self.in_shape = x.shape
-        return xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        # The window's taps as strided views (no copy, any input layout); a running maximum over
+        # them costs a few passes per tap, where argmax over a trailing axis of size 2 cost ~10x.
+        taps = [x[:, :, j : lo * s : s] for j in range(s)]
+        best = taps[0].copy()
+        arg = xp.zeros(best.shape, dtype=xp.uint8 if s <= 256 else xp.int64)
+        for j in range(1, s):
+            take = _takes_over(best, taps[j], xp)
+            xp.copyto(best, taps[j], where=take)
+            xp.copyto(arg, j, where=take)
+        # one 0/1 mask per tap in x's dtype: backward is then a plain product per tap, as the
+        # one-hot product it replaces (same zeros, same NaN propagation)
+        self.masks = [(arg == j).astype(x.dtype) for j in range(s)]
+        return best
 
     def backward(self, dy: Any, need_dx: bool = True) -> Any:
         xp = array_module(dy)
-        n, c, length = self.in_shape
-        lo = length // self.size
-        dx = xp.zeros(self.in_shape, dtype=dy.dtype)
-        dx[:, :, : lo * self.size] = (self.mask * dy[..., None]).reshape(n, c, lo * self.size)
+        s = self.size
+        lo = dy.shape[2]
+        dx = xp.empty(self.in_shape, dtype=dy.dtype)
+        dx[:, :, lo * s :] = 0  # the dropped remainder gets no gradient
+        for j, mask in enumerate(self.masks):
+            xp.multiply(dy, mask, out=dx[:, :, j : lo * s : s])
         return dx
+
+
+def _takes_over(best: Any, tap: Any, xp: Any) -> Any:
+    """Where `tap` replaces the running maximum `best`, exactly as argmax picks.
+
+    argmax keeps the first maximum (a tie stays with the earlier tap) and treats NaN as the
+    largest value (the first NaN wins): a tap takes over unless the maximum so far is >= it,
+    and never from a NaN maximum. `not (best >= tap)` is also true where tap is NaN.
+    """
+    take = best >= tap
+    xp.logical_not(take, out=take)
+    take &= best == best
+    return take
 
 
 def softmax_cross_entropy(logits: Any, y: Any) -> tuple[float, Any]:

@@ -35,6 +35,8 @@ LAYER_STACKS = {
     "conv_k1": (lambda: [Conv1d(4, 1)], (3, 10)),
     "conv_k5": (lambda: [Conv1d(4, 5)], (3, 10)),
     "maxpool": (lambda: [MaxPool1d(3)], (3, 10)),
+    "maxpool2": (lambda: [MaxPool1d(2)], (3, 11)),
+    "conv_relu_pool": (lambda: [Conv1d(4, 3), ReLU(), MaxPool1d(2)], (3, 10)),
     "stack": (
         lambda: [AddChannel(), Conv1d(4, 3), ReLU(), MaxPool1d(2), Flatten(), Linear(5)],
         (12,),

@@ -1,0 +1,307 @@
+#!/usr/bin/env python
+"""swarmnode's CPU kernels side by side with PyTorch (CPU) and ByzFL, one BLAS thread each.
+
+    python scripts/bench_anchors.py                     # everything
+    python scripts/bench_anchors.py --only train,ops    # the conv net step and its layers
+    python scripts/bench_anchors.py --only aggregate --n 64 --d 1e6
+
+torch and byzfl are benchmark anchors only, never runtime or test dependencies: a group whose
+anchor does not import prints "anchor missing" and still times swarmnode alone.
+
+Every figure is a ratio measured in the same run: each repeat times the anchor and swarmnode
+back to back (the order alternating between repeats), and the reported ratio is the median over
+repeats of anchor_time / swarmnode_time, so > 1.00 means swarmnode is faster. On a shared 2-core
+box absolute times drift with the load; the interleaved ratio drifts much less.
+
+Cases:
+- train: one SGD step (momentum 0.9, lr 0.05) of `cnn1d:32k5,p2,64k3,p2,128` on 1-channel
+  signals of length --length, batch 32 and 256, against the same architecture in torch
+  (Conv1d 'same' padding, ReLU, MaxPool1d, Linear; cross-entropy; torch.optim.SGD).
+- ops: max-pool (size 2) forward and forward+backward on (256, 32, L); ReLU backward on a conv
+  layer's output, as the conv net produces it; against torch.nn.functional.
+- aggregate: mean, median, trimmed mean, Krum, multi-Krum, centered clipping on n near-identical
+  float32 rows of length d, against ByzFL's numpy aggregators (centered clipping: ByzFL's
+  CenteredClipping has other semantics, so it is timed alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+Timed = Callable[[], Any]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default="train,ops,aggregate", help="comma-separated groups")
+    p.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
+    p.add_argument("--length", type=int, default=32, help="signal length for the conv net")
+    p.add_argument("--n", type=int, default=64, help="aggregation: rows")
+    p.add_argument("--d", type=float, default=1e6, help="aggregation: columns")
+    p.add_argument("--f", type=int, default=None, help="aggregation: f (default n // 4)")
+    args = p.parse_args(argv)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"  # before numpy (and torch) load their BLAS
+    groups = set(args.only.split(","))
+    print(f"{os.cpu_count()} cores, one BLAS/torch thread, {args.repeats} interleaved repeats")
+    print(f"{'case':<44}{'swarmnode':>12}{'anchor':>12}{'ratio':>8}  (anchor/swarmnode)")
+    if "train" in groups:
+        bench_train(args)
+    if "ops" in groups:
+        bench_ops(args)
+    if "aggregate" in groups:
+        bench_aggregate(args)
+    return 0
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+def _once(fn: Timed, inner: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner
+
+
+def compare(label: str, ours: Timed, anchor: Timed | None, repeats: int, inner: int = 1) -> None:
+    """Print the median times and the median per-repeat ratio anchor / ours."""
+    ours()
+    if anchor is not None:
+        anchor()
+    t_ours, t_anchor, ratios = [], [], []
+    for r in range(repeats):
+        if anchor is None:
+            t_ours.append(_once(ours, inner))
+            continue
+        if r % 2:  # alternate who goes first, so neither always runs on a warmer cache
+            a, o = _once(anchor, inner), _once(ours, inner)
+        else:
+            o, a = _once(ours, inner), _once(anchor, inner)
+        t_ours.append(o)
+        t_anchor.append(a)
+        ratios.append(a / o)
+    mo = statistics.median(t_ours)
+    if anchor is None:
+        print(f"{label:<44}{_ms(mo):>12}{'missing':>12}{'-':>8}")
+        return
+    ratio = statistics.median(ratios)
+    lo, hi = min(ratios), max(ratios)
+    print(
+        f"{label:<44}{_ms(mo):>12}{_ms(statistics.median(t_anchor)):>12}{ratio:>7.2f}x"
+        f"  [{lo:.2f}-{hi:.2f}]"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f} ms"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        print("torch anchor missing: timing swarmnode alone")
+        return None
+    torch.set_num_threads(1)
+    return torch
+
+
+# --- the conv net's training step -------------------------------------------------------------
+
+SPEC = "cnn1d:32k5,p2,64k3,p2,128"
+
+
+def bench_train(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from kernels.backend import CPU
+    from kernels.optim import SGD
+    from node.models import build_model
+
+    torch = _torch()
+    length = args.length
+    for batch in (32, 256):
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((batch, length), dtype=np.float32)
+        y = rng.integers(0, 10, batch)
+        model = build_model(SPEC, (length,), 10, CPU, seed=0)
+        opt = SGD(model.params, lr=0.05, momentum=0.9)
+
+        def ours(model: Any = model, opt: Any = opt, x: Any = x, y: Any = y) -> None:
+            model.loss_and_grad(x, y)
+            opt.step()
+
+        anchor = _torch_step(torch, length, x, y) if torch else None
+        inner = 20 if batch == 32 else 4
+        compare(f"{SPEC} step, L={length}, batch {batch}", ours, anchor, args.repeats, inner)
+
+
+def _torch_step(torch: Any, length: int, x: Any, y: Any) -> Timed:
+    nn = torch.nn
+    net = nn.Sequential(
+        nn.Conv1d(1, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Conv1d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Flatten(),
+        nn.Linear(64 * (length // 4), 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    tx = torch.from_numpy(x[:, None, :].copy())
+    ty = torch.from_numpy(y)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        loss = nn.functional.cross_entropy(net(tx), ty)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+# --- single layers ----------------------------------------------------------------------------
+
+
+def bench_ops(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from kernels.layers import Conv1d, MaxPool1d, ReLU
+    from kernels.model import Sequential
+
+    torch = _torch()
+    rng = np.random.default_rng(1)
+    shape = (256, 32, args.length)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    dy_pool = rng.standard_normal((*shape[:2], shape[2] // 2), dtype=np.float32)
+    pool = MaxPool1d(2)
+    tx = torch.from_numpy(x).requires_grad_() if torch else None
+    tdy = torch.from_numpy(dy_pool) if torch else None
+    F = torch.nn.functional if torch else None
+
+    # Training-mode forward on both sides: ours records where each maximum was, torch (input
+    # requiring grad) runs max_pool1d_with_indices. torch's no-grad path skips the indices.
+    compare(
+        f"maxpool2 forward (training) {shape}",
+        lambda: pool.forward(x),
+        (lambda: F.max_pool1d(tx, 2)) if torch else None,
+        args.repeats,
+        inner=10,
+    )
+
+    def pool_both() -> None:
+        pool.forward(x)
+        pool.backward(dy_pool)
+
+    def torch_pool_both() -> None:
+        F.max_pool1d(tx, 2).backward(tdy)
+
+    compare(
+        f"maxpool2 forward+backward {shape}",
+        pool_both,
+        torch_pool_both if torch else None,
+        args.repeats,
+        inner=10,
+    )
+
+    # ReLU backward on what our conv layer hands it (its own layout), against torch's
+    # threshold_backward on a contiguous tensor of the same shape.
+    conv = Sequential([Conv1d(32, 5)], (16, args.length), seed=0)
+    h = conv.forward(rng.standard_normal((256, 16, args.length), dtype=np.float32))
+    relu = ReLU()
+    relu.forward(h)
+    dy = rng.standard_normal(h.shape, dtype=np.float32)  # contiguous, as pool backward returns
+    th = torch.from_numpy(np.ascontiguousarray(h)) if torch else None
+    ty = F.relu(th) if torch else None
+    tdy2 = torch.from_numpy(dy) if torch else None
+    compare(
+        f"relu backward on conv output {h.shape}",
+        lambda: relu.backward(dy),
+        (lambda: torch.ops.aten.threshold_backward(tdy2, ty, 0)) if torch else None,
+        args.repeats,
+        inner=10,
+    )
+
+
+# --- aggregation ------------------------------------------------------------------------------
+
+
+def bench_aggregate(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from gossip.aggregate import RULES
+
+    n, d = args.n, int(args.d)
+    f = args.f if args.f is not None else n // 4
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(d, dtype=np.float32)
+    X = np.empty((n, d), dtype=np.float32)
+    for i in range(n):  # near-identical rows, as peers' models are
+        X[i] = base + np.float32(1e-4) * rng.standard_normal(d, dtype=np.float32)
+    anchors = _byzfl_anchors(f)
+    print(f"aggregation: n={n} d={d} f={f} float32")
+    for rule in ("mean", "median", "trimmed-mean", "krum", "multi-krum", "centered-clip"):
+        anchor = anchors.get(rule)
+        compare(
+            f"{rule}",
+            lambda rule=rule: RULES[rule](X, f),
+            (lambda anchor=anchor: anchor(X)) if anchor else None,
+            max(3, args.repeats // 2),
+        )
+
+
+def _byzfl_anchors(f: int) -> dict[str, Timed]:
+    byzfl = _byzfl()
+    if byzfl is None:
+        print("byzfl anchor missing: timing swarmnode alone")
+        return {}
+    return {
+        "mean": byzfl.Average(),
+        "median": byzfl.Median(),
+        "trimmed-mean": byzfl.TrMean(f=f),
+        "krum": byzfl.Krum(f=f),
+        "multi-krum": byzfl.MultiKrum(f=f),
+    }
+
+
+def _byzfl() -> Any:
+    """byzfl's aggregators module, without the package __init__ when that fails to import.
+
+    byzfl's __init__ imports its training harness and with it torchvision, which breaks when
+    torchvision's build does not match the installed torch (seen with torch 2.13.0+cpu and
+    torchvision 0.28.0); the aggregators themselves need only numpy, scipy and torch.
+    """
+    try:
+        import byzfl
+
+        return byzfl
+    except ImportError:
+        return None
+    except Exception:  # whatever byzfl's own __init__ raised: fall back to the aggregators
+        spec = importlib.util.find_spec("byzfl")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        for name in [m for m in sys.modules if m == "byzfl" or m.startswith("byzfl.")]:
+            del sys.modules[name]
+        pkg = types.ModuleType("byzfl")
+        pkg.__path__ = list(spec.submodule_search_locations)
+        sys.modules["byzfl"] = pkg
+        from byzfl.aggregators import aggregators
+
+        return aggregators
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The rewritten max-pool, ReLU and conv layers against plain references and, bit for bit, against
+the implementations they replaced (kept below as `OldMaxPool1d` / `old_relu`), NaN included.
+
+Max-pool used argmax over a trailing window axis and a float one-hot mask; ReLU multiplied by a
+boolean mask; the conv handed on a transposed view. The new code must pick the same maxima (first
+one on ties, first NaN), produce the same values, zeros of the same sign, and the same NaN
+propagation in both directions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.layers import Conv1d, MaxPool1d, ReLU
+from kernels.model import Sequential
+
+# 0 * Inf in the masks' products is NaN by design (the old code did the same): not a failure.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+class OldMaxPool1d:
+    """The previous implementation, verbatim apart from the class plumbing."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        n, c, length = x.shape
+        lo = length // self.size
+        win = x[:, :, : lo * self.size].reshape(n, c, lo, self.size)
+        arg = win.argmax(axis=-1)
+        self.mask = (arg[..., None] == np.arange(self.size)).astype(x.dtype)
+        self.in_shape = x.shape
+        return np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        n, c, length = self.in_shape
+        lo = length // self.size
+        dx = np.zeros(self.in_shape, dtype=dy.dtype)
+        dx[:, :, : lo * self.size] = (self.mask * dy[..., None]).reshape(n, c, lo * self.size)
+        return dx
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    """Equal including the sign of zeros and the position of NaNs."""
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_array_equal(a.view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+def nasty(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """Values drawn from a small set (many ties), with NaN, +-Inf and signed zeros sprinkled in."""
+    pool = np.array([-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, np.nan, np.inf, -np.inf], dtype=dtype)
+    x = rng.choice(pool[:6], size=shape)
+    special = rng.random(shape) < 0.1
+    x[special] = rng.choice(pool, size=int(special.sum()))
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("size", "length"), [(1, 5), (2, 8), (2, 9), (3, 10), (4, 4), (5, 13)])
+def test_maxpool_matches_the_old_implementation_bit_for_bit(size, length, dtype):
+    rng = np.random.default_rng(size * 100 + length)
+    for trial in range(20):
+        x = nasty(rng, (3, 4, length), dtype)
+        if trial % 2:  # the conv hands on other layouts too: a transposed view
+            x = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+        old, new = OldMaxPool1d(size), MaxPool1d(size)
+        same_bits(new.forward(x), old.forward(x))
+        dy = nasty(rng, (3, 4, length // size), dtype)
+        same_bits(new.backward(dy), old.backward(dy))
+
+
+def test_maxpool_against_a_plain_loop():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 11)).astype(np.float32)
+    x[0, 0, 2] = x[0, 0, 3]  # a tie
+    pool = MaxPool1d(3)
+    out = pool.forward(x)
+    dy = rng.standard_normal(out.shape).astype(np.float32)
+    dx = pool.backward(dy)
+    want_dx = np.zeros_like(x)
+    for n in range(2):
+        for c in range(3):
+            for i in range(11 // 3):
+                w = x[n, c, 3 * i : 3 * i + 3]
+                assert out[n, c, i] == w.max()
+                want_dx[n, c, 3 * i + int(np.argmax(w))] = dy[n, c, i]
+    np.testing.assert_array_equal(dx, want_dx)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_matches_the_old_implementation_bit_for_bit(dtype):
+    rng = np.random.default_rng(2)
+    x = nasty(rng, (6, 5, 7), dtype)
+    dy = nasty(rng, (6, 5, 7), dtype)
+    relu = ReLU()
+    old_mask = x > 0
+    same_bits(relu.forward(x), x * old_mask)
+    same_bits(relu.backward(dy), dy * old_mask)
+
+
+def test_conv_output_is_contiguous_and_unchanged():
+    """The conv now hands on a C-contiguous array; its values are the old transposed view's."""
+    rng = np.random.default_rng(3)
+    model = Sequential([Conv1d(6, 3)], (4, 9), seed=0)
+    model.params.views["0.b"][...] = rng.standard_normal(6)
+    x = rng.standard_normal((5, 4, 9)).astype(np.float32)
+    out = model.forward(x)
+    assert out.flags.c_contiguous
+    layer = model.layers[0]
+    old = (layer.cols @ layer.p["W"].T + layer.p["b"]).reshape(5, 9, 6).transpose(0, 2, 1)
+    same_bits(out, old)

@@ -122,10 +122,9 @@ SPEC = "cnn1d:32k5,p2,64k3,p2,128"
 
 def bench_train(args: argparse.Namespace) -> None:
     import numpy as np
-
-    from kernels.backend import CPU
-    from kernels.optim import SGD
-    from node.models import build_model
+    from swarmnode.kernels.backend import CPU
+    from swarmnode.kernels.optim import SGD
+    from swarmnode.node.train.models import build_model
 
     torch = _torch()
     length = args.length
@@ -177,9 +176,8 @@ def _torch_step(torch: Any, length: int, x: Any, y: Any) -> Timed:
 
 def bench_ops(args: argparse.Namespace) -> None:
     import numpy as np
-
-    from kernels.layers import Conv1d, MaxPool1d, ReLU
-    from kernels.model import Sequential
+    from swarmnode.kernels.layers import Conv1d, MaxPool1d, ReLU
+    from swarmnode.kernels.model import Sequential
 
     torch = _torch()
     rng = np.random.default_rng(1)
@@ -240,8 +238,7 @@ def bench_ops(args: argparse.Namespace) -> None:
 
 def bench_aggregate(args: argparse.Namespace) -> None:
     import numpy as np
-
-    from gossip.aggregate import RULES
+    from swarmnode.gossip.aggregate import RULES
 
     n, d = args.n, int(args.d)
     f = args.f if args.f is not None else n // 4

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from gossip import aggregate
-from gossip.aggregate import AggregationError, mean, median, trimmed_mean
+from swarmnode.gossip import aggregate
+from swarmnode.gossip.aggregate import AggregationError, mean, median, trimmed_mean
 
 # --- the previous implementation: pre-pass, then column blocks sorted along axis 0 -----------
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.layers import Conv1d, MaxPool1d, ReLU
-from kernels.model import Sequential
+from swarmnode.kernels.layers import Conv1d, MaxPool1d, ReLU
+from swarmnode.kernels.model import Sequential
 
 # 0 * Inf in the masks' products is NaN by design (the old code did the same): not a failure.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")

@@ -73,7 +73,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from swarmnode.fault.chaos.assertions import validate_assertion  # the kinds and their keys
+from swarmnode.fault.chaos.assertions_check import validate_assertion  # the kinds and their keys
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec

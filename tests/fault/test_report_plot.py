@@ -516,10 +516,12 @@ def test_runner_signs_its_requests_with_the_swarm_secret(tmp_path, monkeypatch, 
 def test_without_a_secret_the_children_get_none(tmp_path, monkeypatch):
     monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
     runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
-    assert runner.signer is None and "SWARMNODE_SECRET" not in runner._child_env()
+    assert runner.signer is None and "SWARMNODE_SECRET" not in runner.supervisor.child_env()
     monkeypatch.setenv("SWARMNODE_SECRET", "shell")
     runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
-    assert runner._child_env()["SWARMNODE_SECRET"] == "shell" and runner.signer is not None
+    assert (
+        runner.supervisor.child_env()["SWARMNODE_SECRET"] == "shell" and runner.signer is not None
+    )
 
 
 @pytest.mark.timeout(90)

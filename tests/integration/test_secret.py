@@ -102,6 +102,7 @@ def join_refused_401(caplog: pytest.LogCaptureFixture) -> bool:
     )
 
 
+@pytest.mark.slow
 async def test_a_process_with_the_wrong_secret_exits_2_with_one_clear_line(nodes, caplog):
     caplog.set_level(logging.INFO)
     seed = await Node.create(peer_config(slowdown=1.0, steps=1))  # steps=1: idle after one step

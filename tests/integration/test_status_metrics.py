@@ -237,6 +237,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
     a, b, c = swarm
     await c.close()  # a tombstone must be listed too
@@ -286,6 +287,7 @@ async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
         ("an HTTP error", web.Response(status=503, text="busy")),
     ],
 )
+@pytest.mark.slow
 async def test_cli_status_against_something_that_is_not_a_peer(what, reply):
     async def status(_request: web.Request) -> web.Response:
         return reply

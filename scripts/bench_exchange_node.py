@@ -23,11 +23,8 @@ Used by scripts/bench_exchange.py only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from swarmnode.fault.chaos.processes import PeerStartError, start_peer  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
 from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
@@ -89,62 +87,31 @@ class OnePeer:
 
 
 class NodeProcess:
-    """A `swarmnode start` child process; always `close()` it (terminate, then kill)."""
+    """A `swarmnode start` child process (swarmnode.fault.chaos.processes); always `close()` it."""
 
     def __init__(self, model: str, *, slowdown: float, device: str, workdir: Path) -> None:
         self.model = model
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.ready_file = workdir / "ready.json"
-        self.log_path = workdir / "node.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "swarmnode",
-            "start",
-            "--listen",
-            "127.0.0.1:0",
-            "--ready-file",
-            str(self.ready_file),
-            "--steps",
-            "0",
-            "--model",
-            model,
-            "--data",
-            "digits",
-            "--device",
-            device,
-            "--slowdown",
-            str(slowdown),
-            "--exchange",
-            "average",
-            "--sync-every",
-            "1000000000",
-            "--eval-every",
-            "1000000000",
-            "--exchange-timeout",
-            str(EXCHANGE_TIMEOUT_S),
+        args = [
+            *("--steps", "0", "--model", model, "--data", "digits", "--device", device),
+            *("--slowdown", str(slowdown), "--exchange", "average"),
+            *("--sync-every", "1000000000", "--eval-every", "1000000000"),
+            *("--exchange-timeout", str(EXCHANGE_TIMEOUT_S)),
         ]
-        self._log = open(self.log_path, "wb")  # closed in close()
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        # The shell's environment as it is: a lone node measured against this process keeps the
+        # BLAS threads it would have, unlike the peers of a swarm sharing a few cores.
+        self.process = start_peer(
+            args, workdir, "node", dict(os.environ), log_name="node.log", cwd=ROOT
         )
+        self.proc = self.process.proc
         self.addr = ""
         self.peer_id = ""
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"node ({self.model}) exited with {self.proc.returncode}:\n{self.log_tail()}"
-                )
-            if self.ready_file.exists():
-                info = json.loads(self.ready_file.read_text())
-                self.addr, self.peer_id = info["addr"], info["peer_id"]
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"node ({self.model}) not ready in {timeout:.0f} s:\n{self.log_tail()}")
+        try:
+            self.process.wait_ready(time.monotonic() + timeout)
+        except PeerStartError as exc:
+            raise RuntimeError(f"node ({self.model}): {exc}") from None
+        self.addr, self.peer_id = self.process.addr, self.process.peer_id
 
     def cpu_seconds(self) -> float:
         """utime + stime of the node process, all threads (Linux /proc; NaN elsewhere)."""
@@ -155,19 +122,10 @@ class NodeProcess:
             return float("nan")
 
     def log_tail(self, n: int = 20) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        return "(no log)"
+        return self.process.log_tail(n)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: the peer leaves and exits within ~5 s
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+        self.process.stop(grace=10.0)  # SIGTERM: the peer leaves and exits within ~5 s
 
 
 class NodeBench:

@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
+from swarmnode.gossip import wire
 from swarmnode.gossip.auth import AuthError, Signer, nonce_of
 from swarmnode.gossip.codec import encode_control
 
@@ -84,16 +85,12 @@ async def fetch_params(
     session: aiohttp.ClientSession, addr: str, timeout: float, signer: Signer | None = None
 ) -> tuple[np.ndarray | None, str]:
     """A peer's current parameters (POST /v1/params, a `swarmnode.gossip.wire` payload), or (None, why)."""
-    try:
-        from swarmnode.gossip import wire  # written alongside this module; absent in early trees
-    except ImportError:
-        return None, "swarmnode.gossip.wire is not available"
     body = encode_control("pull", sender=PROBE_SENDER)
     data, nonce, why = await _post(session, addr, "params", body, timeout, signer)
     if data is None:
         return None, why
     try:
-        vec = await asyncio.to_thread(_open_params, wire, signer, data, nonce)
+        vec = await asyncio.to_thread(_open_params, signer, data, nonce)
     except AuthError as exc:
         return None, f"unauthenticated answer: {exc}"
     except Exception as exc:  # a malformed payload is the peer's fault: record it, go on
@@ -101,7 +98,7 @@ async def fetch_params(
     return vec, ""
 
 
-def _open_params(wire: Any, signer: Signer | None, data: bytes, nonce: bytes) -> np.ndarray:
+def _open_params(signer: Signer | None, data: bytes, nonce: bytes) -> np.ndarray:
     """Authenticate (with a secret) and decode a params answer; heavy: run in a thread."""
     if signer is not None:
         data = signer.open("params", data, reply_to=nonce)

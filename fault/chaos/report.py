@@ -35,14 +35,14 @@ import datetime
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from swarmnode.fault.chaos.assertions import Result, RunRecord
+from swarmnode.fault.chaos.record import Result, RunRecord
 
 if TYPE_CHECKING:
-    from swarmnode.fault.chaos.runner import ChaosRunner
+    from swarmnode.fault.chaos.scenario import Scenario
 
 SCHEMA_VERSION = 1
 REPORT_NAME = "report.json"
@@ -76,6 +76,31 @@ PEER_KEYS = {
 ASSERTION_KEYS = {"kind", "description", "measured", "threshold", "op", "status", "ok"}
 
 
+class PeerHistory(Protocol):
+    """One scenario peer across its (re)starts, as the report lists it."""
+
+    peer_ids: list[str]
+    addrs: list[str]
+    pids: list[int]
+    exit_codes: list[int | None]
+    logs: list[str]
+    argv: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What the report needs of a run beyond its `RunRecord` (never the secret itself)."""
+
+    scenario: Scenario
+    command: Sequence[str]
+    report_dir: Path
+    peers: Mapping[str, PeerHistory]
+    honest: Collection[str]
+    notes: Sequence[str]
+    error: str | None
+    authenticated: bool  # the runner signed its requests with a swarm secret
+
+
 def verdict(
     outcome: str, results: list[Result], timeline: list[dict[str, Any]], error: str | None
 ) -> tuple[str, str | None, list[str]]:
@@ -97,7 +122,7 @@ def verdict(
 
 
 def build_report(
-    runner: ChaosRunner,
+    run: RunContext,
     record: RunRecord,
     results: list[Result],
     outcome: str,
@@ -105,8 +130,8 @@ def build_report(
     durations: Mapping[str, float],
 ) -> dict[str, Any]:
     """Everything a run observed, as a JSON-ready dict. `outcome`: completed/error/interrupted."""
-    sc = runner.scenario
-    result, error, reasons = verdict(outcome, results, record.timeline, runner.error)
+    sc = run.scenario
+    result, error, reasons = verdict(outcome, results, record.timeline, run.error)
     return {
         "schema_version": SCHEMA_VERSION,
         "scenario": {
@@ -118,7 +143,7 @@ def build_report(
             "params_every": sc.params_every,
         },
         "settings": {
-            "command": runner.command,
+            "command": list(run.command),
             "node": sc.node,
             "peers": {
                 p.name: {"index": p.index, "late": p.late, "flags": sc.flags_for(p.name)}
@@ -126,7 +151,7 @@ def build_report(
             },
             "events": [dataclasses.asdict(e) for e in sc.events],
             "assertions": [dataclasses.asdict(a) for a in sc.assertions],
-            "authenticated": runner.signer is not None,  # the secret itself is never written
+            "authenticated": run.authenticated,
         },
         "started_at": datetime.datetime.fromtimestamp(
             started_at, datetime.timezone.utc
@@ -135,7 +160,7 @@ def build_report(
         "passed": result == "pass",
         "error": error,
         "reasons": reasons,
-        "notes": list(runner.notes),
+        "notes": list(run.notes),
         "durations": {k: round(v, 3) for k, v in durations.items()},
         "timeline": record.timeline,
         "peers": {
@@ -144,12 +169,12 @@ def build_report(
                 "addrs": p.addrs,
                 "pids": p.pids,
                 "exit_codes": p.exit_codes,
-                "logs": [_relative(log, runner.report_dir) for log in p.logs],
+                "logs": [_relative(log, run.report_dir) for log in p.logs],
                 "argv": p.argv,
                 "final_state": record.final_state.get(name),
-                "honest": name in runner.honest,
+                "honest": name in run.honest,
             }
-            for name, p in runner.peers.items()
+            for name, p in run.peers.items()
         },
         "samples": record.samples,
         "distances": record.distances,

@@ -25,7 +25,7 @@ starts at once has written its ready file; every `at` is seconds after that.
 
     [[event]]                 # the timeline; events run in `at` order (ties: file order)
     at = 10                   # seconds after t = 0, within [0, duration]
-    action = "kill"           # see ACTIONS below
+    action = "kill"           # see ACTIONS in scenario_events.py
     peer = "a"                # the target of a peer action
     id = "first-kill"         # optional name that assertions can refer to (`after = ...`)
     label = "kill a"          # optional text on the plot (default: "<action> <peer>")
@@ -73,8 +73,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from swarmnode.fault.chaos.assertions import validate_assertion  # the kinds and their keys
+from swarmnode.fault.chaos.assertions_check import validate_assertion  # the kinds and their keys
 from swarmnode.fault.chaos.errors import ScenarioError
+from swarmnode.fault.chaos.scenario_events import Event, check_timeline, parse_event
+from swarmnode.fault.chaos.scenario_values import no_unknown, number, string, table
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
 
@@ -99,19 +101,6 @@ RUNNER_FLAGS = frozenset(
     {"listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "secret"}
 )
 
-PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
-ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")
-SWARM_ACTIONS = ("partition", "heal")
-ACTIONS = PEER_ACTIONS + ADMIN_ACTIONS + SWARM_ACTIONS
-# Keys an event may carry beyond at/action/id/label, by action.
-_EVENT_KEYS = {
-    **{a: {"peer"} for a in PEER_ACTIONS},
-    "fault": {"peer", "spec"},
-    "byzantine": {"peer", "kind"},
-    "slowdown": {"peer", "factor"},
-    "partition": {"groups"},
-    "heal": set(),
-}
 
 _SCENARIO_KEYS = {
     "name", "description", "duration", "sample_every", "sample_timeout", "params_every",
@@ -128,19 +117,6 @@ class PeerSpec:
     index: int  # shard index
     flags: dict[str, Any]  # this peer's overrides of [node]
     late: bool = False  # started by a `join` event, not at t = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    at: float
-    action: str
-    peer: str | None = None
-    spec: str | None = None  # fault
-    kind: str | None = None  # byzantine
-    factor: float | None = None  # slowdown
-    groups: tuple[tuple[str, ...], ...] = ()  # partition
-    id: str | None = None
-    label: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,26 +200,26 @@ def parse_scenario(
 
 
 def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
-    _no_unknown(data, _TOP_KEYS, "top level")
-    sc = _table(data, "scenario", required=True)
-    _no_unknown(sc, _SCENARIO_KEYS, "[scenario]")
-    duration = _number(
+    no_unknown(data, _TOP_KEYS, "top level")
+    sc = table(data, "scenario", required=True)
+    no_unknown(sc, _SCENARIO_KEYS, "[scenario]")
+    duration = number(
         sc, "duration", "[scenario]", required=True, lo=0.0, hi=MAX_DURATION, open_lo=True
     )
-    sample_every = _number(sc, "sample_every", "[scenario]", default=1.0, lo=0.05, hi=60.0)
-    sample_timeout = _number(
+    sample_every = number(sc, "sample_every", "[scenario]", default=1.0, lo=0.05, hi=60.0)
+    sample_timeout = number(
         sc, "sample_timeout", "[scenario]", default=min(0.8 * sample_every, 1.0), lo=0.01, hi=60.0
     )
-    params_every = _number(sc, "params_every", "[scenario]", default=0.0, lo=0.0, hi=MAX_DURATION)
-    ready_timeout = _number(sc, "ready_timeout", "[scenario]", default=60.0, lo=1.0, hi=3600.0)
-    stop_grace = _number(sc, "stop_grace", "[scenario]", default=5.0, lo=0.0, hi=600.0)
-    name = _string(sc, "name", "[scenario]", default=default_name)
-    secret = _string(sc, "secret", "[scenario]", default="") or None
+    params_every = number(sc, "params_every", "[scenario]", default=0.0, lo=0.0, hi=MAX_DURATION)
+    ready_timeout = number(sc, "ready_timeout", "[scenario]", default=60.0, lo=1.0, hi=3600.0)
+    stop_grace = number(sc, "stop_grace", "[scenario]", default=5.0, lo=0.0, hi=600.0)
+    name = string(sc, "name", "[scenario]", default=default_name)
+    secret = string(sc, "secret", "[scenario]", default="") or None
     if "secret" in sc and secret is None:
         raise ScenarioError("[scenario]: 'secret' must not be empty")
-    description = _string(sc, "description", "[scenario]", default="")
+    description = string(sc, "description", "[scenario]", default="")
 
-    node = _flags(_table(data, "node"), "[node]")
+    node = _flags(table(data, "node"), "[node]")
     raw_peers = data.get("peer")
     if not isinstance(raw_peers, list) or not raw_peers:
         raise ScenarioError("needs at least one [[peer]] table")
@@ -256,7 +232,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     raw_events = data.get("event", [])
     if not isinstance(raw_events, list):
         raise ScenarioError("'event' must be an array of tables ([[event]])")
-    events = [_event(i, e, set(names), duration) for i, e in enumerate(raw_events)]
+    events = [parse_event(i, e, set(names), duration) for i, e in enumerate(raw_events)]
     events.sort(key=lambda e: e.at)  # stable: ties keep file order
     ids = [e.id for e in events if e.id is not None]
     if len(ids) != len(set(ids)):
@@ -265,7 +241,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     peers = [dataclasses.replace(p, late=p.name in late) for p in peers]
     if all(p.late for p in peers):
         raise ScenarioError("every peer is a late joiner: at least one must start at t = 0")
-    _check_timeline(events, peers)
+    check_timeline(events, peers)
 
     raw_asserts = data.get("assert", [])
     if not isinstance(raw_asserts, list):
@@ -348,176 +324,7 @@ def _check_flag_values(flags: Mapping[str, Any], where: str) -> None:
         raise ScenarioError(f"{where}: {exc}") from None
 
 
-def _event(index: int, raw: Any, names: set[str], duration: float) -> Event:
-    where = f"[[event]] #{index + 1}"
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(f"{where} must be a table")
-    action = raw.get("action")
-    if action not in ACTIONS:
-        raise ScenarioError(f"{where}: unknown action {action!r} (known: {', '.join(ACTIONS)})")
-    where = f"{where} ({action})"
-    _no_unknown(raw, {"at", "action", "id", "label"} | _EVENT_KEYS[action], where)
-    at = raw.get("at")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
-        raise ScenarioError(f"{where}: bad time 'at' = {at!r} (seconds after t = 0)")
-    if not 0 <= at <= duration:
-        raise ScenarioError(f"{where}: bad time at = {at}: outside [0, duration = {duration:g}]")
-    fields: dict[str, Any] = {"at": float(at), "action": action}
-    if "peer" in _EVENT_KEYS[action]:
-        fields["peer"] = _peer_name(raw.get("peer"), names, where)
-    if action == "fault":
-        spec = _string(raw, "spec", where, required=True)
-        try:
-            cfg = parse_fault_spec(spec)
-        except FaultSpecError as exc:
-            raise ScenarioError(f"{where}: {exc}") from None
-        if cfg.partition:
-            raise ScenarioError(f"{where}: use a 'partition' event for partitions, not spec")
-        fields["spec"] = spec
-    elif action == "byzantine":
-        kind = _string(raw, "kind", where, required=True)
-        if kind.lower() != "none":
-            try:
-                parse_byzantine(kind)
-            except FaultSpecError as exc:
-                raise ScenarioError(f"{where}: {exc}") from None
-        fields["kind"] = kind
-    elif action == "slowdown":
-        fields["factor"] = _number(raw, "factor", where, required=True, lo=1.0, hi=1000.0)
-    elif action == "partition":
-        fields["groups"] = _groups(raw.get("groups"), names, where)
-    event_id = raw.get("id")
-    if event_id is not None and (not isinstance(event_id, str) or not event_id):
-        raise ScenarioError(f"{where}: 'id' must be a non-empty string")
-    fields["id"] = event_id
-    label = raw.get("label")
-    if label is not None and not isinstance(label, str):
-        raise ScenarioError(f"{where}: 'label' must be a string")
-    fields["label"] = label or " ".join(x for x in (action, fields.get("peer")) if x)
-    return Event(**fields)
-
-
-def _peer_name(value: Any, names: set[str], where: str) -> str:
-    if not isinstance(value, str):
-        raise ScenarioError(f"{where}: needs 'peer' = the name of a [[peer]]")
-    if value not in names:
-        raise ScenarioError(
-            f"{where}: unknown peer name {value!r} (peers: {', '.join(sorted(names))})"
-        )
-    return value
-
-
-def _groups(value: Any, names: set[str], where: str) -> tuple[tuple[str, ...], ...]:
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(g, list) and g for g in value)
-    ):
-        raise ScenarioError(f"{where}: 'groups' must be a list of non-empty lists of peer names")
-    seen: set[str] = set()
-    for group in value:
-        for name in group:
-            _peer_name(name, names, where)
-            if name in seen:
-                raise ScenarioError(f"{where}: peer {name!r} is in two partition groups")
-            seen.add(name)
-    return tuple(tuple(g) for g in value)
-
-
-def _check_timeline(events: list[Event], peers: list[PeerSpec]) -> None:
-    """Replay the timeline on peer states, so an impossible step fails before anything runs."""
-    state = {p.name: ("absent" if p.late else "running") for p in peers}
-    allowed = {
-        "kill": ("running", "frozen"),
-        "terminate": ("running",),
-        "freeze": ("running",),
-        "thaw": ("frozen",),
-        "restart": ("down",),
-        "join": ("absent",),
-        "fault": ("running",),
-        "byzantine": ("running",),
-        "slowdown": ("running",),
-    }
-    after = {"kill": "down", "terminate": "down", "freeze": "frozen", "thaw": "running"}
-    after |= {"restart": "running", "join": "running"}
-    partitioned = False
-    for e in events:
-        where = f"event '{e.label}' at t={e.at:g}"
-        if e.peer is not None:
-            now = state[e.peer]
-            if now not in allowed[e.action]:
-                raise ScenarioError(
-                    f"{where}: peer {e.peer!r} is {now} then ({e.action} needs {' or '.join(allowed[e.action])})"
-                )
-            state[e.peer] = after.get(e.action, now)
-            if e.action in ("restart", "join") and not any(
-                s == "running" for n, s in state.items() if n != e.peer
-            ):
-                raise ScenarioError(f"{where}: no running peer to join")
-        elif e.action == "partition":
-            partitioned = True
-        elif e.action == "heal":
-            if not partitioned:
-                raise ScenarioError(f"{where}: heal without a partition before it")
-            partitioned = False
-
-
 # --- small typed getters -----------------------------------------------------------------------
-
-
-def _no_unknown(raw: Mapping[str, Any], known: set[str], where: str) -> None:
-    for key in raw:
-        if key not in known:
-            raise ScenarioError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
-
-
-def _table(data: Mapping[str, Any], key: str, required: bool = False) -> Mapping[str, Any]:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise ScenarioError(f"missing [{key}] table")
-        return {}
-    if not isinstance(value, Mapping):
-        raise ScenarioError(f"'{key}' must be a table ([{key}])")
-    return value
-
-
-def _number(
-    raw: Mapping[str, Any],
-    key: str,
-    where: str,
-    *,
-    default: float | None = None,
-    required: bool = False,
-    lo: float = -math.inf,
-    hi: float = math.inf,
-    open_lo: bool = False,
-) -> float:
-    if key not in raw:
-        if required:
-            raise ScenarioError(f"{where} lacks '{key}'")
-        assert default is not None
-        return default
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ScenarioError(f"{where}: '{key}' must be a number, got {value!r}")
-    if value < lo or value > hi or (open_lo and value == lo):
-        low = f"({lo:g}" if open_lo else f"[{lo:g}"
-        raise ScenarioError(f"{where}: '{key}' = {value:g} is outside {low}, {hi:g}]")
-    return float(value)
-
-
-def _string(
-    raw: Mapping[str, Any], key: str, where: str, *, default: str = "", required: bool = False
-) -> str:
-    if key not in raw:
-        if required:
-            raise ScenarioError(f"{where} lacks '{key}'")
-        return default
-    value = raw[key]
-    if not isinstance(value, str):
-        raise ScenarioError(f"{where}: '{key}' must be a string, got {value!r}")
-    return value
 
 
 def flag_argv(flags: Mapping[str, Any]) -> list[str]:

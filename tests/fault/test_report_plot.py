@@ -90,6 +90,7 @@ def _gone(pid: int) -> bool:
     return b"fake_peer" not in cmdline
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_runner_end_to_end_with_fake_peers(tmp_path):
     scenario = parse_scenario_text(SCENARIO, source="fake.toml")
@@ -157,6 +158,7 @@ def test_runner_end_to_end_with_fake_peers(tmp_path):
     assert all(_gone(pid) for pid in pids)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 async def test_cancel_mid_run_stops_everything_and_records_a_death(tmp_path):
     text = SCENARIO.replace("duration = 8", "duration = 60").split("[[event]]")[0]
@@ -179,6 +181,7 @@ async def test_cancel_mid_run_stops_everything_and_records_a_death(tmp_path):
     assert all(_gone(p.proc.pid) for p in runner.peers.values())
 
 
+@pytest.mark.slow
 def test_peer_that_cannot_start_fails_the_run_cleanly(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # and no matplotlib: JSON still written
     scenario = parse_scenario_text(SCENARIO, source="fake.toml")
@@ -434,6 +437,7 @@ LOW_BAR = "[[assert]]\nkind = 'final_accuracy'\nmin = 0.1\n"
     ],
     ids=["assertion", "event", "death"],
 )
+@pytest.mark.slow
 def test_cli_exits_1_when_the_run_did_not_pass(tmp_path, capsys, extra, flags, result, reason):
     import shlex
 
@@ -454,6 +458,7 @@ def test_cli_exits_1_when_the_run_did_not_pass(tmp_path, capsys, extra, flags, r
     assert f"result: {result.upper()}" in out and reason in out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_cli_exits_0_when_everything_held(tmp_path, capsys):
     import shlex
@@ -477,6 +482,7 @@ SECRET_RUN = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("where", ["environment", "scenario"])
 def test_runner_signs_its_requests_with_the_swarm_secret(tmp_path, monkeypatch, where):
@@ -516,10 +522,12 @@ def test_runner_signs_its_requests_with_the_swarm_secret(tmp_path, monkeypatch, 
 def test_without_a_secret_the_children_get_none(tmp_path, monkeypatch):
     monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
     runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
-    assert runner.signer is None and "SWARMNODE_SECRET" not in runner._child_env()
+    assert runner.signer is None and "SWARMNODE_SECRET" not in runner.supervisor.child_env()
     monkeypatch.setenv("SWARMNODE_SECRET", "shell")
     runner = ChaosRunner(parse_scenario_text(SHORT + LOW_BAR), tmp_path, command=FAKE)
-    assert runner._child_env()["SWARMNODE_SECRET"] == "shell" and runner.signer is not None
+    assert (
+        runner.supervisor.child_env()["SWARMNODE_SECRET"] == "shell" and runner.signer is not None
+    )
 
 
 @pytest.mark.timeout(90)
@@ -557,12 +565,11 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
 CLI = """
 import sys
 import swarmnode.node.cli.command as cli
-if "swarmnode.node.cli.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
-    cli.VERB_MODULES = (*cli.VERB_MODULES, "swarmnode.node.cli.cmd_chaos")
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_cli_signal_stops_every_peer(tmp_path, sig, code):

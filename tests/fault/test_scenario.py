@@ -332,13 +332,9 @@ def test_demo_file_matches_the_builtin_demo():
     assert len(sc.peers) == 4 and [p.name for p in sc.peers if p.late] == ["d"]
 
 
-def test_cli_bad_scenario_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+def test_cli_bad_scenario_exits_2_with_one_line(tmp_path, capsys):
     import swarmnode.node.cli.command as cli
 
-    if "swarmnode.node.cli.cmd_chaos" not in cli.VERB_MODULES:  # until the lead registers the verb
-        monkeypatch.setattr(
-            cli, "VERB_MODULES", (*cli.VERB_MODULES, "swarmnode.node.cli.cmd_chaos")
-        )
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE + "[[event]]\nat = 1\naction = 'kill'\npeer = 'nobody'\n")
     assert cli.main(["chaos", str(bad), "--report", str(tmp_path / "r")]) == 2

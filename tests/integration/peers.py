@@ -3,36 +3,42 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from swarmnode.fault.chaos.processes import (
+    READY_NAME,
+    PeerProcess,
+    PeerStartError,
+    one_thread_env,
+    start_peer,
+)
 from swarmnode.gossip.codec import encode_control
 
-from tests.waiting import wait_for
-
-# One BLAS thread per peer: several peers share this (2-core) machine.
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# One BLAS thread per process: several share this (2-core) machine (CLI runs use it too).
+ENV = one_thread_env()
 FAST = ["--model", "mlp:32", "--eval-every", "50", "--batch-size", "32"]
 
 
 class Peer:
-    """One peer process; `.addr` and `.peer_id` once ready."""
+    """One peer process (swarmnode.fault.chaos.processes); `.addr` and `.peer_id` once ready."""
 
     def __init__(self, workdir: Path, name: str, *args: str) -> None:
         self.name = name
+        self.workdir = workdir
         self.dir = workdir / name
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.ready_file = self.dir / "ready.json"
-        self.log = open(self.dir / "log.txt", "ab")
+        self.ready_file = self.dir / READY_NAME
         self.args = args
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.process: PeerProcess | None = None
         self.addr = ""
         self.peer_id = ""
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self.process is None else self.process.proc
 
     def start(self, timeout: float = 60.0) -> Peer:
         return self.launch().wait_ready(timeout)
@@ -40,26 +46,18 @@ class Peer:
     def launch(self) -> Peer:
         """Start the process without waiting (start several, then `wait_ready` each: a start is
         seconds of imports on a loaded box)."""
-        self.ready_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
-               "--ready-file", str(self.ready_file), "--checkpoint-dir", str(self.dir / "ckpt"),
-               *FAST, *self.args]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=ENV)
+        args = ["--checkpoint-dir", str(self.dir / "ckpt"), *FAST, *self.args]
+        self.process = start_peer(args, self.workdir, self.name)
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> Peer:
-        info = wait_for(self._ready, timeout, f"peer {self.name} to be ready")
-        self.addr, self.peer_id = info["addr"], info["peer_id"]
+        assert self.process is not None
+        try:
+            self.process.wait_ready(time.monotonic() + timeout)
+        except PeerStartError as exc:
+            raise AssertionError(str(exc)) from None
+        self.addr, self.peer_id = self.process.addr, self.process.peer_id
         return self
-
-    def _ready(self) -> dict[str, Any] | None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(
-                f"peer {self.name} exited with {self.proc.returncode}: {self.tail()}"
-            )
-        if self.ready_file.exists():
-            return json.loads(self.ready_file.read_text())
-        return None
 
     def status(self, timeout: float = 2.0) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://{self.addr}/v1/status", timeout=timeout) as r:
@@ -86,19 +84,11 @@ class Peer:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
+        if self.process is not None:
+            self.process.stop(grace=10.0)
 
     def tail(self, n: int = 15) -> str:
-        lines = (self.dir / "log.txt").read_text(errors="replace").splitlines()
-        return "\n".join(lines[-n:])
+        return "" if self.process is None else self.process.log_tail(n)
 
 
 # A swarm whose peers should train together starts held (a few steps/s) and is released with

@@ -502,6 +502,7 @@ def test_label_flip_can_neither_start_nor_stop_at_runtime() -> None:
     assert node.membership.meta["byzantine"] is None  # turned honest: no longer skipped
 
 
+@pytest.mark.slow  # a second interpreter draws the same numbers
 def test_the_byzantine_rng_depends_on_seed_and_id_not_on_the_process() -> None:
     code = "from swarmnode.node.peer.byzantine_serving import peer_rng; print(peer_rng(3, 'peer-x').random())"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

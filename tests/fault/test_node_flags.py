@@ -33,6 +33,7 @@ def test_every_listed_flag_exists_in_swarmnode_start(flag):
     assert flag in start_flags()
 
 
+@pytest.mark.slow  # spawns `true` as the peer command
 def test_every_flag_the_runner_passes_exists_in_swarmnode_start(tmp_path: Path):
     scenario = parse_scenario_text(
         "[scenario]\nduration = 5\n[node]\nmodel = 'mlp:8'\n"

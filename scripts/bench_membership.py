@@ -57,7 +57,7 @@ from swarmnode.gossip.membership import MembershipConfig
 from swarmnode.gossip.sampling import sample_peers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the real mode lives beside us
-from membership_real import run_real
+from membership_real_table import run_real
 
 TARGETS = (ALIVE, SUSPECT)
 MAX_ROUNDS = 200

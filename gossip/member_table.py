@@ -16,6 +16,16 @@ Merge rules, for a received entry against ours (same peer id):
 Entries about ourselves never change our state: a report that we are suspect/dead/left (or a
 newer incarnation of us) is refuted by taking `max(seen) + 1` as our incarnation.
 
+Signed tables (`merge(..., verify=)`): an entry changes the table only once its owner's
+signature checks out (`swarmnode.gossip.records`), so only the owner moves its address, raises
+its incarnation or heartbeat, or marks itself left; stale re-gossip is ignored before any check.
+The first forged signature ends the merge of that digest (honest peers relay only records they
+verified). Counters are bounded: an incarnation more than `MAX_INCARNATION_JUMP` or a heartbeat
+more than `MAX_HEARTBEAT_JUMP` ahead of what we hold is refused and logged.
+
+The table holds at most `max_members` others. A newcomer to a full table takes the place of the
+oldest tombstone, else it is refused: members we know (longest-known first) keep their place.
+
 Entries arrive parsed and bounded by `swarmnode.gossip.entries`.
 """
 
@@ -23,10 +33,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from swarmnode.gossip.entries import Gossiped, MembershipError, meta_problem
+from swarmnode.gossip.entries import MAX_COUNTER, Gossiped, MembershipError, meta_problem
 from swarmnode.gossip.failure import (
     ALIVE,
     DEAD,
@@ -37,55 +47,16 @@ from swarmnode.gossip.failure import (
     liveness,
     thresholds,
 )
+from swarmnode.gossip.member_views import Change, Member, Timing
 
 log = logging.getLogger(__name__)
 
-
-class Member(NamedTuple):
-    """A read-only view of one member at the time it was taken. Do not mutate `meta`."""
-
-    peer_id: str
-    addr: str
-    state: str
-    incarnation: int
-    heartbeat: int
-    last_heard_s: float
-    meta: Mapping[str, Any]
-
-    def as_status(self) -> dict[str, Any]:
-        """The member's row of `GET /v1/status` (see docs/architecture.md)."""
-        return {
-            "peer_id": self.peer_id,
-            "addr": self.addr,
-            "state": self.state,
-            "incarnation": self.incarnation,
-            "heartbeat": self.heartbeat,
-            "last_heard_s": round(self.last_heard_s, 3),
-            "step": self.meta.get("step"),
-            "loss": self.meta.get("loss"),
-            "acc": self.meta.get("acc"),
-            "device": self.meta.get("device"),
-        }
-
-
-class Change(NamedTuple):
-    """A member's state or incarnation changed in our table (`old` is None for a new member)."""
-
-    peer_id: str
-    addr: str
-    old: str | None
-    new: str
-    incarnation: int
-
-
-class Timing(NamedTuple):
-    """The failure detector's settings (seconds); see `swarmnode.gossip.failure`."""
-
-    suspect_after: float
-    dead_after: float
-    tombstone_ttl: float
-    gossip_interval: float
-    fanout: int
+# Incarnations start at the wall clock in ms and grow by 1 per refutation; heartbeats by 2 a
+# second. A peer back after 30 years, or a heartbeat 2^32 beats ahead, is not a peer we know.
+MAX_INCARNATION_JUMP = 30 * 365 * 86400 * 1000
+MAX_HEARTBEAT_JUMP = 2**32
+DEFAULT_MAX_MEMBERS = 1024
+Verify = Callable[[Gossiped], bool]
 
 
 class _Entry:
@@ -98,6 +69,7 @@ class _Entry:
         "last_advance",
         "meta",
         "peer_id",
+        "proof",
         "reported",
         "tomb",
         "tomb_since",
@@ -110,11 +82,12 @@ class _Entry:
 
     def take(self, g: Gossiped, now: float) -> None:
         """Adopt `g` wholesale (a new peer, or a newer incarnation of this one)."""
-        self.addr, self.incarnation, self.heartbeat, self.meta = (
+        self.addr, self.incarnation, self.heartbeat, self.meta, self.proof = (
             g.addr,
             g.incarnation,
             g.heartbeat,
             g.meta,
+            g.proof,
         )
         if g.state in TOMBSTONES:
             self.tomb: str | None = g.state
@@ -127,7 +100,14 @@ class _Entry:
 
     def live_wire(self) -> Gossiped:
         return Gossiped(
-            self.peer_id, self.addr, self.incarnation, self.heartbeat, ALIVE, 0.0, self.meta
+            self.peer_id,
+            self.addr,
+            self.incarnation,
+            self.heartbeat,
+            ALIVE,
+            0.0,
+            self.meta,
+            self.proof,
         )
 
 
@@ -138,8 +118,21 @@ class MemberTable:
     `swarmnode.gossip.failure.size_allowance`); they are recomputed by every `sweep`.
     """
 
-    def __init__(self, self_id: str, addr: str, incarnation: int, timing: Timing) -> None:
+    def __init__(
+        self,
+        self_id: str,
+        addr: str,
+        incarnation: int,
+        timing: Timing,
+        *,
+        max_members: int = DEFAULT_MAX_MEMBERS,
+        seal: Callable[[Gossiped], Gossiped] | None = None,
+    ) -> None:
         self.self_id = self_id
+        self.max_members = max_members
+        self._seal = seal  # signs our own entry (signed tables); None: unsigned
+        self._sealed: Gossiped | None = None
+        self.refused = 0  # entries refused: table full, counter bounds (for status and tests)
         self.addr = addr
         self.incarnation = incarnation
         self.heartbeat = 0
@@ -174,16 +167,30 @@ class MemberTable:
 
     def self_entry(self) -> Gossiped:
         state = LEFT if self.leaving else ALIVE
-        return Gossiped(
+        g = Gossiped(
             self.self_id, self.addr, self.incarnation, self.heartbeat, state, 0.0, self.meta
         )
+        if self._seal is None:
+            return g
+        # signed once per change (a heartbeat bump each interval), not once per message
+        last = self._sealed
+        if last is None or last[:5] != g[:5] or last.meta is not g.meta:
+            last = self._sealed = self._seal(g)
+        return last
 
-    def _about_me(self, g: Gossiped) -> None:
+    def _about_me(self, g: Gossiped, verify: Verify | None) -> bool:
+        """Refute a doubt about us; False when `g` is forged (signed tables)."""
         if self.leaving:
-            return  # we are going: nothing to refute
+            return True  # we are going: nothing to refute
         newer = g.incarnation > self.incarnation
         doubted = g.incarnation == self.incarnation and g.state in (SUSPECT, DEAD, LEFT)
         if newer or doubted:
+            # only a record we signed ourselves (an earlier life) makes us refute
+            if verify is not None and not verify(g):
+                return False
+            if g.incarnation >= MAX_COUNTER:
+                self._refuse(g, "incarnation at the bound: not refuted")
+                return True
             self.incarnation = g.incarnation + 1
             self.refutations += 1
             log.info(
@@ -193,18 +200,28 @@ class MemberTable:
                 g.incarnation,
                 self.incarnation,
             )
+        return True
 
     # --- merging ----------------------------------------------------------------------
 
-    def merge(self, entries: Iterable[Gossiped], now: float) -> None:
-        """Fold received entries into the table (see the module doc for the rules)."""
+    def merge(self, entries: Iterable[Gossiped], now: float, verify: Verify | None = None) -> int:
+        """Fold received entries into the table (see the module doc for the rules).
+
+        With `verify`, an entry that would change the table must pass it; the first that fails
+        ends the merge. Returns the number of forged entries met (0 or 1)."""
         table, dirty, dead_after = self._entries, self._dirty, self.dead_after
         for g in entries:
-            peer_id, _, incarnation, heartbeat, state, age, _ = g
+            peer_id, _, incarnation, heartbeat, state, age, _, _ = g
             e = table.get(peer_id)
             if e is not None and incarnation == e.incarnation:
                 # the common case, kept first and flat: same life of a known peer
                 if e.tomb is None:
+                    if state == LEFT or heartbeat > e.heartbeat:
+                        if verify is not None and not verify(g):
+                            return 1
+                        if heartbeat - e.heartbeat > MAX_HEARTBEAT_JUMP:
+                            self._refuse(g, "heartbeat jump")
+                            continue
                     if state == LEFT:
                         self._entomb(e, LEFT, now - age)
                     elif heartbeat > e.heartbeat:
@@ -212,25 +229,66 @@ class MemberTable:
                             # already dead by our own timer: a late beat cannot revive it
                             self._entomb(e, DEAD, e.last_advance + dead_after)
                         else:
-                            e.heartbeat, e.last_advance, e.addr, e.meta = (
+                            e.heartbeat, e.last_advance, e.addr, e.meta, e.proof = (
                                 heartbeat,
                                 now,
                                 g.addr,
                                 g.meta,
+                                g.proof,
                             )
                             dirty.add(peer_id)
                 elif e.tomb == DEAD and state == LEFT:
+                    if verify is not None and not verify(g):
+                        return 1
                     e.tomb = LEFT  # it did say goodbye: keep the earlier start
             elif peer_id == self.self_id:
-                self._about_me(g)
+                if not self._about_me(g, verify):
+                    return 1
             elif e is None:
                 if state not in TOMBSTONES or age < self.timing.tombstone_ttl:
+                    if verify is not None and not verify(g):
+                        return 1
+                    if len(table) >= self.max_members and not self._evict_tombstone():
+                        self._refuse(g, "table full")
+                        continue
                     e = table[peer_id] = _Entry(g, now)
                     self._rewire(e)
             elif incarnation > e.incarnation:
+                if verify is not None and not verify(g):
+                    return 1
+                if incarnation - e.incarnation > MAX_INCARNATION_JUMP:
+                    self._refuse(g, "incarnation jump")
+                    continue
                 e.take(g, now)  # a newer life, even over a tombstone
                 self._rewire(e)
             # else: an older incarnation: stale, ignored
+        return 0
+
+    def knows(self, peer_id: str) -> bool:
+        return peer_id in self._entries or peer_id == self.self_id
+
+    def _refuse(self, g: Gossiped, why: str) -> None:
+        self.refused += 1
+        # one line per 100 refusals: a flood must not turn into a flood of log lines
+        if self.refused % 100 == 1:
+            log.warning(
+                "%s: refused member %s at incarnation %d, heartbeat %d: %s (%d refused so far)",
+                self.self_id,
+                g.peer_id[:32],
+                g.incarnation,
+                g.heartbeat,
+                why,
+                self.refused,
+            )
+
+    def _evict_tombstone(self) -> bool:
+        """Make room in a full table by forgetting the oldest tombstone; False if none."""
+        tombs = [e for e in self._entries.values() if e.tomb is not None]
+        if not tombs:
+            return False
+        oldest = min(tombs, key=lambda e: e.tomb_since)
+        del self._entries[oldest.peer_id]
+        return True
 
     def _entomb(self, e: _Entry, state: str, since: float) -> None:
         e.tomb, e.tomb_since = state, since
@@ -345,7 +403,16 @@ class MemberTable:
                 if e.tomb is not None and now - e.tomb_since < ttl:
                     age = max(0.0, now - e.tomb_since)
                     out.append(
-                        Gossiped(e.peer_id, e.addr, e.incarnation, e.heartbeat, e.tomb, age, e.meta)
+                        Gossiped(
+                            e.peer_id,
+                            e.addr,
+                            e.incarnation,
+                            e.heartbeat,
+                            e.tomb,
+                            age,
+                            e.meta,
+                            e.proof,
+                        )
                     )
         if limit is not None and len(out) > limit:
             # our own entry always travels: it carries our heartbeat

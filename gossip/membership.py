@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from swarmnode.gossip.admission import REMOTE_SOURCE, Admission
 from swarmnode.gossip.codec import (
     MAX_CONTROL_BYTES,
     CodecError,
@@ -35,10 +36,14 @@ from swarmnode.gossip.codec import (
     encode_control,
     require,
 )
-from swarmnode.gossip.entries import Gossiped, MembershipError, parse_entries, parse_entry
+from swarmnode.gossip.entries import Gossiped, MembershipError, parse_entry
 from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.intake import Intake
 from swarmnode.gossip.member_table import Change, Member, MemberTable
 from swarmnode.gossip.membership_config import MembershipConfig
+from swarmnode.gossip.membership_join import JoinLeave, JoinTimeout
+from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.records import Verifier, open_entry, seal, to_wire
 from swarmnode.gossip.sampling import sample_peers
 from swarmnode.gossip.transport import Handler, RemoteError, Transport, TransportError
 
@@ -47,14 +52,10 @@ log = logging.getLogger(__name__)
 GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
 
 
-class JoinTimeout(MembershipError):
-    """No seed answered a join request within the join timeout."""
-
-
 ChangeCallback = Callable[[Change], None]
 
 
-class Membership:
+class Membership(JoinLeave):
     """One peer's membership: table, gossip loop, join/leave, and the routes that serve them.
 
     `clock` (local monotonic seconds) judges liveness; tests may pass a fake one and drive
@@ -72,16 +73,36 @@ class Membership:
         incarnation: int = 0,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        key: PeerKey | None = None,
+        admission: Admission | None = None,
     ) -> None:
         if not isinstance(self_id, str) or not self_id:
             raise MembershipError(f"peer id must be a non-empty string, got {self_id!r}")
+        if key is not None and key.peer_id != self_id:
+            raise MembershipError(f"`peer_id` {self_id!r} is not its key's id {key.peer_id!r}")
         if not isinstance(incarnation, int) or incarnation < 0:
             raise MembershipError(f"incarnation must be an integer >= 0, got {incarnation!r}")
         self.cfg = (config or MembershipConfig()).validate()
         self.transport = transport
         self._clock = clock
         self.rng = rng or random.Random()
-        self.table = MemberTable(self_id, addr, incarnation, self.cfg.timing)
+        # With a key the table is signed: our entry travels sealed, others' only verified.
+        # Without one (the in-process simulation, unit tests) entries are plain and trusted.
+        self.key = key
+        self.table = MemberTable(
+            self_id,
+            addr,
+            incarnation,
+            self.cfg.timing,
+            max_members=self.cfg.max_members,
+            seal=(lambda g: seal(g, key)) if key is not None else None,
+        )
+        self.admission = admission or Admission(
+            new_member_rate=self.cfg.new_member_rate,
+            new_member_burst=self.cfg.new_member_burst,
+        )
+        self.verifier = Verifier() if key is not None else None
+        self.intake = Intake(self.table, self.admission, self.verifier, self.cfg.max_digest)
         self._listeners: list[ChangeCallback] = []
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -136,24 +157,42 @@ class Membership:
     def handlers(self) -> dict[str, Handler]:
         return {"gossip": self._on_gossip, "join": self._on_join, "leave": self._on_leave}
 
+    def _source(self, msg: dict[str, Any]) -> str:
+        """Who rate limits charge: the remote address if the transport told us, else the
+        sender's declared id (then the global newcomer bucket is what bounds a flood)."""
+        remote = REMOTE_SOURCE.get()
+        return remote if remote is not None else f"id:{str(msg.get('sender'))[:64]}"
+
     async def _on_gossip(self, body: bytes) -> bytes:
-        self._merge(decode_control(body, "gossip"), "gossip")
+        msg = decode_control(body, "gossip")
+        self._merge(msg, "gossip", self._source(msg))
         return self._encode("gossip-ack")
+
+    def _one_entry(self, msg: dict[str, Any]) -> Gossiped:
+        raw = require(msg, "member", list)
+        return open_entry(raw) if self.key is not None else parse_entry(raw)
 
     async def _on_join(self, body: bytes) -> bytes:
         msg = decode_control(body, "join")
-        joiner = parse_entry(require(msg, "member", list))
+        joiner = self._one_entry(msg)
         if joiner.peer_id == self.self_id:
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
         if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
             raise RemoteError("this peer is leaving the swarm: join through another", 503)
+        if not self.table.knows(joiner.peer_id):
+            if not self.admission.listable(joiner.peer_id):
+                raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
+            if not self.admission.take_newcomer(self._source(msg), self._now()):
+                raise RemoteError("too many new members from this source: retry later", 429)
+        if self.verifier is not None and not self.verifier.check(joiner):
+            raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
         self._absorb([joiner])
         log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
         return self._encode("join-ack")
 
     async def _on_leave(self, body: bytes) -> bytes:
         msg = decode_control(body, "leave")
-        leaver = parse_entry(require(msg, "member", list))
+        leaver = self._one_entry(msg)
         if leaver.state != LEFT:
             raise CodecError(f"a leave message must carry a left entry, got {leaver.state!r}")
         self._absorb([leaver])
@@ -161,23 +200,16 @@ class Membership:
 
     # --- merging and notification --------------------------------------------------------
 
-    def _merge(self, msg: dict[str, Any], what: str) -> bool:
+    def _merge(self, msg: dict[str, Any], what: str, source: str, solicited: bool = False) -> bool:
         """Merge a digest message; True when we had to refute (our incarnation went up)."""
-        entries, dropped = parse_entries(require(msg, "members", list), self.cfg.max_digest)
-        if dropped:
-            log.warning(
-                "%s: dropped %d malformed entries of a %s digest (first: %s)",
-                self.self_id,
-                len(dropped),
-                what,
-                dropped[0],
-            )
-        return self._absorb(entries)
+        entries = self.intake.parse(require(msg, "members", list), what)
+        entries = self.intake.admit(entries, source, self._now(), solicited)
+        return self._absorb(entries, what)
 
-    def _absorb(self, entries: Sequence[Gossiped]) -> bool:
+    def _absorb(self, entries: Sequence[Gossiped], what: str = "message") -> bool:
         before = self.table.incarnation
         now = self._now()
-        self.table.merge(entries, now)
+        self.intake.merge(entries, now, what)
         self._notify(self.table.sweep(now))
         return self.table.incarnation != before
 
@@ -204,7 +236,8 @@ class Membership:
         """Our digest as a control message, halved until it fits the control-message cap."""
         entries = self.table.digest(self._now(), self.cfg.max_digest, self.rng)
         while True:
-            body = encode_control(msg_type, sender=self.self_id, members=entries, **fields)
+            wire = [to_wire(g) for g in entries]
+            body = encode_control(msg_type, sender=self.self_id, members=wire, **fields)
             if len(body) <= MAX_CONTROL_BYTES or len(entries) <= 1:
                 return body
             entries = [entries[0], *self.rng.sample(entries[1:], len(entries) // 2)]
@@ -303,7 +336,11 @@ class Membership:
             answer = await self.transport.request(
                 peer.addr, "gossip", body, timeout=self.cfg.request_timeout
             )
-            self._merge(decode_control(answer, "gossip-ack"), f"gossip answer of {peer.peer_id}")
+            self._merge(
+                decode_control(answer, "gossip-ack"),
+                f"gossip answer of {peer.peer_id}",
+                peer.addr,
+            )
             return True
         except TransportError as exc:
             log.debug("%s: gossip with %s failed: %s", self.self_id, peer.peer_id, exc)
@@ -312,89 +349,6 @@ class Membership:
         finally:
             self._inflight.pop(peer.peer_id, None)
         return False
-
-    # --- join and leave ------------------------------------------------------------------
-
-    async def join(self, seeds: Sequence[str], timeout: float) -> None:
-        """Join through any of `seeds` ("host:port"), retrying with backoff until `timeout`.
-
-        Seeds equal to our own address are skipped; with none left we start a new swarm.
-        Raises `JoinTimeout` when no seed answers in time.
-        """
-        others = [s for s in dict.fromkeys(seeds) if s != self.addr]
-        if not others:
-            log.info("%s: no seed other than myself: starting a new swarm", self.self_id)
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        first = self.rng.randrange(len(others))
-        errors: dict[str, str] = {}
-        attempt = 0
-        while (remaining := deadline - loop.time()) > 0:
-            seed = others[(first + attempt) % len(others)]
-            try:
-                await self._join_via(seed, min(self.cfg.join_attempt_timeout, remaining))
-                return
-            except (TransportError, CodecError) as exc:
-                status = getattr(exc, "status", None)
-                if status in (401, 403):
-                    # retrying cannot fix a wrong or missing secret: say so now, not at timeout
-                    raise MembershipError(
-                        f"could not join via {seed}: refused ({exc}); check the swarm `secret`"
-                    ) from None
-                if status == 409:  # nor can it make two peers' ids differ
-                    raise MembershipError(
-                        f"could not join via {seed}: {exc}; give this peer another `peer_id`"
-                    ) from None
-                errors[seed] = f"{type(exc).__name__}: {exc}"
-                log.debug("%s: join via %s failed: %s", self.self_id, seed, exc)
-            attempt += 1
-            if attempt % len(others) == 0:  # a full pass failed: back off before the next
-                pause = min(self._backoff(attempt // len(others)), deadline - loop.time())
-                await asyncio.sleep(max(0.0, pause))
-        detail = "; ".join(f"{s}: {why}" for s, why in errors.items()) or "no attempt completed"
-        raise JoinTimeout(
-            f"could not join: no seed of {', '.join(others)} answered within {timeout:g} s "
-            f"({detail})"
-        )
-
-    def _backoff(self, passes: int) -> float:
-        base = self.cfg.join_backoff * 2 ** (passes - 1)
-        return min(self.cfg.join_backoff_max, base) * self.rng.uniform(0.5, 1.0)
-
-    async def _join_via(self, seed: str, timeout: float) -> None:
-        body = encode_control("join", member=self.table.self_entry())
-        answer = await self.transport.request(seed, "join", body, timeout=timeout)
-        if self._merge(decode_control(answer, "join-ack"), f"join answer of {seed}"):
-            # The seed still had a tombstone of us (we restarted): it ignored our entry.
-            # Tell it our refuted incarnation now, so it spreads us at once; best effort.
-            body = encode_control("join", member=self.table.self_entry())
-            try:
-                await self.transport.request(seed, "join", body, timeout=timeout)
-            except TransportError as exc:
-                log.info("%s: second join to %s failed: %s", self.self_id, seed, exc)
-        log.info("%s: joined through %s; %d members known", self.self_id, seed, len(self.table))
-
-    async def leave(self) -> int:
-        """Announce that we leave to every live peer (in parallel, best effort), and stop
-        gossiping. Returns how many acknowledged. Idempotent."""
-        if self.table.leaving:
-            return 0
-        self.table.leaving = True
-        await self._stop_tasks()
-        peers = self.table.members(self._clock(), GOSSIP_TARGET_STATES)
-        body = encode_control("leave", member=self.table.self_entry())
-        acks = await asyncio.gather(*(self._announce_leave(m, body) for m in peers))
-        log.info("%s: left; %d of %d peers acknowledged", self.self_id, sum(acks), len(peers))
-        return sum(acks)
-
-    async def _announce_leave(self, peer: Member, body: bytes) -> bool:
-        try:
-            await self.transport.request(peer.addr, "leave", body, timeout=self.cfg.leave_timeout)
-            return True
-        except TransportError as exc:
-            log.debug("%s: leave announcement to %s failed: %s", self.self_id, peer.peer_id, exc)
-            return False
 
     async def close(self) -> None:
         """Stop the loop and every exchange in flight (idempotent). Does not announce."""

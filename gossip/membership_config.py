@@ -34,6 +34,12 @@ class MembershipConfig:
     join_backoff_max: float = 2.0
     leave_timeout: float = 0.5  # deadline of each leave announcement (sent in parallel)
     max_digest: int = 2048  # entries per digest sent or accepted
+    # Bounded state: the table holds at most `max_members` others (a flood cannot grow memory
+    # or the status page past it), and each source brings at most `new_member_rate` newcomers
+    # a second (burst `new_member_burst`); see `swarmnode.gossip.admission`.
+    max_members: int = 1024
+    new_member_rate: float = 32.0
+    new_member_burst: int = 512
 
     def validate(self) -> MembershipConfig:
         problems = timing_problems(
@@ -48,6 +54,10 @@ class MembershipConfig:
             problems.append("join_backoff must be > 0 and <= join_backoff_max")
         if not (isinstance(self.max_digest, int) and self.max_digest >= 2):
             problems.append(f"max_digest must be an integer >= 2, got {self.max_digest!r}")
+        if not (isinstance(self.max_members, int) and self.max_members >= 1):
+            problems.append(f"`max_members` must be an integer >= 1, got {self.max_members!r}")
+        if not (self.new_member_rate > 0 and self.new_member_burst >= 1):
+            problems.append("`new_member_rate` must be > 0 and `new_member_burst` >= 1")
         if problems:
             raise MembershipError("; ".join(problems))
         return self

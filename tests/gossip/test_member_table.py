@@ -19,6 +19,7 @@ from swarmnode.gossip.entries import (
 )
 from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
 from swarmnode.gossip.member_table import Member, MemberTable, Timing
+from swarmnode.gossip.records import to_wire
 from swarmnode.gossip.sampling import sample_peers
 
 TIMING = Timing(
@@ -251,7 +252,7 @@ def test_digest_puts_our_entry_first_and_reflects_new_beats() -> None:
     t.bump()
     t.merge([g(hb=1, meta={"step": 1})], now=0.0)
     first = t.digest(now=0.0)
-    assert first[0] == ("me", "me.host:7070", 5, 1, ALIVE, 0.0, {"step": 3})
+    assert first[0] == ("me", "me.host:7070", 5, 1, ALIVE, 0.0, {"step": 3}, None)
     assert first[1] == g(hb=1, meta={"step": 1})
     t.merge([g(hb=2, meta={"step": 2})], now=0.5)
     assert t.digest(now=0.5)[1] == g(hb=2, meta={"step": 2})
@@ -271,7 +272,7 @@ def test_a_digest_survives_msgpack_and_validation_unchanged() -> None:
     t.set_meta({"step": 7, "loss": 0.25, "acc": None, "device": "cpu"})
     t.merge([g("x", hb=4), g("y", state=LEFT, age=3.0)], now=10.0)
     digest = t.digest(now=11.0)
-    wire = msgpack.unpackb(msgpack.packb(digest), raw=False)
+    wire = msgpack.unpackb(msgpack.packb([to_wire(e) for e in digest]), raw=False)
     good, dropped = parse_entries(wire, limit=100)
     assert dropped == []
     assert good == digest
@@ -305,7 +306,7 @@ def test_parse_entry_rejects_malformed_entries(raw: object, fragment: str) -> No
 
 
 def test_parse_entries_drops_bad_entries_and_keeps_the_rest() -> None:
-    good, dropped = parse_entries([list(g("a")), ["junk"], list(g("c"))], limit=10)
+    good, dropped = parse_entries([to_wire(g("a")), ["junk"], to_wire(g("c"))], limit=10)
     assert [e.peer_id for e in good] == ["a", "c"]
     assert len(dropped) == 1 and "array of 7" in dropped[0]
 

@@ -20,6 +20,7 @@ from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadl
 from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.member_table import Change
 from swarmnode.gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
+from swarmnode.gossip.records import to_wire
 from swarmnode.gossip.transport import RemoteError
 
 from tests.waiting import eventually
@@ -233,7 +234,12 @@ async def test_a_false_death_is_refuted_by_the_living_peer() -> None:
 
 
 def _gossip(*entries: Gossiped | list, **extra: object) -> bytes:
-    return encode_control("gossip", sender="x", members=[list(e) for e in entries], **extra)
+    return encode_control(
+        "gossip",
+        sender="x",
+        members=[to_wire(e) if isinstance(e, Gossiped) else e for e in entries],
+        **extra,
+    )
 
 
 async def test_claims_that_we_are_dead_are_refuted_in_the_answer() -> None:
@@ -258,7 +264,7 @@ async def test_claims_that_we_are_dead_are_refuted_in_the_answer() -> None:
         ("join", encode_control("join"), "lacks field 'member'"),
         (
             "leave",
-            encode_control("leave", member=list(Gossiped("x", "h:1", 1, 1, ALIVE, 0.0, {}))),
+            encode_control("leave", member=to_wire(Gossiped("x", "h:1", 1, 1, ALIVE, 0.0, {}))),
             "left entry",
         ),
     ],

@@ -45,7 +45,22 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--peer-id",
         default=None,
-        help="this peer's id (default: kept in --checkpoint-dir, else random)",
+        help="expected peer id: refused unless it is the id of this peer's key "
+        "(the id derives from the key kept in --checkpoint-dir, else a fresh one)",
+    )
+    s.add_argument(
+        "--admission",
+        choices=("open", "secret", "trust"),
+        default=None,
+        help="who may join: open (anyone), secret (holders of --secret), trust (the keys of "
+        "--trust FILE); default: trust with --trust, secret with --secret, else open",
+    )
+    s.add_argument(
+        "--trust",
+        default=None,
+        metavar="FILE",
+        help="allow-list of peer public keys, one 64-hex-digit key a line "
+        "(each peer logs its own at start)",
     )
     s.add_argument(
         "--gossip-interval",
@@ -165,6 +180,8 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         fanout=args.fanout,
         exchange=exchange,
         secret=args.secret,
+        admission=args.admission,
+        trust_file=args.trust,
         fault=args.fault,
         byzantine=args.byzantine,
         slowdown=args.slowdown,

@@ -54,6 +54,8 @@ class PeerConfig(NodeConfig):
     dead_after: float | None = None
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
     secret: str | None = None
+    admission: str | None = None  # open|secret|trust; None: trust with a trust file, secret
+    trust_file: str | None = None  # with a secret, else open (see `admission_mode`)
     fault: str = ""
     byzantine: str | None = None
     slowdown: float = 1.0
@@ -82,8 +84,21 @@ class PeerConfig(NodeConfig):
             if not ok:
                 value = getattr(self, name.replace("-", "_"))
                 raise ConfigError(f"--{name} has an invalid value: {value!r}")
+        mode = self.admission_mode
+        if mode not in ("open", "secret", "trust"):
+            raise ConfigError(f"--admission {mode!r}: use open, secret or trust")
+        if mode == "secret" and not self.secret:
+            raise ConfigError("--admission secret needs --secret (or SWARMNODE_SECRET)")
+        if mode == "trust" and not self.trust_file:
+            raise ConfigError("--admission trust needs --trust FILE (one public key a line)")
         try:
             self.exchange.validate()
         except ExchangeError as exc:  # report it the way every other bad option is reported
             raise ConfigError(str(exc)) from None
         return self
+
+    @property
+    def admission_mode(self) -> str:
+        if self.admission is not None:
+            return self.admission
+        return "trust" if self.trust_file else "secret" if self.secret else "open"

@@ -42,6 +42,7 @@ from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps
 from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
+from swarmnode.node.peer.trust import build_admission, remote_source
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
@@ -104,13 +105,15 @@ class Node:
         await self._enter_swarm()
         await self._start_training()
         await asyncio.to_thread(self._write_ready_file)
-        log.info("peer %s serving on %s", self.peer_id, self.addr)
+        log.info(
+            "peer %s serving on %s; public key %s", self.peer_id, self.addr, self.key.public_hex
+        )
 
     async def _load_model(self) -> None:
         """Identity, trainer (data, model, optimizer), resume, training worker, its store."""
         cfg = self.cfg
         ident = await asyncio.to_thread(load_identity, cfg.checkpoint_dir, cfg.peer_id)
-        self.peer_id, self.incarnation = ident.peer_id, ident.incarnation
+        self.peer_id, self.incarnation, self.key = ident.peer_id, ident.incarnation, ident.key
         self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
@@ -131,6 +134,7 @@ class Node:
             extra_routes=status_routes(self) + admin_routes(self),
             admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
         )
+        app.middlewares.append(remote_source)  # membership's newcomer rates bind to addresses
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
         self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
 
@@ -152,6 +156,8 @@ class Node:
             transport,
             self._membership_config(),
             incarnation=self.incarnation,
+            key=self.key,
+            admission=build_admission(cfg, self.key, self.addr),
         )
         self.byzantine = ByzantineServing(cfg.byzantine, self)
         self.exchanger = Exchanger(

@@ -29,6 +29,7 @@ from swarmnode.gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_con
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -92,8 +93,12 @@ def params_frame(vec: np.ndarray, **override: object) -> bytes:
     return frame(header_for(payload, list(vec.shape), **override), payload)
 
 
-def entry(peer_id: str = "tester", state: str = "alive", hb: int = 1) -> list[object]:
-    return [peer_id, "127.0.0.1:9", 0, hb, state, 0.0, {}]
+TESTER = key_of(7)
+
+
+def entry(peer_id: str | None = None, state: str = "alive", hb: int = 1, **kw: object) -> list:
+    """A record signed by the tester's key; with another `peer_id` it is a forgery."""
+    return signed_entry(TESTER, peer_id=peer_id, state=state, hb=hb, **kw)
 
 
 def valid_body(route: str, size: int) -> bytes:
@@ -116,7 +121,7 @@ WRONG_FIELDS: dict[str, list[tuple[str, bytes]]] = {
     "join": [
         ("member not a list", encode_control("join", member=5)),
         ("member with bad fields", encode_control("join", member=[1, 2, 3, 4, 5, 6, 7])),
-        ("member with NaN meta", encode_control("join", member=[*entry()[:6], {"x": math.nan}])),
+        ("member with NaN meta", encode_control("join", member=entry(meta={"x": math.nan}))),
     ],
     "leave": [("leave carrying an alive entry", encode_control("leave", member=entry()))],
     "params": [("type not a string", msgpack.packb({"version": 1, "type": 5}))],
@@ -193,7 +198,8 @@ def cases_for(route: str, size: int, self_id: str) -> list[Case]:
     ]
     if route == "join":
         itself = encode_control("join", member=entry(peer_id=self_id))
-        specific.append(Case("a joiner with this peer's own id", itself, status=409))
+        # our id under another key: the id is not its key's, refused before anything else
+        specific.append(Case("a joiner with this peer's own id", itself, status=400))
     if route not in ADMIN_ROUTES:  # admin bodies are capped at 64 KiB: that is their oversize
         over = encode_control("gossip", members=[], pad="x" * MAX_CONTROL_BYTES)
         # refused by its size before it is read: the route cap is a control message

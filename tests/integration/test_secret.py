@@ -29,6 +29,7 @@ from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
 from tests.integration.peers import ENV
+from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -135,8 +136,8 @@ async def frozen(nodes) -> Node:
     return node
 
 
-def entry(peer_id: str) -> list[object]:
-    return [peer_id, "127.0.0.1:9", 0, 1, "alive", 0.0, {}]
+def entry(variant: int) -> list[object]:
+    return signed_entry(key_of(1000 + variant))
 
 
 def request_body(route: str, size: int, variant: int) -> bytes:
@@ -146,7 +147,7 @@ def request_body(route: str, size: int, variant: int) -> bytes:
     if route == "pushpull":
         return bytes(wire.encode_params(np.full(size, variant, np.float32), sender="t", step=1))
     if route == "gossip":
-        return encode_control("gossip", sender="t", members=[entry(f"member-{variant}")])
+        return encode_control("gossip", sender="t", members=[entry(variant)])
     return encode_control("slowdown", factor=float(variant + 1))
 
 

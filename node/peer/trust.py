@@ -1,0 +1,43 @@
+"""The peer's admission wiring: the mode from its config, and the remote address for rate limits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+from swarmnode.gossip.admission import REMOTE_SOURCE, Admission
+from swarmnode.gossip.membership import MembershipConfig
+from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.identity import read_trust_file
+
+log = logging.getLogger(__name__)
+
+
+def build_admission(cfg: PeerConfig, key: PeerKey, addr: str) -> Admission:
+    """`open` warns once at start; `trust` reads the trust file (and always lists ourselves)."""
+    mode = cfg.admission_mode
+    if mode == "open":
+        log.warning(
+            "admission is open: anyone who reaches %s can join and list members; "
+            "use --secret or --trust FILE for a closed swarm",
+            addr,
+        )
+    trusted = read_trust_file(cfg.trust_file) if cfg.trust_file else []
+    if mode == "trust":
+        trusted.append(key.public)
+    mc = MembershipConfig()
+    return Admission(
+        mode, trusted, new_member_rate=mc.new_member_rate, new_member_burst=mc.new_member_burst
+    )
+
+
+@web.middleware
+async def remote_source(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Tell membership which address a request came from (newcomer rates are per address)."""
+    token = REMOTE_SOURCE.set(request.remote or "?")
+    try:
+        return await handler(request)
+    finally:
+        REMOTE_SOURCE.reset(token)

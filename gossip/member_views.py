@@ -21,6 +21,7 @@ class Member(NamedTuple):
         """The member's row of `GET /v1/status` (see docs/architecture.md)."""
         return {
             "peer_id": self.peer_id,
+            "name": self.meta.get("name"),  # the owner's own (signed) word, not unique
             "addr": self.addr,
             "state": self.state,
             "incarnation": self.incarnation,

@@ -49,18 +49,19 @@ StatusCheck = Callable[[dict[str, Any]], bool]
 STATUS_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 
-def _member(status: dict[str, Any], peer_id: str) -> dict[str, Any] | None:
+def _member(status: dict[str, Any], name: str) -> dict[str, Any] | None:
     for m in status["members"]:
-        if m["peer_id"] == peer_id:
+        if m.get("name") == name:
             return m
     return None
 
 
-def shows(peer_id: str, state: str, above_incarnation: int = -1) -> StatusCheck:
-    """A check that an observer's status lists `peer_id` in `state` (at a newer incarnation)."""
+def shows(name: str, state: str, above_incarnation: int = -1) -> StatusCheck:
+    """A check that an observer's status lists the peer named `name` (`--name`, every peer
+    here has one) in `state` (at a newer incarnation)."""
 
     def check(status: dict[str, Any]) -> bool:
-        m = _member(status, peer_id)
+        m = _member(status, name)
         return m is not None and m["state"] == state and m["incarnation"] > above_incarnation
 
     return check
@@ -249,7 +250,7 @@ def _measure_swarm(
     say(f"starting {opts.peers - 1} resident peers ({opts.model})")
     base = start_swarm(
         workdir,
-        [[*opts.peer_args, "--peer-id", f"p{i}"] for i in range(opts.peers - 1)],
+        [[*opts.peer_args] for _ in range(opts.peers - 1)],
         READY_TIMEOUT_S,
     )
     extra: list[Peer] = []
@@ -257,13 +258,13 @@ def _measure_swarm(
         wait_for(lambda: _all_alive(base), SEEN_TIMEOUT_S, "the resident peers to see each other")
         wait_for(lambda: all(_acc(p) >= LEARNED_ACC for p in base), 120, "the swarm to learn")
         for t in range(opts.cycles):
-            x = Peer(workdir, f"x{t}", *opts.peer_args, "--peer-id", f"x{t}",
+            x = Peer(workdir, f"x{t}", *opts.peer_args,
                      "--eval-every", "1000000", "--join", base[0].addr)  # fmt: skip
             extra.append(x)
             report.cycles.append(run_cycle(base, x, opts.poll))
             say(f"cycle {t + 1}/{opts.cycles} done")
         if opts.soak:
-            s = Peer(workdir, "s", *opts.peer_args, "--peer-id", "s", "--join", base[0].addr)
+            s = Peer(workdir, "s", *opts.peer_args, "--join", base[0].addr)
             extra.append(s)
             swarm = [*base, s.start(READY_TIMEOUT_S)]
             wait_for(lambda: _all_alive(swarm), SEEN_TIMEOUT_S, "all peers to see each other")
@@ -276,7 +277,7 @@ def _measure_swarm(
 
 def run_cycle(base: Sequence[Peer], x: Peer, poll: float) -> Cycle:
     """`x` joins the running swarm `base`, is SIGKILLed, restarted, SIGTERMed."""
-    pid = x.name  # started with --peer-id NAME: known before it is ready
+    pid = x.name  # started with --name NAME: known before it is ready (its id is not)
     seen = FirstSeen(base, shows(pid, ALIVE), poll, SEEN_TIMEOUT_S)
     launched, ready = _start_timed(x)
     first_acc = _acc(x)  # --eval-every 1e6: still the evaluation of the model it synced
@@ -330,11 +331,11 @@ def measure_heavy(workdir: Path, seconds: float, poll: float) -> tuple[Watch, fl
     did each go unheard in the other's table, the heavy peer's mean step time, and how long it
     took to exit after a SIGTERM that came in the middle of a step."""
     common = ["--steps", "0", "--model", HEAVY_MODEL]
-    light = Peer(workdir, "light", *common, "--peer-id", "light")
+    light = Peer(workdir, "light", *common)
     # the heavy peer joins (its state sync pulls from the light one, which answers between two
     # short steps) rather than seeds: a pull from it waits for its current step to end
     # (--eval-every 1: /v1/status's step moves only at evaluations)
-    heavy = Peer(workdir, "heavy", *common, "--peer-id", "heavy", "--batch-size",
+    heavy = Peer(workdir, "heavy", *common, "--batch-size",
                  str(HEAVY_BATCH), "--eval-every", "1")  # fmt: skip
     try:
         light.start(READY_TIMEOUT_S)
@@ -357,7 +358,7 @@ def measure_heavy(workdir: Path, seconds: float, poll: float) -> tuple[Watch, fl
 def _all_alive(peers: Sequence[Peer]) -> bool:
     for p in peers:
         status = p.status()
-        if not all(shows(o.peer_id, ALIVE)(status) for o in peers if o is not p):
+        if not all(shows(o.name, ALIVE)(status) for o in peers if o is not p):
             return False
     return True
 

@@ -2,7 +2,7 @@
 
 The one way every driver from outside starts a real peer (the chaos runner, the integration
 tests' tests/integration/peers.py, the benchmark scripts): a free port (`--listen 127.0.0.1:0`),
-a ready file the peer writes once it serves (`--ready-file`, `{"addr", "peer_id", ...}`), its
+a ready file the peer writes once it serves (`--ready-file`, `{"addr", "peer_id", "name", ...}`), its
 output in a log file, and one BLAS thread, since several peers share a few cores.
 
     p = start_peer(["--model", "mlp:32"], workdir, "p0")     # returns at once
@@ -65,7 +65,8 @@ def read_ready(path: Path) -> dict[str, Any] | None:
 
 @dataclasses.dataclass
 class PeerProcess:
-    """One started peer process. `addr` and `peer_id` are set once it is ready."""
+    """One started peer process. `addr` and `peer_id` are set once it is ready: the id derives
+    from the peer's key (kept in its checkpoint dir), so only the ready file tells it."""
 
     name: str
     dir: Path

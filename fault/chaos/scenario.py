@@ -54,8 +54,10 @@ Event actions and their extra keys:
     slowdown   peer, factor    admin/slowdown: the peer trains `factor` times slower
 
 Peers started by the runner get `--listen 127.0.0.1:0 --ready-file ... --checkpoint-dir
-<report>/peers/<name>/ckpt --shard i/N` and `--join` to live peers; those flags (and `advertise`,
-`peer-id`, `secret`) cannot be set in [node] or [[peer]].
+<report>/peers/<name>/ckpt --shard i/N --name <name>` and `--join` to live peers; those flags
+(and `advertise`, `peer-id`, `secret`) cannot be set in [node] or [[peer]]. A peer's id derives
+from the key it keeps in its checkpoint dir: the runner learns it from the ready file (a restart
+keeps it), and everything the report keeps is keyed by the scenario's peer names.
 
 The swarm secret: a peer reads `$SWARMNODE_SECRET` when `--secret` is not given, so the runner
 decides it for every peer: `[scenario] secret` if set, else `$SWARMNODE_SECRET` of the runner's
@@ -98,8 +100,11 @@ NODE_FLAGS = frozenset(
 )  # fmt: skip
 # Flags the runner sets itself for every peer.
 RUNNER_FLAGS = frozenset(
-    {"listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "secret"}
-)
+    {
+        "listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "name",
+        "secret",
+    }
+)  # fmt: skip
 
 
 _SCENARIO_KEYS = {

@@ -111,6 +111,7 @@ class Supervisor:
             *flag_argv(self.scenario.flags_for(p.name)),
             *("--checkpoint-dir", str(p.checkpoint_dir)),
             *("--shard", f"{p.spec.index}/{n}"),
+            *("--name", p.name),  # the id is the key's: the name is what others see of it
         ]
         if seeds:
             args += ["--join", ",".join(seeds)]

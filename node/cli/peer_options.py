@@ -49,6 +49,12 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "(the id derives from the key kept in --checkpoint-dir, else a fresh one)",
     )
     s.add_argument(
+        "--name",
+        default=None,
+        help="a human-readable name for this peer (1-64 letters, digits, '.', '_', '-'), "
+        "signed into its member record and shown by status; not unique, not an identity",
+    )
+    s.add_argument(
         "--admission",
         choices=("open", "secret", "trust"),
         default=None,
@@ -74,7 +80,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "--ready-file",
         default=None,
         metavar="PATH",
-        help='write {"peer_id", "addr", "pid"} as JSON to PATH once serving',
+        help='write {"peer_id", "name", "addr", "pid"} as JSON to PATH once serving',
     )
     s.add_argument(
         "--secret",
@@ -176,6 +182,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         join=parse_seeds(args.join),
         join_timeout=args.join_timeout,
         peer_id=args.peer_id,
+        name=args.name,
         gossip_interval=args.gossip_interval,
         fanout=args.fanout,
         exchange=exchange,

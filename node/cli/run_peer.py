@@ -105,7 +105,8 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     )
     if node.resumed is not None:
         say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
-    say(f"listening on {node.addr} as {node.peer_id}", out)
+    named = f" ({node.name})" if node.name else ""
+    say(f"listening on {node.addr} as {node.peer_id}{named}", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
@@ -118,6 +119,7 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
     )
     summary = {
         "peer_id": node.peer_id,
+        "name": node.name,
         "test_accuracy": m.test_acc,
         "test_loss": m.test_loss,
         "steps": m.step,

@@ -10,6 +10,7 @@ from typing import Any
 
 COLUMNS = (
     ("peer", "peer_id"),
+    ("name", "name"),
     ("address", "addr"),
     ("device", "device"),
     ("state", "state"),

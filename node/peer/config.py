@@ -6,6 +6,7 @@ in one place, and adds the network side. The CLI flags live in `swarmnode.node.c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
@@ -13,6 +14,7 @@ from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
 
 
 def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
@@ -47,7 +49,8 @@ class PeerConfig(NodeConfig):
     advertise: str | None = None
     join: list[str] = field(default_factory=list)
     join_timeout: float = 30.0
-    peer_id: str | None = None
+    peer_id: str | None = None  # only a check: the id is the key's (node/peer/identity.py)
+    name: str | None = None  # human-readable, signed into the member meta; not an identity
     gossip_interval: float = 0.5
     fanout: int = 3
     suspect_after: float | None = None  # None: the membership module's defaults
@@ -84,6 +87,8 @@ class PeerConfig(NodeConfig):
             if not ok:
                 value = getattr(self, name.replace("-", "_"))
                 raise ConfigError(f"--{name} has an invalid value: {value!r}")
+        if self.name is not None and not NAME_RE.match(self.name):
+            raise ConfigError(f"--name {self.name!r}: use 1-64 letters, digits, '.', '_' or '-'")
         mode = self.admission_mode
         if mode not in ("open", "secret", "trust"):
             raise ConfigError(f"--admission {mode!r}: use open, secret or trust")

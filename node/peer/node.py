@@ -70,6 +70,7 @@ class Node:
         self.on_eval = on_eval
         self.addr = ""
         self.peer_id = ""
+        self.name = cfg.name
         self.incarnation = 0
         self.started_at = time.monotonic()
         self._stop = asyncio.Event()
@@ -171,6 +172,8 @@ class Node:
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer) if self.signer else handlers)
+        if self.name is not None:  # signed with the rest of our record: nobody can rename us
+            self.membership.set_meta(name=self.name)
         self._update_meta()
 
     async def _enter_swarm(self) -> None:
@@ -394,7 +397,8 @@ class Node:
             return
         path = Path(self.cfg.ready_file)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"peer_id": self.peer_id, "addr": self.addr, "pid": os.getpid()}))
+        info = {"peer_id": self.peer_id, "name": self.name, "addr": self.addr, "pid": os.getpid()}
+        tmp.write_text(json.dumps(info))
         os.replace(tmp, path)
 
     def params_host(self) -> np.ndarray:

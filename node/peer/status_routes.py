@@ -31,6 +31,7 @@ class StatusSource(Protocol):
     """What the status routes read of a peer (the `Node` implements it)."""
 
     peer_id: str
+    name: str | None
     addr: str
     state: str
     started_at: float
@@ -50,6 +51,7 @@ def status_json(node: StatusSource) -> dict[str, Any]:
     ex = node.exchanger
     me = {
         "peer_id": node.peer_id,
+        "name": node.name,
         "addr": node.addr,
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,

@@ -2,7 +2,7 @@
 
 It speaks the outside contract of a real peer (docs/architecture.md, "The peer process, seen
 from outside") and nothing more: `--listen` (port 0 works), `--ready-file`, `--checkpoint-dir`
-(keeps the peer id across restarts), `--join`; GET /v1/status with a step and an accuracy that
+(keeps the peer id across restarts), `--name` (shown in the status and the ready file), `--join`; GET /v1/status with a step and an accuracy that
 move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the status; POST
 /v1/params when swarmnode.gossip.wire exists. Membership is a toy: each peer polls the status of every
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
@@ -80,6 +80,7 @@ class FakePeer:
         return {
             "self": {
                 "peer_id": self.peer_id,
+                "name": self.args.name,
                 "addr": self.addr,
                 "incarnation": 0,
                 "state": "alive",
@@ -193,7 +194,8 @@ def _die() -> None:
 
 def _write_ready(path: str, peer: FakePeer) -> None:
     tmp = Path(path + ".tmp")
-    tmp.write_text(json.dumps({"peer_id": peer.peer_id, "addr": peer.addr, "pid": os.getpid()}))
+    info = {"peer_id": peer.peer_id, "name": peer.args.name, "addr": peer.addr, "pid": os.getpid()}
+    tmp.write_text(json.dumps(info))
     os.replace(tmp, path)
 
 
@@ -201,6 +203,7 @@ async def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--listen", default="127.0.0.1:0")
     p.add_argument("--ready-file")
+    p.add_argument("--name")
     p.add_argument("--checkpoint-dir")
     p.add_argument("--join", default="")
     p.add_argument("--byzantine")

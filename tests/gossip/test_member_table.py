@@ -343,9 +343,11 @@ def test_set_meta_rejects_bad_values_and_keeps_the_old_meta() -> None:
 
 
 def test_member_as_status_has_the_status_route_fields() -> None:
-    m = Member("b", "h:1", ALIVE, 3, 9, 0.12345, {"step": 5, "loss": 0.5, "acc": 0.9})
+    meta = {"step": 5, "loss": 0.5, "acc": 0.9, "name": "bee"}
+    m = Member("b", "h:1", ALIVE, 3, 9, 0.12345, meta)
     assert m.as_status() == {
         "peer_id": "b",
+        "name": "bee",
         "addr": "h:1",
         "state": ALIVE,
         "incarnation": 3,

@@ -24,7 +24,8 @@ FAST = ["--model", "mlp:32", "--eval-every", "50", "--batch-size", "32"]
 
 
 class Peer:
-    """One peer process (swarmnode.fault.chaos.processes); `.addr` and `.peer_id` once ready."""
+    """One peer process (swarmnode.fault.chaos.processes) started with `--name NAME`; `.addr`
+    and `.peer_id` (derived from its key, kept across restarts) once ready."""
 
     def __init__(self, workdir: Path, name: str, *args: str) -> None:
         self.name = name
@@ -46,7 +47,8 @@ class Peer:
     def launch(self) -> Peer:
         """Start the process without waiting (start several, then `wait_ready` each: a start is
         seconds of imports on a loaded box)."""
-        args = ["--checkpoint-dir", str(self.dir / "ckpt"), *FAST, *self.args]
+        # the id derives from the key kept in ckpt (learnt from the ready file); the name is ours
+        args = ["--checkpoint-dir", str(self.dir / "ckpt"), "--name", self.name, *FAST, *self.args]
         self.process = start_peer(args, self.workdir, self.name)
         return self
 

@@ -35,6 +35,7 @@ NUMBER = (int, float)
 OPT_NUMBER = (int, float, type(None))
 SELF_SCHEMA: dict[str, Any] = {
     "peer_id": str,
+    "name": (str, type(None)),
     "addr": str,
     "incarnation": int,
     "state": str,
@@ -51,6 +52,7 @@ SELF_SCHEMA: dict[str, Any] = {
 EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
 MEMBER_SCHEMA: dict[str, Any] = {
     "peer_id": str,
+    "name": (str, type(None)),
     "addr": str,
     "state": str,
     "incarnation": int,
@@ -79,9 +81,9 @@ async def swarm() -> AsyncIterator[list[Node]]:
     """Three peers that see each other alive and have each evaluated once while training."""
     nodes: list[Node] = []
     try:
-        nodes.append(await Node.create(peer_config()))
-        for _ in range(2):
-            nodes.append(await Node.create(peer_config(join=[nodes[-1].addr])))
+        nodes.append(await Node.create(peer_config(name="a")))
+        for name in ("b", "c"):
+            nodes.append(await Node.create(peer_config(join=[nodes[-1].addr], name=name)))
         for n in nodes:
             others = {o.peer_id for o in nodes if o is not n}
             await eventually(
@@ -173,6 +175,11 @@ async def test_status_schema_and_metrics_agree(swarm):
             assert me["acc"] is not None and me["exchange"]["mode"] == "average"
             assert {m["peer_id"] for m in status["members"]} == {
                 o.peer_id for o in swarm if o is not node
+            }
+            # the id is the key's; the name (--name) travels signed in each member's record
+            assert me["name"] == node.name
+            assert {(m["peer_id"], m["name"]) for m in status["members"]} == {
+                (o.peer_id, o.name) for o in swarm if o is not node
             }
             assert all(m["state"] == "alive" for m in status["members"])
 

@@ -32,6 +32,20 @@ class MembershipError(SwarmnodeError, ValueError):
     """A membership setting or value (meta, peer id, timing) is invalid."""
 
 
+class Proof(NamedTuple):
+    """What authenticates a signed entry (`swarmnode.gossip.records`): the owner's signed
+    `record` bytes, its `signature` and `public` key, and the heartbeat hash chain the record
+    commits to (`tip` at heartbeat `base`) with the value `reveal` that proves the entry's
+    heartbeat."""
+
+    record: bytes
+    signature: bytes
+    public: bytes
+    base: int
+    tip: bytes
+    reveal: bytes
+
+
 class Gossiped(NamedTuple):
     """One digest entry as it travels between peers (validated by `parse_entry`)."""
 
@@ -42,9 +56,9 @@ class Gossiped(NamedTuple):
     state: str
     age: float
     meta: Mapping[str, Any]
-    # (record, signature, public key) of a signed self-record (`swarmnode.gossip.records`);
-    # None in the unsigned form used by the in-process simulation and the table's unit tests
-    proof: tuple[bytes, bytes, bytes] | None = None
+    # the signed self-record and heartbeat proof (`swarmnode.gossip.records`); None in the
+    # unsigned form used by the in-process simulation and the table's unit tests
+    proof: Proof | None = None
 
 
 def meta_problem(meta: object) -> str | None:

@@ -43,7 +43,7 @@ from swarmnode.gossip.member_table import Change, Member, MemberTable
 from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.gossip.membership_join import JoinLeave, JoinTimeout
 from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import Verifier, open_entry, seal, to_wire
+from swarmnode.gossip.records import RecordSigner, Verifier, open_entry, to_wire
 from swarmnode.gossip.sampling import sample_peers
 from swarmnode.gossip.transport import Handler, RemoteError, Transport, TransportError
 
@@ -95,7 +95,7 @@ class Membership(JoinLeave):
             incarnation,
             self.cfg.timing,
             max_members=self.cfg.max_members,
-            seal=(lambda g: seal(g, key)) if key is not None else None,
+            seal=RecordSigner(key, clock=clock).entry if key is not None else None,
         )
         self.admission = admission or Admission(
             new_member_rate=self.cfg.new_member_rate,

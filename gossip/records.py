@@ -1,29 +1,41 @@
-"""Signed self-records: a member's address, incarnation, heartbeat and meta, signed by itself.
+"""Signed self-records: a member's address, incarnation and meta, signed by itself, and its
+heartbeats, authenticated by a hash chain the signed record commits to.
 
 EIP-778 style: only the owner of a key speaks about the peer that key names. A signed entry
-travels as the msgpack array `[record, signature, state, age_s]`:
+travels as the msgpack array `[record, signature, state, age_s, heartbeat, reveal]`:
 
-- `record` is the msgpack array `[peer_id, addr, incarnation, heartbeat, signed_state, meta,
-  public_key]` exactly as the owner packed it, and `signature` its Ed25519 signature of
+- `record` is the msgpack array `[peer_id, addr, incarnation, base, signed_state, meta,
+  public_key, tip]` exactly as the owner packed it, and `signature` its Ed25519 signature of
   `DOMAIN + record` (the bytes are relayed untouched, so nobody re-encodes what was signed);
 - `signed_state` is `alive` or `left`: only the owner says it leaves;
+- heartbeats are a hash chain (S/KEY, TESLA-style): the owner draws a random seed, and the
+  record commits to `tip = H^N(seed)` at heartbeat `base` (N = `CHAIN_LENGTH`). Heartbeat
+  `base + k` travels with `reveal = H^(N-k)(seed)`; a receiver holding the heartbeat `h'` with
+  its reveal `r'` checks a later `h` with `h - h'` hashes: `H^(h-h')(reveal) == r'`. Only the
+  owner knows the preimages, so nobody else can advance its heartbeat, and a heartbeat costs a
+  receiver one SHA-256 instead of an Ed25519 verification. The owner signs a new record (a new
+  chain) when anything else changes, and when a chain is spent;
 - `state` and `age_s` are the relayer's unsigned *hint* (suspect and dead are local
   observations of missed heartbeats); a hint of `left` needs a record signed `left`, and a
   record signed `left` is left whatever the hint says.
 
-`open_entry` checks the form, the bounds and that the id is the key's, but not the signature:
-`Verifier.check` does that, only for entries that would change the receiver's table (re-gossiped
-stale records cost nothing), and remembers each signature it checked.
+`open_entry` checks the form, the bounds and that the id is the key's, but neither signature nor
+chain: `Verifier.check` does that, only for entries that would change the receiver's table
+(re-gossiped stale records cost nothing), and remembers each signature it checked.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.entries import Gossiped, parse_entry
+from swarmnode.gossip.entries import Gossiped, Proof, parse_entry
 from swarmnode.gossip.failure import ALIVE, LEFT, STATES
 from swarmnode.gossip.peer_key import (
     PUBLIC_KEY_BYTES,
@@ -33,38 +45,125 @@ from swarmnode.gossip.peer_key import (
     verify_signature,
 )
 
-DOMAIN = b"swarmnode/member-record/1\x00"  # a member signature can sign nothing else
-MAX_RECORD_BYTES = 2048  # id 128 + addr 256 + meta 12 x (32 + 128) + key, with room
-_RECORD_FIELDS = 7
-_SIGNED_FIELDS = 4
+DOMAIN = b"swarmnode/member-record/2\x00"  # a member signature can sign nothing else
+MAX_RECORD_BYTES = 2048  # id 128 + addr 256 + meta 12 x (32 + 128) + key + tip, with room
+CHAIN_LENGTH = 1024  # heartbeats one record covers: ~8.5 min at the default 0.5 s interval
+CHAIN_BYTES = 32
+# Meta keys that move with training (the status page's step/loss/acc of other members): a
+# change of only these is signed at most this often, so a training peer does not make every
+# receiver verify a fresh signature each interval. Any other change is signed at once.
+PROGRESS_KEYS = frozenset({"step", "loss", "acc"})
+PROGRESS_RESEAL_S = 30.0
+_RECORD_FIELDS = 8
+_SIGNED_FIELDS = 6
 
 
-def seal(g: Gossiped, key: PeerKey) -> Gossiped:
-    """Our own entry `g`, signed: `g` with its `proof` (record, signature, public key)."""
+def chain_step(value: bytes) -> bytes:
+    return hashlib.sha256(value).digest()
+
+
+def _walk(value: bytes, steps: int) -> bytes:
+    for _ in range(steps):
+        value = hashlib.sha256(value).digest()
+    return value
+
+
+def _pack(g: Gossiped, key: PeerKey, tip: bytes) -> bytes:
     signed_state = LEFT if g.state == LEFT else ALIVE
-    record = msgpack.packb(
-        [g.peer_id, g.addr, g.incarnation, g.heartbeat, signed_state, dict(g.meta), key.public],
+    return msgpack.packb(
+        [
+            g.peer_id,
+            g.addr,
+            g.incarnation,
+            g.heartbeat,
+            signed_state,
+            dict(g.meta),
+            key.public,
+            tip,
+        ],
         use_bin_type=True,
     )
-    return g._replace(proof=(record, key.sign(DOMAIN + record), key.public))
+
+
+def seal(g: Gossiped, key: PeerKey, seed: bytes | None = None) -> Gossiped:
+    """Our own entry `g`, signed once, its heartbeat the base of a fresh chain (a one-shot
+    record; a peer signs through a `RecordSigner`, which keeps the chain)."""
+    tip = _walk(seed or os.urandom(CHAIN_BYTES), CHAIN_LENGTH)
+    record = _pack(g, key, tip)
+    proof = Proof(record, key.sign(DOMAIN + record), key.public, g.heartbeat, tip, tip)
+    return g._replace(proof=proof)
+
+
+class RecordSigner:
+    """Signs our own entry: a new record when something but the heartbeat changed (progress
+    meta at most every `progress_reseal_s`), else only the chain's next reveal."""
+
+    def __init__(
+        self,
+        key: PeerKey,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        progress_reseal_s: float = PROGRESS_RESEAL_S,
+    ) -> None:
+        self.key = key
+        self._clock = clock
+        self.progress_reseal_s = progress_reseal_s
+        self._last: Gossiped | None = None  # the entry last signed (its heartbeat the base)
+        self._chain: list[bytes] = []  # _chain[i] = H^i(seed)
+        self._sealed_at = 0.0
+        self.signed = 0  # records signed (for benches and tests)
+
+    def entry(self, g: Gossiped) -> Gossiped:
+        last = self._last
+        if last is None or self._must_reseal(last, g):
+            chain = [os.urandom(CHAIN_BYTES)]
+            for _ in range(CHAIN_LENGTH):
+                chain.append(chain_step(chain[-1]))
+            record = _pack(g, self.key, chain[-1])
+            proof = Proof(
+                record, self.key.sign(DOMAIN + record), self.key.public, g.heartbeat, chain[-1],
+                chain[-1],
+            )  # fmt: skip
+            self._chain, self._sealed_at, self.signed = chain, self._clock(), self.signed + 1
+            last = self._last = g._replace(proof=proof)
+            return last
+        assert last.proof is not None
+        k = g.heartbeat - last.proof.base
+        reveal = self._chain[CHAIN_LENGTH - k]
+        return last._replace(heartbeat=g.heartbeat, proof=last.proof._replace(reveal=reveal))
+
+    def _must_reseal(self, last: Gossiped, g: Gossiped) -> bool:
+        assert last.proof is not None
+        if last[:3] != g[:3] or (last.state == LEFT) != (g.state == LEFT):
+            return True
+        if not 0 <= g.heartbeat - last.proof.base <= CHAIN_LENGTH:
+            return True  # the chain is spent
+        if last.meta is g.meta:
+            return False
+        changed = {k for k in {*last.meta, *g.meta} if last.meta.get(k) != g.meta.get(k)}
+        if changed - PROGRESS_KEYS:
+            return True
+        return bool(changed) and self._clock() - self._sealed_at >= self.progress_reseal_s
 
 
 def to_wire(g: Gossiped) -> list[Any]:
     """The array that carries `g`: signed when it has a proof, the plain 7 fields otherwise."""
     if g.proof is not None:
-        return [g.proof[0], g.proof[1], g.state, g.age]
+        return [g.proof.record, g.proof.signature, g.state, g.age, g.heartbeat, g.proof.reveal]
     return [g.peer_id, g.addr, g.incarnation, g.heartbeat, g.state, g.age, dict(g.meta)]
 
 
 def open_entry(raw: object) -> Gossiped:
-    """Parse one signed entry (see the module doc); the signature is *not* checked here."""
+    """Parse one signed entry (see the module doc); signature and chain are *not* checked."""
     if not isinstance(raw, (list, tuple)) or len(raw) != _SIGNED_FIELDS:
         raise CodecError("unsigned member entry: this swarm takes only signed records")
-    record, signature, state, age = raw
+    record, signature, state, age, heartbeat, reveal = raw
     if not isinstance(record, bytes) or not 0 < len(record) <= MAX_RECORD_BYTES:
         raise CodecError("a member record must be 1-2048 bytes")
     if not isinstance(signature, bytes) or len(signature) != SIGNATURE_BYTES:
         raise CodecError("a member signature must be 64 bytes")
+    if not isinstance(reveal, bytes) or len(reveal) != CHAIN_BYTES:
+        raise CodecError(f"a heartbeat proof must be {CHAIN_BYTES} bytes")
     try:
         fields = msgpack.unpackb(
             record,
@@ -79,7 +178,7 @@ def open_entry(raw: object) -> Gossiped:
         raise CodecError(f"malformed member record: {type(exc).__name__}") from None
     if not isinstance(fields, list) or len(fields) != _RECORD_FIELDS:
         raise CodecError(f"a member record must be an array of {_RECORD_FIELDS} fields")
-    peer_id, addr, incarnation, heartbeat, signed_state, meta, public = fields
+    peer_id, addr, incarnation, base, signed_state, meta, public, tip = fields
     if state not in STATES:
         raise CodecError(f"member {peer_id!r}: unknown state {state!r}")
     if signed_state not in (ALIVE, LEFT):
@@ -89,35 +188,61 @@ def open_entry(raw: object) -> Gossiped:
     elif state == LEFT:
         raise CodecError(f"member {peer_id!r}: marked left without its own signed leave")
     g = parse_entry([peer_id, addr, incarnation, heartbeat, state, age, meta])
+    if (
+        not isinstance(base, int)
+        or isinstance(base, bool)
+        or not 0 <= g.heartbeat - base <= (CHAIN_LENGTH)
+    ):
+        raise CodecError(f"member {peer_id!r}: heartbeat {g.heartbeat} is outside its chain")
+    if not isinstance(tip, bytes) or len(tip) != CHAIN_BYTES:
+        raise CodecError(f"member {peer_id!r}: a chain tip must be {CHAIN_BYTES} bytes")
     if not isinstance(public, bytes) or len(public) != PUBLIC_KEY_BYTES:
         raise CodecError(f"member {peer_id!r}: a public key must be {PUBLIC_KEY_BYTES} bytes")
     if peer_id_of(public) != peer_id:
         raise CodecError(f"member {peer_id!r}: the id is not its key's")
-    return g._replace(proof=(record, signature, public))
+    return g._replace(proof=Proof(record, signature, public, base, tip, reveal))
 
 
 class Verifier:
-    """Checks signatures once: a signature seen valid (or forged) is remembered, so a record
-    re-gossiped by every peer costs one Ed25519 verification per receiver."""
+    """Checks signatures once (a signature seen valid or forged is remembered, so a record
+    re-gossiped by every peer costs one Ed25519 verification per receiver) and heartbeats by
+    their chain, from the last heartbeat the receiver holds of the same record."""
 
     def __init__(self, capacity: int = 8192) -> None:
         self.capacity = capacity
         self._seen: OrderedDict[bytes, bool] = OrderedDict()
         self.verified = 0  # signature checks actually run (for benches and tests)
         self.forged = 0
+        self.hashed = 0  # chain steps walked
 
-    def check(self, g: Gossiped) -> bool:
-        """Whether `g` carries a valid signature of its owner (entries without proof: False)."""
-        if g.proof is None:
+    def check(self, g: Gossiped, held: Proof | None = None, held_heartbeat: int = 0) -> bool:
+        """Whether `g` is its owner's word: a valid signature and a heartbeat on the chain.
+        With `held` (the proof we keep of the same member, at `held_heartbeat`) and the same
+        record, only the chain steps between the two heartbeats are walked."""
+        proof = g.proof
+        if proof is None:
             return False
-        record, signature, public = g.proof
-        known = self._seen.get(signature)
+        if held is not None and held.signature == proof.signature and held.record == proof.record:
+            steps = g.heartbeat - held_heartbeat
+            if steps < 0:
+                return False
+            self.hashed += steps
+            return _walk(proof.reveal, steps) == held.reveal
+        if not self._signed(proof):
+            return False
+        self.hashed += g.heartbeat - proof.base
+        return _walk(proof.reveal, g.heartbeat - proof.base) == proof.tip
+
+    def _signed(self, proof: Proof) -> bool:
+        # remembered by signature *and* record: a valid signature glued to other bytes is new
+        seen = proof.signature + hashlib.sha256(proof.record).digest()
+        known = self._seen.get(seen)
         if known is not None:
             return known
-        ok = verify_signature(public, signature, DOMAIN + record)
+        ok = verify_signature(proof.public, proof.signature, DOMAIN + proof.record)
         self.verified += 1
         self.forged += not ok
-        self._seen[signature] = ok
+        self._seen[seen] = ok
         if len(self._seen) > self.capacity:
             self._seen.popitem(last=False)
         return ok

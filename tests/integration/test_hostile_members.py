@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.records import to_wire
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
@@ -57,7 +58,7 @@ def _record_of(observer: Node, peer: Node) -> list[Any]:
     """The signed record `observer` relays for `peer`, as it travels (captured, replayable)."""
     for g in observer.membership.table.digest(time.monotonic()):
         if g.peer_id == peer.peer_id:
-            return [g.proof[0], g.proof[1], g.state, g.age]
+            return to_wire(g)
     raise AssertionError(f"{observer.peer_id} relays no record of {peer.peer_id}")
 
 

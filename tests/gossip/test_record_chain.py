@@ -1,0 +1,127 @@
+"""Signed records with hash-chained heartbeats (swarmnode.gossip.records): a heartbeat under a
+record already verified costs a few SHA-256, not an Ed25519 verification, and nobody but the
+owner can advance it. Fake clocks throughout."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from swarmnode.gossip.entries import Gossiped
+from swarmnode.gossip.failure import ALIVE, LEFT
+from swarmnode.gossip.member_table import MemberTable, Timing
+from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.records import (
+    CHAIN_LENGTH,
+    PROGRESS_RESEAL_S,
+    RecordSigner,
+    Verifier,
+    open_entry,
+    to_wire,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+TIMING = Timing(
+    suspect_after=1.5, dead_after=2.5, tombstone_ttl=60.0, gossip_interval=0.5, fanout=3
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def owner(clock: Clock | None = None) -> tuple[PeerKey, RecordSigner]:
+    key = PeerKey.generate()
+    return key, RecordSigner(key, clock=clock or Clock())
+
+
+def entry(key: PeerKey, hb: int, meta: dict | None = None, state: str = ALIVE) -> Gossiped:
+    return Gossiped(key.peer_id, "10.0.0.9:1", 7, hb, state, 0.0, meta or {})
+
+
+def relayed(g: Gossiped) -> Gossiped:
+    """What a receiver gets: the entry through the wire form."""
+    return open_entry(to_wire(g))
+
+
+def receiver() -> tuple[MemberTable, Verifier]:
+    return MemberTable("me", "10.0.0.1:1", 1, TIMING), Verifier()
+
+
+def test_heartbeats_reuse_one_record_and_cost_no_signature() -> None:
+    key, signer = owner()
+    table, verifier = receiver()
+    first = signer.entry(entry(key, 1))
+    for hb in range(1, 40, 3):  # a receiver that misses beats walks the gap
+        assert table.merge([relayed(signer.entry(entry(key, hb)))], hb * 0.5, verifier.check) == 0
+    assert table.get(key.peer_id, 20.0).heartbeat == 37
+    assert signer.signed == 1 and verifier.verified == 1  # one Ed25519 each way, 13 beats
+    assert signer.entry(entry(key, 37)).proof.signature == first.proof.signature
+    assert verifier.hashed == 36
+
+
+def test_a_forged_or_replayed_heartbeat_is_refused() -> None:
+    key, signer = owner()
+    table, verifier = receiver()
+    table.merge([relayed(signer.entry(entry(key, 5)))], 0.0, verifier.check)
+    honest = signer.entry(entry(key, 9))
+    forged = honest._replace(proof=honest.proof._replace(reveal=os.urandom(32)))
+    assert table.merge([relayed(forged)], 0.1, verifier.check) == 1
+    # an old reveal relabelled with a later heartbeat walks to the wrong value
+    old = signer.entry(entry(key, 6))
+    relabelled = old._replace(heartbeat=9)
+    assert table.merge([relayed(relabelled)], 0.2, verifier.check) == 1
+    assert table.get(key.peer_id, 0.2).heartbeat == 5
+    assert table.merge([relayed(honest)], 0.3, verifier.check) == 0
+    assert table.get(key.peer_id, 0.3).heartbeat == 9
+
+
+def test_a_spent_chain_is_replaced_by_a_newly_signed_record() -> None:
+    key, signer = owner()
+    table, verifier = receiver()
+    for hb in (1, CHAIN_LENGTH + 1, CHAIN_LENGTH + 2):
+        assert table.merge([relayed(signer.entry(entry(key, hb)))], 0.0, verifier.check) == 0
+    assert signer.signed == 2 and verifier.verified == 2
+    assert table.get(key.peer_id, 0.0).heartbeat == CHAIN_LENGTH + 2
+
+
+def test_a_heartbeat_outside_its_record_chain_is_malformed() -> None:
+    key, signer = owner()
+    wire = to_wire(signer.entry(entry(key, 3)))
+    wire[4] = 3 + CHAIN_LENGTH + 1
+    with pytest.raises(Exception, match="outside its chain"):
+        open_entry(wire)
+    wire[4] = 2  # before the record's base
+    with pytest.raises(Exception, match="outside its chain"):
+        open_entry(wire)
+
+
+def test_progress_meta_is_resigned_at_most_every_interval_the_rest_at_once() -> None:
+    clock = Clock()
+    key, signer = owner(clock)
+    signer.entry(entry(key, 1, {"step": 1, "name": "a"}))
+    moved = signer.entry(entry(key, 2, {"step": 50, "name": "a"}))
+    assert signer.signed == 1 and moved.meta["step"] == 1  # progress may lag
+    clock.now = PROGRESS_RESEAL_S
+    moved = signer.entry(entry(key, 3, {"step": 99, "name": "a"}))
+    assert signer.signed == 2 and moved.meta["step"] == 99
+    turned = signer.entry(entry(key, 4, {"step": 99, "name": "a", "byzantine": "nan"}))
+    assert signer.signed == 3 and turned.meta["byzantine"] == "nan"  # not progress: at once
+    gone = signer.entry(entry(key, 4, {"step": 99}, state=LEFT))
+    assert signer.signed == 4 and relayed(gone).state == LEFT
+
+
+def test_a_valid_signature_glued_to_other_record_bytes_is_not_taken_from_the_cache() -> None:
+    key, signer = owner()
+    _, verifier = receiver()
+    good = signer.entry(entry(key, 1))
+    assert verifier.check(relayed(good))
+    other = RecordSigner(key).entry(entry(key, 1)._replace(addr="6.6.6.6:1"))
+    glued = other._replace(proof=other.proof._replace(signature=good.proof.signature))
+    assert not verifier.check(relayed(glued))
+    assert verifier.forged == 1

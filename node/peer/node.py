@@ -12,13 +12,10 @@ encoding, decoding and aggregation of parameter vectors run in threads too.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +30,8 @@ from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.admin_routes import admin_routes
-from swarmnode.node.peer.aio import finite_or_none, quietly, threadsafe_setter
+from swarmnode.node.peer.aio import quietly, threadsafe_setter
+from swarmnode.node.peer.announce import meta_loop, update_meta, write_ready_file
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
 from swarmnode.node.peer.config import PeerConfig, dialable, parse_hostport
 from swarmnode.node.peer.errors import JoinError
@@ -50,7 +48,6 @@ from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 log = logging.getLogger(__name__)
 
 STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
-META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
 LEAVE_DEADLINE_S = 1.0
 REJOIN_EVERY_S = 5.0
 BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted before the body is read
@@ -105,7 +102,7 @@ class Node:
         self._build_network()
         await self._enter_swarm()
         await self._start_training()
-        await asyncio.to_thread(self._write_ready_file)
+        await asyncio.to_thread(write_ready_file, self)
         log.info(
             "peer %s serving on %s; public key %s", self.peer_id, self.addr, self.key.public_hex
         )
@@ -174,7 +171,7 @@ class Node:
         self._handlers.update(auth_handlers(handlers, self.signer) if self.signer else handlers)
         if self.name is not None:  # signed with the rest of our record: nobody can rename us
             self.membership.set_meta(name=self.name)
-        self._update_meta()
+        update_meta(self)
 
     async def _enter_swarm(self) -> None:
         """Join through the seeds and copy the swarm's model, or start a swarm of our own."""
@@ -195,7 +192,7 @@ class Node:
         self.worker.start()
         self.state = "alive"
         self._spawn(self._exchange_loop(), "exchange")
-        self._spawn(self._meta_loop(), "meta")
+        self._spawn(meta_loop(self), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
         if self.cfg.join:
@@ -324,11 +321,6 @@ class Node:
                 await self.exchanger.round()
             target = max(target + every, self.trainer.step_count + 1)
 
-    async def _meta_loop(self) -> None:
-        while True:
-            self._update_meta()
-            await asyncio.sleep(META_EVERY_S)
-
     async def _watch_worker(self) -> None:
         """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""
         await self._worker_done.wait()  # set from the thread's end: holds no executor thread
@@ -337,7 +329,7 @@ class Node:
             return
         if self.worker.error is not None:
             log.error("training stopped: %s", self.worker.error)
-        self._update_meta()
+        update_meta(self)
         self._stop.set()
 
     def _in_a_swarm(self) -> bool:
@@ -361,7 +353,7 @@ class Node:
             "training stopped: %s; left the swarm, /v1/status reports 'failed' until SIGTERM", error
         )
         await asyncio.to_thread(self.worker.evaluate_now)
-        self._update_meta()
+        update_meta(self)
         await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
 
     async def _rejoin_loop(self) -> None:
@@ -376,30 +368,12 @@ class Node:
             except SwarmnodeError as exc:
                 log.info("re-join attempt failed: %s", exc)
 
-    def _update_meta(self) -> None:
-        m = self.worker.metrics()
-        self.membership.set_meta(
-            step=int(m.step),
-            loss=finite_or_none(m.loss),
-            acc=finite_or_none(m.test_acc),
-            device=m.device,
-        )
-
     # --- helpers -------------------------------------------------------------------------
 
     def _save_checkpoint(self, state: dict[str, Any] | None) -> None:
         state = self.worker.state() if state is None else state
         state["meta"] = run_meta(self.cfg)
         save_checkpoint(self.cfg.checkpoint_dir, state, keep=self.cfg.keep_checkpoints)
-
-    def _write_ready_file(self) -> None:
-        if not self.cfg.ready_file:
-            return
-        path = Path(self.cfg.ready_file)
-        tmp = path.with_name(path.name + ".tmp")
-        info = {"peer_id": self.peer_id, "name": self.name, "addr": self.addr, "pid": os.getpid()}
-        tmp.write_text(json.dumps(info))
-        os.replace(tmp, path)
 
     def params_host(self) -> np.ndarray:
         return to_numpy(self.trainer.model.params.data)

@@ -12,10 +12,11 @@ receiver's own signing is inside it. Three schemes:
 - unsigned: the plain 7-field entries (the in-process simulation's form);
 - per-beat: every heartbeat a freshly signed record (the 2026-11-24 branch: one Ed25519
   verification per member per interval);
-- chain: the record signed once, heartbeats on its hash chain, progress re-signed every 30 s.
+- chain: the record signed once, heartbeats on its hash chain, progress re-signed every 30 s;
 
-Prints gossip CPU per interval (ms and % of a core) and the share spent in sign and verify
-(measured around `Verifier.check` and our own `RecordSigner.entry`).
+Prints gossip CPU per interval (ms and % of a core) and the share spent in sign and verify,
+twice: timed around `Verifier.check` and our own `RecordSigner.entry` (inflated by the timers'
+own cost), and as operation counts x unit costs measured in tight loops.
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.entries import Gossiped
 from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.membership import Membership, MembershipConfig
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import RecordSigner, Verifier, seal, to_wire
+from swarmnode.gossip.peer_key import PeerKey, verify_signature
+from swarmnode.gossip.records import (
+    CHAIN_LENGTH,
+    RecordSigner,
+    Verifier,
+    chain_step,
+    seal,
+    to_wire,
+)
 
 INTERVAL_S = 0.5
 
@@ -97,7 +105,7 @@ def run(n: int, rounds: int, digests: int, scheme: str) -> dict[str, float]:
                 0.0,
                 {"step": r * 10, "loss": 0.5, "acc": 0.9, "name": f"p{i}"},
             )
-            if scheme == "chain":
+            if scheme.startswith("chain"):
                 g = signers[i].entry(g)
             elif scheme == "per-beat":
                 g = seal(g, k)
@@ -117,7 +125,27 @@ def run(n: int, rounds: int, digests: int, scheme: str) -> dict[str, float]:
         "core_pct": total / rounds / INTERVAL_S * 100,
         "crypto_pct_of_gossip": 100 * crypto / total,
         "verifies_per_interval": (m.verifier.verified / rounds) if signed else 0.0,  # type: ignore[union-attr]
+        "hashes_per_interval": (m.verifier.hashed / rounds) if signed else 0.0,  # type: ignore[union-attr]
+        "own_signs_per_interval": (own.signed / rounds) if signed else 0.0,
     }
+
+
+def unit_costs() -> dict[str, float]:
+    """CPU seconds of one Ed25519 verify, one sign, one chain step (tight loops)."""
+    key = PeerKey.generate()
+    data = bytes(300)
+    sig = key.sign(data)
+    out = {}
+    for name, fn, n in (
+        ("verify", lambda: verify_signature(key.public, sig, data), 2000),
+        ("sign", lambda: key.sign(data), 2000),
+        ("hash", lambda: chain_step(data[:32]), 200000),
+    ):
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        out[name] = (time.process_time() - t0) / n
+    return out
 
 
 def main() -> int:
@@ -126,16 +154,40 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=240)
     ap.add_argument("--digests", type=int, default=6)
     args = ap.parse_args()
+    unit = unit_costs()
+    print(
+        f"unit costs: Ed25519 verify {unit['verify'] * 1e6:.0f} us, sign {unit['sign'] * 1e6:.0f} us,"
+        f" chain step {unit['hash'] * 1e6:.2f} us",
+        flush=True,
+    )
     for n in (int(x) for x in args.members.split(",")):
         base = None
+        totals, counts = {}, {}
         for scheme in ("unsigned", "per-beat", "chain"):
             r = run(n, args.rounds, args.digests, scheme)
             base = base or r["ms_per_interval"]
+            totals[scheme] = r["ms_per_interval"]
             print(
                 f"{n:5d} members  {scheme:9s} {r['ms_per_interval']:8.2f} ms/interval "
                 f"({r['core_pct']:5.1f}% of a core, x{r['ms_per_interval'] / base:.2f})  "
                 f"sign+verify {r['crypto_pct_of_gossip']:5.1f}% of it, "
                 f"{r['verifies_per_interval']:.2f} Ed25519 verifies/interval",
+                flush=True,
+            )
+            counts[scheme] = r
+        # the timers around each check inflate the share above: count x unit cost does not
+        for scheme in ("per-beat", "chain"):
+            c = counts[scheme]
+            crypto = (
+                c["verifies_per_interval"] * unit["verify"]
+                + c["hashes_per_interval"] * unit["hash"]
+                + c["own_signs_per_interval"] * (unit["sign"] + CHAIN_LENGTH * unit["hash"])
+            ) * 1e3
+            if scheme == "per-beat":  # every beat a new record: one sign, no chain kept
+                crypto = (c["verifies_per_interval"] * unit["verify"] + unit["sign"]) * 1e3
+            print(
+                f"{n:5d} members  {scheme}: sign+verify by count x unit cost {crypto:.3f} "
+                f"ms/interval = {100 * crypto / totals[scheme]:.1f}% of its gossip CPU",
                 flush=True,
             )
     return 0

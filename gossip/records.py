@@ -141,8 +141,8 @@ class RecordSigner:
         if last.meta is g.meta:
             return False
         changed = {k for k in {*last.meta, *g.meta} if last.meta.get(k) != g.meta.get(k)}
-        if changed - PROGRESS_KEYS:
-            return True
+        if changed - PROGRESS_KEYS or any(last.meta.get(k) is None for k in changed):
+            return True  # not progress, or its first value (the first evaluation): at once
         return bool(changed) and self._clock() - self._sealed_at >= self.progress_reseal_s
 
 

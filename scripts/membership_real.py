@@ -150,7 +150,7 @@ def watch(peers: Sequence[Peer], seconds: float, poll: float) -> Watch:
             last_step = status["self"]["step"]
             first_step = last_step if first_step is None else first_step
             for pid, pw in mine.items():
-                _observe(pw, _member(status, pid))
+                _observe(pw, _member(status, ids[pid]))  # listed by name, keyed by id
             time.sleep(poll)
         for pid, pw in mine.items():
             pairs[(observer.name, ids[pid])] = pw

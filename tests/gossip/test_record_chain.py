@@ -104,16 +104,20 @@ def test_a_heartbeat_outside_its_record_chain_is_malformed() -> None:
 def test_progress_meta_is_resigned_at_most_every_interval_the_rest_at_once() -> None:
     clock = Clock()
     key, signer = owner(clock)
-    signer.entry(entry(key, 1, {"step": 1, "name": "a"}))
-    moved = signer.entry(entry(key, 2, {"step": 50, "name": "a"}))
+    signer.entry(entry(key, 1, {"step": 1, "acc": None, "name": "a"}))
+    moved = signer.entry(entry(key, 2, {"step": 50, "acc": None, "name": "a"}))
     assert signer.signed == 1 and moved.meta["step"] == 1  # progress may lag
+    evaluated = signer.entry(entry(key, 2, {"step": 50, "acc": 0.5, "name": "a"}))
+    assert signer.signed == 2 and evaluated.meta["acc"] == 0.5  # but not its first value
+    signer.entry(entry(key, 3, {"step": 70, "acc": 0.55, "name": "a"}))
+    assert signer.signed == 2  # later progress waits again
     clock.now = PROGRESS_RESEAL_S
-    moved = signer.entry(entry(key, 3, {"step": 99, "name": "a"}))
-    assert signer.signed == 2 and moved.meta["step"] == 99
-    turned = signer.entry(entry(key, 4, {"step": 99, "name": "a", "byzantine": "nan"}))
-    assert signer.signed == 3 and turned.meta["byzantine"] == "nan"  # not progress: at once
+    moved = signer.entry(entry(key, 3, {"step": 99, "acc": 0.6, "name": "a"}))
+    assert signer.signed == 3 and moved.meta["step"] == 99
+    turned = signer.entry(entry(key, 4, {"step": 99, "acc": 0.6, "name": "a", "byzantine": "nan"}))
+    assert signer.signed == 4 and turned.meta["byzantine"] == "nan"  # not progress: at once
     gone = signer.entry(entry(key, 4, {"step": 99}, state=LEFT))
-    assert signer.signed == 4 and relayed(gone).state == LEFT
+    assert signer.signed == 5 and relayed(gone).state == LEFT
 
 
 def test_a_valid_signature_glued_to_other_record_bytes_is_not_taken_from_the_cache() -> None:

@@ -258,7 +258,7 @@ async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
 
     assert rc == 0, err
     header, rule, *lines = out.strip().splitlines()
-    assert header.split()[:2] == ["peer", "address"] and set(rule) <= {"-", " "}, out
+    assert header.split()[:3] == ["peer", "name", "address"] and set(rule) <= {"-", " "}, out
     rows = {line.split()[0]: line for line in lines}
     assert set(rows) == {a.peer_id, b.peer_id, c.peer_id}, out
     for node, state in [(a, "self"), (b, "alive"), (c, "left")]:

@@ -1,18 +1,30 @@
-"""HMAC-SHA256 envelopes around every message, for swarms started with `--secret`.
+"""HMAC-SHA256 envelopes around every message, for swarms started with a swarm `secret`.
 
 An envelope is independent of what it carries (control message, parameter payload, anything):
 
     [4 bytes MAGIC] [8 bytes timestamp, ms since the epoch, big-endian] [16 bytes random nonce]
-    [32 bytes tag] [body]
+    [32 bytes tag] [1 byte len | sender] [1 byte len | receiver] [body]
 
     tag = HMAC-SHA256(secret, DOMAIN | len(route) | route | len(reply_to) | reply_to
-                              | timestamp | nonce | len(body) | SHA-256(body))
+                              | timestamp | nonce | len(sender) | sender
+                              | len(receiver) | receiver | len(body) | BLAKE3(body))
 
 - The route is bound, so a sealed `gossip` request cannot be replayed against `pushpull`.
+- The receiver is bound: a request names the address it is sent to ("host:port", exactly what
+  the sender dials) and a peer opens only requests addressed to one of its own names (its
+  advertised address, or the address the request arrived at: `ARRIVED_AT`, set by the
+  transport). So a request captured on its way to one peer is refused by every other peer:
+  each keeps its own nonce cache, and without this binding any capture replayed to the rest
+  of the swarm within the skew window. The sender (its advertised address) is bound too, so
+  logs can name who signed a message; with one shared secret it proves membership, not
+  identity (that is the membership layer's job).
 - `reply_to` is the request's nonce when a response is sealed, so an answer cannot be swapped
-  for another answer, nor a request reflected back as an answer.
-- The body enters as its SHA-256: it is hashed exactly once, in one streaming pass over the
-  buffer (no concatenation copy of a 100 MB payload), and the final HMAC is over ~100 bytes.
+  for another answer, nor a request reflected back as an answer (responses carry no names:
+  the nonce binds them to their request, and through it to sender and receiver).
+- The body enters as its BLAKE3 digest (a cryptographic hash: a fast non-cryptographic one
+  such as xxh3 would let anyone swap the body for one with the same digest). It is hashed
+  exactly once, in one pass over the buffer (no concatenation copy of a 100 MB payload), and
+  the HMAC is over ~100 bytes. BLAKE3 measured 2x SHA-256 here (docs/benchmarks.md).
 - `open` checks the length caps, the magic and the tag (in constant time, `hmac.compare_digest`)
   before anything else looks at the body: unauthenticated bytes never reach msgpack. Only then
   does the `ReplayGuard` check the timestamp against the clock skew and the nonce against the
@@ -22,7 +34,7 @@ A message replayed verbatim is rejected by the guard; a replay with a changed bo
 timestamp fails the tag. Without a secret, nothing is wrapped (see `node/peer/node.py`).
 
 Large bodies are hashed in a worker thread by `AuthTransport` and `auth_handlers`, because
-SHA-256 of 100 MB takes ~60 ms and the event loop must not stall for that long.
+BLAKE3 of 100 MB takes ~30-50 ms and the event loop must not stall for that long.
 """
 
 from __future__ import annotations
@@ -37,8 +49,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import blake3
 import numpy as np
 from swarmnode.gossip.transport import (
+    ARRIVED_AT,
     Handler,
     RemoteError,
     RequestTimeout,
@@ -47,11 +61,14 @@ from swarmnode.gossip.transport import (
 )
 from swarmnode.kernels.errors import SwarmnodeError
 
-MAGIC = b"SNA1"
-DOMAIN = b"swarmnode/auth/v1\x00"
+MAGIC = b"SNA2"
+DOMAIN = b"swarmnode/auth/v2\x00"
 NONCE_BYTES = 16
 TAG_BYTES = 32
-HEADER_BYTES = len(MAGIC) + 8 + NONCE_BYTES + TAG_BYTES
+FIXED_BYTES = len(MAGIC) + 8 + NONCE_BYTES + TAG_BYTES
+HEADER_BYTES = FIXED_BYTES + 2  # the shortest header: empty sender and receiver
+MAX_NAME_BYTES = 255
+MAX_HEADER_BYTES = HEADER_BYTES + 2 * MAX_NAME_BYTES
 MAX_SKEW_S = 30.0
 MAX_BODY_BYTES = (1 << 30) + (1 << 20)  # a 1 GiB parameter payload plus its frame
 MAX_NONCES = 1 << 17  # ~130k messages per skew window before the guard starts to fail closed
@@ -137,39 +154,49 @@ class ReplayGuard:
 
 
 class Signer:
-    """Seals and opens envelopes with one swarm secret. One per peer: it owns the replay guard."""
+    """Seals and opens envelopes with one swarm secret. One per peer: it owns the replay guard.
+
+    `name` is this peer's advertised address: it signs as that sender and opens requests
+    addressed to it (or to where they arrived, `ARRIVED_AT`). An unnamed signer (a tool, a
+    test) opens only requests addressed to nobody, which no peer ever sends.
+    """
 
     def __init__(
         self,
         secret: str | bytes,
         *,
+        name: str = "",
         max_body_bytes: int = MAX_BODY_BYTES,
         guard: ReplayGuard | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         key = secret.encode() if isinstance(secret, str) else bytes(secret)
         if not key:
-            raise AuthError("the swarm secret must not be empty")
+            raise AuthError("the swarm `secret` must not be empty")
         self._key = key
+        self.name = name
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.guard = guard if guard is not None else ReplayGuard(clock=clock)
 
-    def seal(self, route: str, body: Any, *, reply_to: bytes = b"") -> bytes | memoryview:
-        """Wrap `body` (any bytes-like) in an authenticated envelope for `route`."""
+    def seal(
+        self, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
+    ) -> bytes | memoryview:
+        """Wrap `body` (any bytes-like) in an authenticated envelope for `route` on peer `to`."""
         body = _bytes_view(body)
         if len(body) > self.max_body_bytes:
             raise AuthError(f"body of {len(body)} bytes exceeds the {self.max_body_bytes}-byte cap")
+        sender, receiver = (b"", b"") if reply_to else (_name(self.name), _name(to))
         ts = int(self.clock() * 1000).to_bytes(8, "big")
         nonce = os.urandom(NONCE_BYTES)
-        tag = self._tag(route, reply_to, ts, nonce, body)
-        head = MAGIC + ts + nonce + tag
+        tag = self._tag(route, reply_to, ts, nonce, sender, receiver, body)
+        head = b"".join((MAGIC, ts, nonce, tag, _lv(sender), _lv(receiver)))
         if len(body) <= INLINE_BYTES:
             return head + bytes(body)
         # numpy's allocator asks for huge pages: the one copy costs ~15 ms per 100 MB, not ~85
-        out = np.empty(HEADER_BYTES + len(body), dtype=np.uint8)
-        out[:HEADER_BYTES] = np.frombuffer(head, np.uint8)
-        out[HEADER_BYTES:] = np.frombuffer(body, np.uint8)
+        out = np.empty(len(head) + len(body), dtype=np.uint8)
+        out[: len(head)] = np.frombuffer(head, np.uint8)
+        out[len(head) :] = np.frombuffer(body, np.uint8)
         return memoryview(out)
 
     def open(self, route: str, data: Any, *, reply_to: bytes = b"") -> bytes | memoryview:
@@ -179,24 +206,50 @@ class Signer:
     def unseal(
         self, route: str, data: Any, *, reply_to: bytes = b""
     ) -> tuple[bytes | memoryview, bytes]:
-        """(body, nonce) of an envelope; the nonce is what a response's `reply_to` binds to."""
+        """(body, nonce) of an envelope; the nonce is what a response's `reply_to` binds to.
+
+        A request (no `reply_to`) must be addressed to this peer: see `accepts`."""
         view = _bytes_view(data)
         if len(view) < HEADER_BYTES:
             raise AuthError(f"message of {len(view)} bytes is too short to be authenticated")
-        if len(view) - HEADER_BYTES > self.max_body_bytes:
+        if len(view) - HEADER_BYTES > self.max_body_bytes + 2 * MAX_NAME_BYTES:
             raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
         if view[:4] != MAGIC:
             raise AuthError(
-                "message is not authenticated (no envelope; is the swarm secret set there?)"
+                "message is not authenticated (no envelope; is the swarm `secret` set there?)"
             )
-        ts, nonce, tag = view[4:12].tobytes(), view[12:28].tobytes(), view[28:HEADER_BYTES]
-        body = view[HEADER_BYTES:]
-        if not hmac.compare_digest(self._tag(route, reply_to, ts, nonce, body), tag):
+        ts, nonce, tag = view[4:12].tobytes(), view[12:28].tobytes(), view[28:FIXED_BYTES]
+        sender, pos = _read_lv(view, FIXED_BYTES)
+        receiver, pos = _read_lv(view, pos)
+        body = view[pos:]
+        if len(body) > self.max_body_bytes:
+            raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
+        if not hmac.compare_digest(
+            self._tag(route, reply_to, ts, nonce, sender, receiver, body), tag
+        ):
             raise AuthError("bad message authentication code (wrong secret, or altered)")
+        if not reply_to and not self.accepts(receiver.decode("utf-8", "replace")):
+            raise AuthError(
+                f"message addressed to {receiver.decode('utf-8', 'replace')!r}, not to this peer "
+                "(a request replayed from another peer, or dialled by a name this peer "
+                "does not advertise)"
+            )
         self.guard.check(int.from_bytes(ts, "big") / 1000.0, nonce)
         return (body.tobytes() if len(body) <= INLINE_BYTES else body), nonce
 
-    def _tag(self, route: str, reply_to: bytes, ts: bytes, nonce: bytes, body: memoryview) -> bytes:
+    def accepts(self, receiver: str) -> bool:
+        return addressed_to(self.name, receiver)
+
+    def _tag(
+        self,
+        route: str,
+        reply_to: bytes,
+        ts: bytes,
+        nonce: bytes,
+        sender: bytes,
+        receiver: bytes,
+        body: memoryview,
+    ) -> bytes:
         r = route.encode()
         msg = b"".join(
             (
@@ -207,17 +260,68 @@ class Signer:
                 reply_to,
                 ts,
                 nonce,
+                _lv(sender),
+                _lv(receiver),
                 len(body).to_bytes(8, "big"),
-                hashlib.sha256(body).digest(),
+                digest(body),
             )
         )
         return hmac.new(self._key, msg, hashlib.sha256).digest()
+
+
+def addressed_to(name: str, receiver: str) -> bool:
+    """Whether a request addressed to `receiver` is for the peer named `name`: its advertised
+    address, or the address the request arrived at (`ARRIVED_AT`; a loopback arrival also
+    answers to `localhost`). Why both: `--join` seeds are dialled as the user typed them, which
+    need not be the address the seed advertises; the arrival address is what TCP saw."""
+    if receiver == name and name:
+        return True
+    arrived = ARRIVED_AT.get()
+    if not arrived:
+        return receiver == name  # an unnamed signer outside a server: tools and tests
+    if receiver == arrived:
+        return True
+    host, _, port = arrived.rpartition(":")
+    return host in ("127.0.0.1", "[::1]") and receiver == f"localhost:{port}"
+
+
+def digest(body: Any) -> bytes:
+    """BLAKE3-256 of a bytes-like, in one pass, without copying it."""
+    return blake3.blake3(body).digest()
+
+
+def _name(text: str) -> bytes:
+    raw = text.encode()
+    if len(raw) > MAX_NAME_BYTES:
+        raise AuthError(f"peer address of {len(raw)} bytes is too long to sign")
+    return raw
+
+
+def _lv(raw: bytes) -> bytes:
+    return len(raw).to_bytes(1, "big") + raw
+
+
+def _read_lv(view: memoryview, pos: int) -> tuple[bytes, int]:
+    if pos >= len(view):
+        raise AuthError("message is too short to be authenticated")
+    n = view[pos]
+    end = pos + 1 + n
+    if end > len(view):
+        raise AuthError("message is too short to be authenticated")
+    return view[pos + 1 : end].tobytes(), end
 
 
 def nonce_of(envelope: Any) -> bytes:
     """The nonce of a sealed envelope (what the response to it is bound to)."""
     view = _bytes_view(envelope)
     return view[12:28].tobytes()
+
+
+def header_length(envelope: Any) -> int:
+    """Bytes before the body in a sealed envelope (its header and the two names)."""
+    view = _bytes_view(envelope)
+    _, pos = _read_lv(view, FIXED_BYTES)
+    return _read_lv(view, pos)[1]
 
 
 class AuthTransport:
@@ -229,7 +333,7 @@ class AuthTransport:
 
     async def request(self, addr: str, route: str, body: bytes, *, timeout: float) -> bytes:
         start = time.monotonic()
-        sealed = await _maybe_in_thread(len(body), self.signer.seal, route, body)
+        sealed = await _maybe_in_thread(len(body), self.signer.seal, route, body, to=addr)
         remaining = timeout - (time.monotonic() - start)
         if remaining <= 0:
             raise RequestTimeout(f"{addr} {route}: deadline passed while signing")

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from swarmnode.gossip.transport import (
+    ARRIVED_AT,
     Handler,
     PeerUnreachable,
     RemoteError,
@@ -112,6 +113,7 @@ class InMemoryNetwork:
 
 async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Counter[str]) -> bytes:
     """Run a handler and map its errors to what an HTTP caller would see."""
+    arrived = ARRIVED_AT.set(dst)  # the handler runs in the caller's task: reset after
     try:
         answer = await handler(body)
     except RemoteError as exc:
@@ -124,6 +126,8 @@ async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Coun
         stats["remote_errors"] += 1
         log.error("handler %s at %s failed: %r", route, dst, exc, exc_info=exc)
         raise RemoteError(f"{dst} {route}: internal error", 500) from None
+    finally:
+        ARRIVED_AT.reset(arrived)
     if not isinstance(answer, (bytes, bytearray, memoryview)):
         stats["remote_errors"] += 1
         log.error("handler %s at %s returned %s, not bytes", route, dst, type(answer).__name__)

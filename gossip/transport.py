@@ -9,6 +9,7 @@ run unchanged against hundreds of simulated peers and against real processes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Protocol
 
 from swarmnode.kernels.errors import SwarmnodeError
@@ -16,6 +17,12 @@ from swarmnode.kernels.errors import SwarmnodeError
 # A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
 # the response body. Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
 Handler = Callable[[bytes], Awaitable[bytes]]
+
+# While a server-side handler runs: the "host:port" its request arrived at (over HTTP, the
+# local end of the TCP connection). Handlers keep their one-argument signature; what needs
+# to know which of a peer's names a request was sent to (gossip.auth's receiver check) reads
+# it here. Empty outside a handler.
+ARRIVED_AT: ContextVar[str] = ContextVar("swarmnode_arrived_at", default="")
 
 
 class TransportError(SwarmnodeError):

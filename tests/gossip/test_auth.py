@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import blake3
 import numpy as np
 import pytest
 from swarmnode.gossip import auth
@@ -74,9 +75,11 @@ def test_empty_body_round_trips(sender: Signer, receiver: Signer) -> None:
     assert receiver.open("leave", sender.seal("leave", b"")) == b""
 
 
-def test_tag_is_hmac_sha256_over_route_time_nonce_and_body_digest(sender: Signer) -> None:
-    sealed = bytes(sender.seal("gossip", b"body"))
+def test_tag_is_hmac_sha256_over_route_names_time_nonce_and_body_digest(clock) -> None:
+    sealed = bytes(Signer(SECRET, name="a:1", clock=clock).seal("gossip", b"body", to="b:2"))
     ts, nonce, tag = sealed[4:12], sealed[12:28], sealed[28:60]
+    assert sealed[60:68] == b"\x03a:1\x03b:2" and sealed[68:] == b"body"
+    assert auth.header_length(sealed) == 68
     msg = (
         auth.DOMAIN
         + len(b"gossip").to_bytes(2, "big")
@@ -84,11 +87,49 @@ def test_tag_is_hmac_sha256_over_route_time_nonce_and_body_digest(sender: Signer
         + b"\0"
         + ts
         + nonce
+        + b"\x03a:1\x03b:2"
         + (4).to_bytes(8, "big")
-        + hashlib.sha256(b"body").digest()
+        + blake3.blake3(b"body").digest()
     )
     assert hmac.compare_digest(tag, hmac.new(SECRET.encode(), msg, hashlib.sha256).digest())
     assert sealed[:4] == auth.MAGIC and nonce == nonce_of(sealed)
+
+
+def test_a_request_opens_only_at_its_receiver(clock: FakeClock) -> None:
+    """A capture replayed to another peer (each has its own nonce cache) is refused there."""
+    a = Signer(SECRET, name="10.0.0.1:7070", clock=clock)
+    b = Signer(SECRET, name="10.0.0.2:7070", clock=clock)
+    c = Signer(SECRET, name="10.0.0.3:7070", clock=clock)
+    sealed = a.seal("gossip", b"x", to="10.0.0.2:7070")
+    with pytest.raises(AuthError, match=r"addressed to '10\.0\.0\.2:7070'"):
+        c.open("gossip", sealed)
+    assert b.open("gossip", sealed) == b"x"
+    with pytest.raises(AuthError, match="addressed"):  # an unnamed signer opens nothing named
+        Signer(SECRET, clock=clock).open("gossip", a.seal("gossip", b"x", to="10.0.0.2:7070"))
+
+
+def test_the_arrival_address_is_a_name_too(clock: FakeClock) -> None:
+    """A seed dialled by the address it listens on, not the one it advertises, still opens."""
+    a = Signer(SECRET, name="a:1", clock=clock)
+    b = Signer(SECRET, name="public.example:7070", clock=clock)
+    token = auth.ARRIVED_AT.set("127.0.0.1:7070")
+    try:
+        assert b.open("gossip", a.seal("gossip", b"1", to="127.0.0.1:7070")) == b"1"
+        assert b.open("gossip", a.seal("gossip", b"2", to="localhost:7070")) == b"2"
+        with pytest.raises(AuthError, match="addressed"):
+            b.open("gossip", a.seal("gossip", b"3", to="127.0.0.1:7071"))
+    finally:
+        auth.ARRIVED_AT.reset(token)
+
+
+def test_the_names_cannot_be_swapped(clock: FakeClock) -> None:
+    a = Signer(SECRET, name="a:1", clock=clock)
+    b = Signer(SECRET, name="b:22", clock=clock)
+    sealed = bytes(a.seal("gossip", b"x", to="c:33"))
+    # readdressed to b: same length, other receiver; the tag does not follow
+    forged = sealed.replace(b"\x04c:33", b"\x04b:22")
+    with pytest.raises(AuthError, match="authentication code"):
+        b.open("gossip", forged)
 
 
 def test_nonces_are_fresh_per_message(sender: Signer) -> None:

@@ -29,8 +29,10 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from swarmnode.gossip.transport import Handler
+from swarmnode.gossip.transport import ARRIVED_AT, Handler
 from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.net.body import BodyError
+from swarmnode.node.net.intake import ByteBudget, IntakeLimits, Meter, RemoteSlots, read_on_time
 from swarmnode.node.net.transport import read_sized_body
 
 log = logging.getLogger(__name__)
@@ -52,19 +54,25 @@ def build_app(
     logger: logging.Logger | None = None,
     read_bufsize: int = BULK_READ_BUFSIZE,
     admission: Mapping[str, int] | None = None,
+    intake: IntakeLimits | None = None,
 ) -> web.Application:
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
     `handlers` is read at request time, so it may be filled after the server is bound (the node
     learns its address first). A handler gets the body as `bytes` (up to 1 MiB) or a
-    writable `memoryview` (larger) and may return any C-contiguous bytes-like object. `max_body_bytes` is one cap for all routes, or per route
-    with an optional `"*"` default. `extra_routes` adds the node's own routes (GET /v1/status,
-    /metrics, admin). Rejections and failures are logged on `logger` (default: this module's).
-    `admission` maps a bulk route to how many of its requests may be in flight at once; one
-    more is answered 503 *before* its body is read and its connection closed, so a burst of
-    100 MB pushes costs memory for the admitted ones only.
+    writable `memoryview` (larger) and may return any C-contiguous bytes-like object; while it
+    runs, `gossip.transport.ARRIVED_AT` holds the local "host:port" the request came in on.
+    `max_body_bytes` is one cap for all routes, or per route with an optional `"*"` default.
+    `extra_routes` adds the node's own routes (GET /v1/status, /metrics, admin). Rejections and
+    failures are logged on `logger` (default: this module's).
+
+    Every body is first delivered under `intake`'s deadline and byte budget (node/net/intake.py
+    says why); only then does a request take a slot: `admission` maps a bulk route to how many
+    of its requests may be handled at once, and `intake.per_remote` caps those from one remote
+    address. One more is answered 503.
     """
     logger = logger or log
+    limits = intake or IntakeLimits()
     app = web.Application(
         client_max_size=_largest(max_body_bytes),
         middlewares=[_log_unrouted(logger)],
@@ -73,39 +81,81 @@ def build_app(
     app[_LOGGER] = logger
     app.add_routes(list(extra_routes))
     gates = {route: asyncio.Semaphore(n) for route, n in (admission or {}).items()}
+    budget = ByteBudget(limits.budget_bytes)
+    remotes = RemoteSlots(limits.per_remote)
 
     async def dispatch(request: web.Request) -> web.StreamResponse:
         route = request.match_info["route"]
         handler = handlers.get(route)
         if handler is None:
             return _reject(logger, request, route, 404, f"unknown route /v1/{route}")
-        gate = gates.get(route)
-        if gate is None:
-            return await _handle(request, route, handler)
-        if gate.locked():
-            return _busy(logger, request, route)
-        async with gate:
-            return await _handle(request, route, handler)
+        meter = budget.meter()
+        try:
+            return await _deliver_then_handle(request, route, handler, meter)
+        finally:
+            meter.release()  # the body (and the answer built from it) is no longer ours
 
-    async def _handle(request: web.Request, route: str, handler: Handler) -> web.StreamResponse:
+    async def _deliver_then_handle(
+        request: web.Request, route: str, handler: Handler, meter: Meter
+    ) -> web.StreamResponse:
         cap = _cap(max_body_bytes, route)
         try:
-            body = await read_sized_body(request.content, request.content_length, cap)
-            answer = await handler(body)  # type: ignore[arg-type]  # bytes-like, see docstring
-        except SwarmnodeError as exc:
-            return _reject(logger, request, route, int(getattr(exc, "status", 400)), str(exc))
+            body = await read_on_time(
+                lambda: read_sized_body(request.content, request.content_length, cap, meter.take),
+                request.content_length,
+                cap,
+                limits,
+            )
+        except BodyError as exc:
+            if exc.status in (408, 503):  # a slow or unbudgeted body: drop its connection
+                return await _cut_off(
+                    request, _reject(logger, request, route, exc.status, str(exc), info=True)
+                )
+            return _reject(logger, request, route, exc.status, str(exc))
         except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
             why = f"connection lost while reading the body: {exc}"
             return _reject(logger, request, route, 400, why)
+        gate = gates.get(route)
+        if gate is None:
+            return await _handle(request, route, handler, body)
+        remote = request.remote or "?"
+        if gate.locked() or not remotes.enter(remote):
+            return _busy(logger, request, route)
+        try:
+            async with gate:
+                return await _handle(request, route, handler, body)
+        finally:
+            remotes.leave(remote)
+
+    async def _handle(
+        request: web.Request, route: str, handler: Handler, body: Any
+    ) -> web.StreamResponse:
+        arrived = ARRIVED_AT.set(local_addr(request))
+        try:
+            answer = await handler(body)
+        except SwarmnodeError as exc:
+            return _reject(logger, request, route, int(getattr(exc, "status", 400)), str(exc))
         except Exception:  # a bug: log it with its traceback, answer 500, keep serving
             logger.exception(
                 "handler for /v1/%s failed on a request from %s", route, request.remote
             )
             return web.Response(status=500, text="internal error")
+        finally:
+            ARRIVED_AT.reset(arrived)
         return await _answer(request, route, answer, logger)
 
     app.router.add_post("/v1/{route:[a-z0-9/_-]+}", dispatch)
     return app
+
+
+def local_addr(request: web.Request) -> str:
+    """ "host:port" of our end of the request's TCP connection: the address it was sent to."""
+    transport = request.transport
+    sock = transport.get_extra_info("sockname") if transport is not None else None
+    if not sock:
+        return ""
+    host, port = sock[0], sock[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _answer(
@@ -177,20 +227,39 @@ def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
 
 
-def _busy(logger: logging.Logger, request: web.Request, route: str) -> web.Response:
-    """503 without reading the body; the connection is closed rather than drained, so the
-    refused body is never read. Back-pressure is routine: one INFO line, not a warning."""
-    logger.info("busy: refused /v1/%s from %s (too many in flight)", route, request.remote)
-    resp = web.Response(status=503, text="busy: too many exchanges in flight, try another peer")
-    resp.force_close()
+async def _cut_off(request: web.Request, resp: web.Response) -> web.Response:
+    """Send `resp`, then close the connection at once. `resp.force_close()` alone is not
+    enough: aiohttp then "lingers", reading the unread body for up to 10 s, which is exactly
+    what a trickled body wants. The transport flushes the answer before it closes."""
+    resp.force_close()  # "Connection: close": the client must not reuse it
+    await resp.prepare(request)
+    await resp.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()
     return resp
 
 
+def _busy(logger: logging.Logger, request: web.Request, route: str) -> web.Response:
+    """503 once the body is delivered (it was read within the byte budget; the connection stays
+    usable). Back-pressure is routine: one INFO line, not a warning."""
+    logger.info("busy: refused /v1/%s from %s (too many in flight)", route, request.remote)
+    return web.Response(status=503, text="busy: too many exchanges in flight, try another peer")
+
+
 def _reject(
-    logger: logging.Logger, request: web.Request, route: str, status: int, why: str
+    logger: logging.Logger,
+    request: web.Request,
+    route: str,
+    status: int,
+    why: str,
+    *,
+    info: bool = False,
 ) -> web.Response:
+    """One log line and a 4xx/5xx answer. `info`: routine (a slow or unbudgeted body is cut
+    off many times a second under attack; a warning each would flood the log)."""
     one_line = _one_line(why)
-    logger.warning("rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
+    level = logging.INFO if info else logging.WARNING
+    logger.log(level, "rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
     return web.Response(status=status, text=one_line)
 
 
@@ -240,4 +309,4 @@ class _OneLineServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         super().exception(msg, *args, exc_info=exc_info, **kw)
 
 
-__all__: list[Any] = ["ListenError", "build_app", "serve"]
+__all__: list[Any] = ["IntakeLimits", "ListenError", "build_app", "local_addr", "serve"]

@@ -7,6 +7,8 @@ anything is allocated, then the chunks are copied once into a bytearray of exact
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import StreamReader
 from swarmnode.kernels.errors import SwarmnodeError
 
@@ -19,12 +21,18 @@ class BodyError(SwarmnodeError):
         self.status = status
 
 
-async def read_body(stream: StreamReader, length: int | None, cap: int) -> bytearray:
-    """The whole body; `BodyError` (413) past `cap` without reading it all."""
+async def read_body(
+    stream: StreamReader,
+    length: int | None,
+    cap: int,
+    on_chunk: Callable[[int], None] | None = None,
+) -> bytearray:
+    """The whole body; `BodyError` (413) past `cap` without reading it all. `on_chunk(n)` is
+    told of each chunk as it arrives (a byte budget may raise to refuse it)."""
     if length is not None and length > cap:
         raise BodyError(f"body of {length} bytes exceeds the {cap}-byte limit", 413)
     if length is None:
-        return await _read_unsized(stream, cap)
+        return await _read_unsized(stream, cap, on_chunk)
     buf = bytearray(length)
     view = memoryview(buf)
     pos = 0
@@ -32,6 +40,8 @@ async def read_body(stream: StreamReader, length: int | None, cap: int) -> bytea
         end = pos + len(chunk)
         if end > length:
             raise BodyError(f"body longer than its Content-Length {length}")
+        if on_chunk is not None:
+            on_chunk(len(chunk))
         view[pos:end] = chunk
         pos = end
     if pos != length:
@@ -39,10 +49,14 @@ async def read_body(stream: StreamReader, length: int | None, cap: int) -> bytea
     return buf
 
 
-async def _read_unsized(stream: StreamReader, cap: int) -> bytearray:
+async def _read_unsized(
+    stream: StreamReader, cap: int, on_chunk: Callable[[int], None] | None
+) -> bytearray:
     buf = bytearray()
     async for chunk in stream.iter_any():
         if len(buf) + len(chunk) > cap:
             raise BodyError(f"body exceeds the {cap}-byte limit", 413)
+        if on_chunk is not None:
+            on_chunk(len(chunk))
         buf += chunk
     return buf

@@ -16,6 +16,7 @@ declared size with a large read buffer so the socket is not paused every 128 KiB
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -136,7 +137,12 @@ class _SlicedPayload(Payload):
             await writer.write(view[start : start + SLICE_BYTES])  # drains once past 64 KiB
 
 
-async def read_sized_body(stream: StreamReader, length: int | None, cap: int) -> bytes | memoryview:
+async def read_sized_body(
+    stream: StreamReader,
+    length: int | None,
+    cap: int,
+    on_chunk: Callable[[int], None] | None = None,
+) -> bytes | memoryview:
     """A whole HTTP body (request or response), `BodyError` (413) past `cap` before reading.
 
     Up to `INLINE_BYTES`: `bytes`. Larger: a writable memoryview over ONE buffer of the declared
@@ -145,19 +151,23 @@ async def read_sized_body(stream: StreamReader, length: int | None, cap: int) ->
     filling 100 MB of fresh 4 KiB pages costs ~25k page faults, which measured ~10x the copy
     itself (268 ms vs 25 ms here) and more than the whole raw-socket transfer. Bodies without a
     Content-Length (chunked) take `swarmnode.node.net.body.read_body`, which enforces the cap as they
-    stream.
+    stream. `on_chunk(n)` is told of every n bytes delivered, before they are kept (the server's
+    byte budget: it may raise to refuse them).
     """
     if length is None:
-        return bytes(await read_body(stream, None, cap))
+        return bytes(await read_body(stream, None, cap, on_chunk))
     if length > cap:
         raise BodyError(f"body of {length} bytes exceeds the {cap}-byte limit", 413)
     if length == 0:
         return b""
     if length <= INLINE_BYTES:
         try:
-            return await stream.readexactly(length)
+            small = await stream.readexactly(length)
         except asyncio.IncompleteReadError as exc:
             raise BodyError(f"body ended after {len(exc.partial)} of {length} bytes") from None
+        if on_chunk is not None:
+            on_chunk(length)
+        return small
     buf = memoryview(np.empty(length, dtype=np.uint8))
     pos = 0
     while pos < length:
@@ -165,6 +175,8 @@ async def read_sized_body(stream: StreamReader, length: int | None, cap: int) ->
         end = pos + len(chunk)
         if not chunk or end > length:  # the parser stops at Content-Length; be sure anyway
             raise BodyError(f"body ended after {pos} of {length} bytes")
+        if on_chunk is not None:
+            on_chunk(len(chunk))
         buf[pos:end] = chunk
         pos = end
     return buf

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.gossip.codec import encode_control  # noqa: E402
+from swarmnode.gossip.operator import OperatorKey
 from swarmnode.gossip.wire import decode_params  # noqa: E402
 
 # One BLAS thread per peer: several peers share the machine.
@@ -67,6 +68,9 @@ class RunResult:
     wall_s: float = 0.0
 
 
+OPERATOR = OperatorKey.generate()  # this run's operator key: the peers get its public half
+
+
 class PeerProc:
     """One `swarmnode start` process with a free port, a log and a summary file."""
 
@@ -76,8 +80,11 @@ class PeerProc:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.summary = self.dir / "summary.json"
         ready = self.dir / "ready.json"
+        pub = self.dir / "operator.pub"  # admin/slowdown releases the held peers: signed
+        pub.write_bytes(OPERATOR.public_pem())
         cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
-               "--ready-file", str(ready), "--summary-json", str(self.summary), *args]  # fmt: skip
+               "--ready-file", str(ready), "--summary-json", str(self.summary),
+               "--enable-admin", "--admin-key", str(pub), *args]  # fmt: skip
         self._log = open(self.dir / "log.txt", "wb")
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=ENV
@@ -96,6 +103,7 @@ class PeerProc:
 
     def set_slowdown(self, factor: float) -> None:
         body = encode_control("slowdown", sender="bench", factor=float(factor))
+        body = OPERATOR.sign("admin/slowdown", body, to=self.addr)
         req = urllib.request.Request(f"http://{self.addr}/v1/admin/slowdown", data=body)
         with urllib.request.urlopen(req, timeout=5.0) as r:
             r.read()

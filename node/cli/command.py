@@ -43,6 +43,7 @@ VERB_MODULES = (
     "swarmnode.node.cli.cmd_status",
     "swarmnode.node.cli.cmd_demo",
     "swarmnode.node.cli.cmd_chaos",
+    "swarmnode.node.cli.cmd_keygen",
 )
 
 EXIT_USAGE = 2

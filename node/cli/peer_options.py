@@ -85,8 +85,22 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--secret",
         default=os.environ.get("SWARMNODE_SECRET"),
-        help="swarm secret: every message carries an HMAC-SHA256 with it "
-        "(default: $SWARMNODE_SECRET)",
+        help="swarm secret: every message carries an HMAC-SHA256 with it, bound to its "
+        "route and receiver (default: $SWARMNODE_SECRET)",
+    )
+    s.add_argument(
+        "--enable-admin",
+        action="store_true",
+        default=_PEER.enable_admin,
+        help="serve the fault-injection routes /v1/admin/{fault,byzantine,slowdown} "
+        "(chaos runs); each request must be signed with the operator key of --admin-key",
+    )
+    s.add_argument(
+        "--admin-key",
+        default=os.environ.get("SWARMNODE_ADMIN_KEY", _PEER.admin_key),
+        metavar="FILE",
+        help="the operator's Ed25519 public key (PEM) that admin requests must be signed "
+        "with; make one with `swarmnode keygen` (default: $SWARMNODE_ADMIN_KEY)",
     )
     e = p.add_argument_group("exchange")
     e.add_argument(
@@ -189,6 +203,8 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         secret=args.secret,
         admission=args.admission,
         trust_file=args.trust,
+        enable_admin=args.enable_admin,
+        admin_key=args.admin_key,
         fault=args.fault,
         byzantine=args.byzantine,
         slowdown=args.slowdown,

@@ -1,13 +1,15 @@
 """Runtime fault control: `POST /v1/admin/{fault,byzantine,slowdown}`.
 
-The chaos runner turns faults on and off in running peers through these routes. They change how a
-peer behaves, so they are guarded: with a swarm secret the request must carry its HMAC (the same
-envelope as every other message); without one, only loopback callers are served.
+The chaos runner turns faults on and off in running peers through these routes. They exist to
+sabotage a peer, so they are off unless the peer was started with them enabled (`enable_admin`;
+`Node` then serves these routes, else they are 404 like any unknown path), and every request
+must be signed by the operator's Ed25519 key and addressed to this peer (gossip/operator.py says
+why neither loopback nor the swarm secret is enough). There is no unsigned mode: on a shared
+host, "loopback only" meant "any local user".
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,12 +17,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import web
 from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
 from swarmnode.gossip.codec import decode_control, encode_control, require
+from swarmnode.gossip.transport import ARRIVED_AT
 from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.node.net.app import local_addr
 from swarmnode.node.net.body import read_body
+from swarmnode.node.net.intake import IntakeLimits, read_on_time
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
-    from swarmnode.gossip.auth import Signer
+    from swarmnode.gossip.operator import OperatorVerifier
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
     from swarmnode.node.train.worker import TrainingWorker
 
@@ -30,7 +35,7 @@ log = logging.getLogger(__name__)
 class AdminTarget(Protocol):
     """What the admin routes change in a peer (the `Node` implements it)."""
 
-    signer: Signer | None
+    operator: OperatorVerifier | None
     faults: FaultyTransport
     byzantine: ByzantineServing
     worker: TrainingWorker
@@ -40,6 +45,7 @@ MAX_ADMIN_BYTES = 64 * 1024
 
 
 def admin_routes(node: AdminTarget) -> list[web.RouteDef]:
+    """The three admin routes; the caller adds them only when admin is enabled."""
     return [
         web.post("/v1/admin/fault", _guarded(node, "admin/fault", _set_fault)),
         web.post("/v1/admin/byzantine", _guarded(node, "admin/byzantine", _set_byzantine)),
@@ -55,25 +61,32 @@ def _guarded(
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handler(request: web.Request) -> web.Response:
         try:
+            if node.operator is None:  # enabled without a key: refused by config; be sure
+                return _reject(request, route, 403, "admin routes need an operator key")
             # read_body, not content.read(n): read(n) returns whatever chunk has arrived, so a
             # body split over two TCP segments was cut short; and a Content-Length over the cap
-            # is refused (413) before anything is read.
-            body = bytes(await read_body(request.content, request.content_length, MAX_ADMIN_BYTES))
-            nonce = b""
-            if node.signer is not None:
-                body, nonce = node.signer.unseal(route, body)
-            elif not _is_loopback(request.remote):
-                return _reject(
-                    request, route, 403, "admin routes need --secret for non-loopback callers"
+            # is refused (413) before anything is read. Under the same delivery deadline as
+            # every other route: a trickled admin body is cut off like any slow body.
+            length = request.content_length
+            body = bytes(
+                await read_on_time(
+                    lambda: read_body(request.content, length, MAX_ADMIN_BYTES),
+                    length,
+                    MAX_ADMIN_BYTES,
+                    IntakeLimits(),
                 )
+            )
+            arrived = ARRIVED_AT.set(local_addr(request))
+            try:
+                body = node.operator.open(route, body)
+            finally:
+                ARRIVED_AT.reset(arrived)
             msg = decode_control(body, route.split("/")[1])
             reply = encode_control("ok", **await action(node, msg))
         except SwarmnodeError as exc:
             return _reject(request, route, getattr(exc, "status", 400), str(exc))
         except ConnectionError as exc:  # the caller hung up mid-body
             return _reject(request, route, 400, f"connection lost while reading the body: {exc}")
-        if node.signer is not None:
-            reply = node.signer.seal(route, reply, reply_to=nonce)
         return web.Response(body=bytes(reply), content_type="application/octet-stream")
 
     return handler
@@ -104,13 +117,6 @@ async def _set_slowdown(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any
         raise SwarmnodeError(f"slowdown factor must be in [1, 1000], got {factor}")
     node.worker.set_throttle(slowdown=float(factor))
     return {"slowdown": float(factor)}
-
-
-def _is_loopback(remote: str | None) -> bool:
-    try:
-        return remote is not None and ipaddress.ip_address(remote).is_loopback
-    except ValueError:
-        return False
 
 
 def _reject(request: web.Request, route: str, status: int, why: str) -> web.Response:

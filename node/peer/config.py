@@ -64,6 +64,14 @@ class PeerConfig(NodeConfig):
     slowdown: float = 1.0
     ready_file: str | None = None
     max_body_mb: float = 1024.0
+    # Admin routes (runtime faults): off unless enabled, and then only for requests signed by
+    # the operator key whose public half is in `admin_key` (node/peer/admin_routes.py).
+    enable_admin: bool = False
+    admin_key: str | None = None
+    # A request body must arrive within body_grace_s + size / body_min_rate seconds, else it is
+    # cut off (node/net/intake.py: a trickled body once held the exchange slots).
+    body_grace_s: float = 5.0
+    body_min_rate: float = float(1 << 20)
 
     def validate(self) -> PeerConfig:
         super().validate()
@@ -82,6 +90,8 @@ class PeerConfig(NodeConfig):
             "fanout": self.fanout >= 1,
             "slowdown": self.slowdown >= 1,
             "max-body-mb": self.max_body_mb > 0,
+            "body-grace-s": self.body_grace_s > 0,
+            "body-min-rate": self.body_min_rate > 0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -96,6 +106,11 @@ class PeerConfig(NodeConfig):
             raise ConfigError("--admission secret needs --secret (or SWARMNODE_SECRET)")
         if mode == "trust" and not self.trust_file:
             raise ConfigError("--admission trust needs --trust FILE (one public key a line)")
+        if self.enable_admin and not self.admin_key:
+            raise ConfigError(
+                "--enable-admin needs --admin-key FILE (the operator's Ed25519 public key): "
+                "unsigned admin requests would let any local user sabotage this peer"
+            )
         try:
             self.exchange.validate()
         except ExchangeError as exc:  # report it the way every other bad option is reported

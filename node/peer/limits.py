@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 
-from swarmnode.gossip.auth import HEADER_BYTES as AUTH_HEADER_BYTES
+from swarmnode.gossip.auth import MAX_HEADER_BYTES as AUTH_HEADER_BYTES
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES
 from swarmnode.gossip.membership import Membership
 from swarmnode.gossip.wire import max_frame_bytes
+from swarmnode.node.net.intake import IntakeLimits
 from swarmnode.node.peer.config import PeerConfig
 
 
@@ -39,3 +40,17 @@ def answer_cap(cfg: PeerConfig, n_params: int) -> int:
     us read 1 GiB), or a control message."""
     envelope = AUTH_HEADER_BYTES if cfg.secret else 0
     return max(max_frame_bytes(n_params), MAX_CONTROL_BYTES) + envelope
+
+
+def intake_limits(cfg: PeerConfig, n_params: int) -> IntakeLimits:
+    """Delivery deadline and the byte budget of bodies in flight: room for every bulk slot of
+    both bulk routes to hold a model at once (what admission before reading used to allow),
+    plus 64 MiB for control traffic. One remote address may hold `max_inflight` bulk slots,
+    half of them: a single host cannot take every exchange slot of the peer."""
+    bulk = body_caps(cfg, n_params)["pushpull"]
+    return IntakeLimits(
+        grace_s=cfg.body_grace_s,
+        min_rate=cfg.body_min_rate,
+        budget_bytes=2 * cfg.exchange.max_inflight * bulk + (64 << 20),
+        per_remote=cfg.exchange.max_inflight,
+    )

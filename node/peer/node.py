@@ -25,6 +25,7 @@ from swarmnode.fault.inject.transport import FaultyTransport
 from swarmnode.gossip.auth import AuthTransport, Signer, auth_handlers
 from swarmnode.gossip.exchange import Exchanger
 from swarmnode.gossip.membership import Membership, MembershipConfig
+from swarmnode.gossip.operator import OperatorVerifier
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
@@ -36,7 +37,7 @@ from swarmnode.node.peer.byzantine_serving import ByzantineServing
 from swarmnode.node.peer.config import PeerConfig, dialable, parse_hostport
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
-from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps
+from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
 from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
 LEAVE_DEADLINE_S = 1.0
 REJOIN_EVERY_S = 5.0
-BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted before the body is read
+BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted once the body is read
 # SIGTERM -> exit within 5 s (what an orchestrator's grace period and the chaos runner expect):
 # close() spends at most this much; interpreter teardown and the summary take the rest.
 CLOSE_BUDGET_S = 3.5
@@ -120,21 +121,26 @@ class Node:
         self.worker = self._build_worker()
         self.store = WorkerStore(self.worker)
         self.signer = Signer(cfg.secret) if cfg.secret else None
+        self.operator = OperatorVerifier.load(cfg.admin_key) if cfg.enable_admin else None
 
     async def _serve_http(self) -> None:
-        """Bind the server (routes filled in later by `_build_network`); learn our address."""
+        """Bind the server (routes filled in later by `_build_network`); learn our address,
+        which signed requests must name to be opened here."""
         cfg = self.cfg
         host, port = parse_hostport(cfg.listen, "--listen")
         self._handlers: dict[str, Any] = {}
         app = build_app(
             self._handlers,
             max_body_bytes=body_caps(cfg, self.store.size),
-            extra_routes=status_routes(self) + admin_routes(self),
+            extra_routes=status_routes(self) + (admin_routes(self) if self.operator else []),
             admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
+            intake=intake_limits(cfg, self.store.size),
         )
         app.middlewares.append(remote_source)  # membership's newcomer rates bind to addresses
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
         self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
+        for named in filter(None, (self.signer, self.operator)):
+            named.name = self.addr
 
     def _build_network(self) -> None:
         """Transport (faults, auth), membership, byzantine serving, exchanger; their routes."""
@@ -226,12 +232,9 @@ class Node:
 
     def _membership_config(self) -> MembershipConfig:
         cfg = self.cfg
-        kw: dict[str, Any] = {"fanout": cfg.fanout}
-        if cfg.suspect_after is not None:
-            kw["suspect_after"] = cfg.suspect_after
-        if cfg.dead_after is not None:
-            kw["dead_after"] = cfg.dead_after
-        return MembershipConfig.for_interval(cfg.gossip_interval, **kw)
+        timings = {"suspect_after": cfg.suspect_after, "dead_after": cfg.dead_after}
+        kw = {k: v for k, v in timings.items() if v is not None}  # None: membership's defaults
+        return MembershipConfig.for_interval(cfg.gossip_interval, fanout=cfg.fanout, **kw)
 
     def request_stop(self) -> None:
         """Ask the peer to leave (signal-handler safe: only sets a flag)."""

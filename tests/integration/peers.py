@@ -17,10 +17,28 @@ from swarmnode.fault.chaos.processes import (
     start_peer,
 )
 from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.operator import OperatorKey
 
 # One BLAS thread per process: several share this (2-core) machine (CLI runs use it too).
 ENV = one_thread_env()
 FAST = ["--model", "mlp:32", "--eval-every", "50", "--batch-size", "32"]
+
+# The suite's operator: its public half enables the admin routes of every test peer, and every
+# admin request a test sends is signed with it (unsigned ones are refused: test_admin_auth.py).
+OPERATOR = OperatorKey.generate()
+
+
+def operator_pub(directory: Path) -> str:
+    """Write the suite operator's public key under `directory`; its path (for `admin_key`)."""
+    path = directory / "operator.pub"
+    if not path.exists():
+        path.write_bytes(OPERATOR.public_pem())
+    return str(path)
+
+
+def signed_admin(route: str, body: bytes, addr: str) -> bytes:
+    """`body` as an admin request for `route` on the peer at `addr`, signed by the operator."""
+    return OPERATOR.sign(route, body, to=addr)
 
 
 class Peer:
@@ -48,7 +66,9 @@ class Peer:
         """Start the process without waiting (start several, then `wait_ready` each: a start is
         seconds of imports on a loaded box)."""
         # the id derives from the key kept in ckpt (learnt from the ready file); the name is ours
-        args = ["--checkpoint-dir", str(self.dir / "ckpt"), "--name", self.name, *FAST, *self.args]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        args = ["--checkpoint-dir", str(self.dir / "ckpt"), "--name", self.name,
+                "--enable-admin", "--admin-key", operator_pub(self.dir), *FAST, *self.args]  # fmt: skip
         self.process = start_peer(args, self.workdir, self.name)
         return self
 
@@ -66,7 +86,10 @@ class Peer:
             return json.loads(r.read())
 
     def post(self, route: str, body: bytes, timeout: float = 2.0) -> bytes:
-        """POST /v1/{route} (params, admin/slowdown, ...); the answer's body."""
+        """POST /v1/{route} (params, admin/slowdown, ...); the answer's body. Admin requests
+        are signed by the suite's operator."""
+        if route.startswith("admin/"):
+            body = signed_admin(route, body, self.addr)
         req = urllib.request.Request(f"http://{self.addr}/v1/{route}", data=body)
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.read()

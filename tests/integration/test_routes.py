@@ -29,6 +29,7 @@ from swarmnode.gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_con
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.peers import operator_pub, signed_admin
 from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
 
@@ -41,9 +42,15 @@ CONTROL_ROUTES = ("gossip", "join", "leave", "params", *ADMIN_ROUTES)
 
 
 @pytest.fixture
-async def node() -> AsyncIterator[Node]:
+async def node(tmp_path) -> AsyncIterator[Node]:
     cfg = PeerConfig(
-        model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6, max_body_mb=CAP_MB
+        model="mlp:8",
+        steps=0,
+        listen="127.0.0.1:0",
+        eval_every=10**6,
+        max_body_mb=CAP_MB,
+        enable_admin=True,
+        admin_key=operator_pub(tmp_path),
     )
     peer = await Node.create(cfg)
     try:
@@ -210,8 +217,16 @@ def cases_for(route: str, size: int, self_id: str) -> list[Case]:
 # --- requests and checks -------------------------------------------------------------------
 
 
+def signed(route: str, body: object, node: Node) -> object:
+    """Admin bodies are signed by the operator, so what is tested is the route's own parsing
+    (unsigned ones never get that far: test_admin_auth.py)."""
+    if route in ADMIN_ROUTES and isinstance(body, bytes):
+        return signed_admin(route, body, node.addr)
+    return body
+
+
 async def post(http: aiohttp.ClientSession, node: Node, route: str, body: object) -> int:
-    async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
+    async with http.post(f"http://{node.addr}/v1/{route}", data=signed(route, body, node)) as resp:
         await resp.read()
         return resp.status
 
@@ -301,7 +316,8 @@ async def test_malformed_bodies_are_refused_and_change_nothing(route, node, http
 
     # The route itself still works after all that.
     frozen = node.params_host().copy()
-    async with http.post(f"http://{node.addr}/v1/{route}", data=valid_body(route, size)) as resp:
+    body = signed(route, valid_body(route, size), node)
+    async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
         assert resp.status == 200, await resp.text()
         answer = await resp.read()
     if route == "pushpull":  # a valid push of zeros halves our (frozen) model: mix weight 0.5
@@ -341,7 +357,7 @@ async def test_oversized_bodies_are_refused_413(route, node, http, caplog):
 
 async def test_admin_body_split_across_packets_is_read_whole(node, caplog):
     """A body that arrives in two TCP segments must not be cut at the first (it used to be)."""
-    body = encode_control("slowdown", factor=3.0)
+    body = signed_admin("admin/slowdown", encode_control("slowdown", factor=3.0), node.addr)
     head = f"POST /v1/admin/slowdown HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
     host, port = node.addr.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))

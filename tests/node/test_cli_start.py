@@ -166,6 +166,7 @@ VERB_KEY_OPTIONS = {
     "status": ["--peer", "--timeout", "--json"],
     "demo": ["--report", "--quick"],
     "chaos": ["SCENARIO", "--report", "--peer-command", "--no-plot", "--quiet"],
+    "keygen": ["--out"],
 }
 
 
@@ -261,3 +262,17 @@ def test_console_script_is_installed() -> None:
     proc = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "start" in proc.stdout
     assert os.access(script, os.X_OK)
+
+
+def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(tmp_path) -> None:
+    from swarmnode.gossip.operator import OperatorKey, OperatorVerifier
+
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "operator.key").stat().st_mode & 0o777 == 0o600
+    key, verifier = (
+        OperatorKey.load(tmp_path / "operator.key"),
+        OperatorVerifier.load(tmp_path / "operator.pub"),
+    )
+    verifier.name = "127.0.0.1:1"
+    assert verifier.open("admin/x", key.sign("admin/x", b"body", to="127.0.0.1:1")) == b"body"
+    assert main(["keygen", "--out", str(tmp_path)]) == 2  # an operator key is not replaced

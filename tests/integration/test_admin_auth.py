@@ -1,0 +1,143 @@
+"""The admin routes against an attacker (issue 10): in-process peers on 127.0.0.1, real HTTP.
+
+Before: `admin/fault drop=1`, `admin/byzantine huge`, `admin/slowdown 1000` from any local
+process were obeyed (loopback was trusted), and an operator's signed command captured on its way
+to one peer replayed to every other (12/12 accepted: every peer turned byzantine). Now the
+routes are 404 unless enabled, and enabled ones obey only the operator's key, addressed to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.operator import OperatorKey
+from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.peer.node import Node
+from swarmnode.node.train.errors import ConfigError
+
+from tests.integration.peers import OPERATOR, operator_pub
+
+pytestmark = pytest.mark.timeout(90)
+
+SABOTAGE = [
+    ("admin/fault", encode_control("fault", spec="drop=1")),
+    ("admin/byzantine", encode_control("byzantine", kind="huge")),
+    ("admin/slowdown", encode_control("slowdown", factor=1000.0)),
+]
+
+
+def peer_config(**kw: Any) -> PeerConfig:
+    base: dict[str, Any] = {
+        "model": "mlp:8",
+        "steps": 0,
+        "listen": "127.0.0.1:0",
+        "eval_every": 10**6,
+        "slowdown": 4.0,  # several training threads share this process (and 2 shared cores)
+    }
+    return PeerConfig(**{**base, **kw})
+
+
+@pytest.fixture
+async def nodes() -> AsyncIterator[list[Node]]:
+    started: list[Node] = []
+    yield started
+    for node in reversed(started):
+        await node.close()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        yield session
+
+
+async def post(http: aiohttp.ClientSession, addr: str, route: str, body: bytes) -> int:
+    async with http.post(f"http://{addr}/v1/{route}", data=body) as resp:
+        await resp.read()
+        return resp.status
+
+
+def flip_last(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def sabotaged(node: Node) -> bool:
+    return (
+        node.faults.config.to_spec() not in ("", "none")
+        or node.byzantine.kind is not None
+        or node.worker._slowdown != 4.0
+    )
+
+
+async def test_admin_routes_are_404_unless_enabled(nodes, http):
+    node = await Node.create(peer_config())
+    nodes.append(node)
+    for route, body in SABOTAGE:
+        assert await post(http, node.addr, route, body) == 404
+        signed = OPERATOR.sign(route, body, to=node.addr)  # even signed: nothing is there
+        assert await post(http, node.addr, route, signed) == 404
+    assert not sabotaged(node)
+
+
+def test_enabling_admin_needs_an_operator_key():
+    with pytest.raises(ConfigError, match="--admin-key"):
+        peer_config(enable_admin=True).validate()
+
+
+async def test_admin_without_the_operator_key_is_refused_even_on_loopback(
+    nodes, http, tmp_path, caplog
+):
+    """Any local process, a holder of the swarm secret (every peer), another key: all 401."""
+    caplog.set_level(logging.INFO)
+    secret = "swarm-secret"
+    node = await Node.create(
+        peer_config(enable_admin=True, admin_key=operator_pub(tmp_path), secret=secret)
+    )
+    nodes.append(node)
+    stranger = OperatorKey.generate()
+    stale = OperatorKey(OPERATOR._key, clock=lambda: time.time() - 120)
+    for route, body in SABOTAGE:
+        attempts = {
+            "unsigned, from loopback": body,
+            "sealed with the swarm secret": bytes(
+                Signer(secret, name="127.0.0.1:9").seal(route, body, to=node.addr)
+            ),
+            "signed by another key": stranger.sign(route, body, to=node.addr),
+            "signed for another route": OPERATOR.sign("admin/other", body, to=node.addr),
+            "signed two minutes ago": stale.sign(route, body, to=node.addr),
+            "signed, then altered": flip_last(OPERATOR.sign(route, body, to=node.addr)),
+        }
+        for what, data in attempts.items():
+            assert await post(http, node.addr, route, data) == 401, f"{route}: {what}"
+            assert not sabotaged(node), f"{route}: {what} was obeyed"
+    # the operator itself is obeyed
+    ok = OPERATOR.sign("admin/slowdown", encode_control("slowdown", factor=2.0), to=node.addr)
+    assert await post(http, node.addr, "admin/slowdown", ok) == 200
+    assert node.worker._slowdown == 2.0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_captured_admin_command_replays_nowhere(nodes, http, tmp_path):
+    """Issue 10's admin replay: one signed `byzantine huge` to peer a, captured and sent again
+    to a, b and c, 4 times each. Before: 12/12 accepted. Now: 0."""
+    pub = operator_pub(tmp_path)
+    for _ in range(3):
+        nodes.append(await Node.create(peer_config(enable_admin=True, admin_key=pub)))
+    a, b, c = nodes
+    route, body = "admin/byzantine", encode_control("byzantine", kind="huge")
+    captured = OPERATOR.sign(route, body, to=a.addr)
+    assert await post(http, a.addr, route, captured) == 200  # the operator's own command
+    assert a.byzantine.kind == "huge"
+    accepted = 0
+    for _ in range(4):
+        for target in (a, b, c):
+            accepted += await post(http, target.addr, route, captured) == 200
+    assert accepted == 0
+    assert b.byzantine.kind is None and c.byzantine.kind is None

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.gossip.codec import encode_control  # noqa: E402
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.operator import OperatorKey  # noqa: E402
 from swarmnode.gossip.wire import decode_params  # noqa: E402
 
 # One BLAS thread per peer: several peers share the machine.

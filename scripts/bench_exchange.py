@@ -159,7 +159,14 @@ def main() -> int:
         help="the nodes' --slowdown: their training threads sleep (1 - 1/S) of the time",
     )
     ap.add_argument("--node-device", default="cpu", help="the nodes' --device")
+    ap.add_argument(
+        "--secret",
+        action="store_true",
+        help="node mode with a swarm secret: every request sealed, every answer opened",
+    )
     args = ap.parse_args()
+    if args.secret:
+        os.environ["BENCH_SECRET"] = "bench-secret"  # read by bench_exchange_node
     signal.signal(signal.SIGTERM, _sigterm)
 
     modes = args.modes.split(",")

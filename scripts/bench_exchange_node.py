@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import PeerStartError, start_peer  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
+from swarmnode.gossip.auth import AuthTransport, Signer  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
 from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
+
+
+def _secret() -> str:
+    return os.environ.get("BENCH_SECRET", "")  # set by bench_exchange.py --secret
+
 
 START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while
 EXCHANGE_TIMEOUT_S = 120.0
@@ -96,6 +103,7 @@ class NodeProcess:
             *("--slowdown", str(slowdown), "--exchange", "average"),
             *("--sync-every", "1000000000", "--eval-every", "1000000000"),
             *("--exchange-timeout", str(EXCHANGE_TIMEOUT_S)),
+            *(["--secret", _secret()] if _secret() else []),
         ]
         # The shell's environment as it is: a lone node measured against this process keeps the
         # BLAS threads it would have, unlike the peers of a swarm sharing a few cores.
@@ -133,14 +141,14 @@ class NodeBench:
 
     def __init__(self, node: NodeProcess) -> None:
         self.node = node
-        self.transport: HttpTransport | None = None
+        self.transport: Any = None
         self.ex: Exchanger | None = None
         self.frame_bytes = 0
         self.n_params = 0
 
     async def connect(self) -> None:
         """Pull the node's model once (its size; a near-identical start for ours)."""
-        probe = HttpTransport()
+        probe = _signed(HttpTransport())
         try:
             body = encode_control("pull", sender="bench")
             answer = await probe.request(self.node.addr, "params", body, timeout=EXCHANGE_TIMEOUT_S)
@@ -154,7 +162,7 @@ class NodeBench:
         )
         self.n_params = n
         self.frame_bytes = len(wire.encode_params(mine, sender="bench", step=0))
-        self.transport = HttpTransport(max_response_bytes=wire.max_frame_bytes(n))
+        self.transport = _signed(HttpTransport(max_response_bytes=wire.max_frame_bytes(n)))
         self.ex = Exchanger(
             ExchangeConfig(mode="average", timeout=EXCHANGE_TIMEOUT_S, mix=0.5),
             self_id="bench",
@@ -179,6 +187,13 @@ class NodeBench:
     async def close(self) -> None:
         if self.transport is not None:
             await self.transport.close()
+
+
+def _signed(transport: HttpTransport) -> Any:
+    """With a secret (bench_exchange.py --secret), requests are sealed and answers opened,
+    exactly as a peer started with --secret does."""
+    secret = _secret()
+    return AuthTransport(transport, Signer(secret, name="127.0.0.1:9")) if secret else transport
 
 
 def _own_cpu() -> float:

@@ -4,9 +4,10 @@ Every request carries a short deadline and never raises for a peer's failure: a 
 peer gives a `missing` sample with the reason, so the sampling loop never blocks on one peer.
 Decoding parameters and computing distances are numpy work: they run in a worker thread.
 
-In a swarm with a secret, the POST routes (params, admin/*) answer 401 to anything unsigned: the
+In a swarm with a secret, params answers 401 to anything unsigned: the
 caller passes its `swarmnode.gossip.auth.Signer` and the request is sealed for its route exactly as
-`AuthTransport` seals a peer's own, and the answer is opened (authenticated) before it is used.
+`AuthTransport` seals a peer's own (addressed to that peer), and the answer is opened before it
+is used. Admin requests are signed by the run's operator key (gossip/operator.py) instead.
 GET /v1/status is public and never signed.
 """
 
@@ -25,6 +26,7 @@ import numpy as np
 from swarmnode.gossip import wire
 from swarmnode.gossip.auth import AuthError, Signer, nonce_of
 from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.operator import OperatorKey
 
 log = logging.getLogger(__name__)
 
@@ -112,19 +114,15 @@ async def post_admin(
     route: str,
     body: bytes,
     timeout: float,
-    signer: Signer | None = None,
+    operator: OperatorKey | None = None,
 ) -> str:
-    """POST an admin request; "" on success, else why it failed (never raises for the peer)."""
+    """POST an admin request, signed by the `operator` key for this peer (peers started with
+    --enable-admin obey nothing else); "" on success, else why it failed (never raises)."""
     full = f"admin/{route}"
-    data, nonce, why = await _post(session, addr, full, body, timeout, signer)
-    if data is None:
-        return why
-    if signer is not None:
-        try:  # an answer that is not the peer's own would be a lie about what it applied
-            signer.open(full, data, reply_to=nonce)
-        except AuthError as exc:
-            return f"unauthenticated answer: {exc}"
-    return ""
+    if operator is not None:
+        body = operator.sign(full, body, to=addr)
+    data, _nonce, why = await _post(session, addr, full, body, timeout, None)
+    return why if data is None else ""
 
 
 async def _post(
@@ -139,7 +137,7 @@ async def _post(
     `signer` is given (the nonce is what the sealed answer is bound to)."""
     nonce = b""
     if signer is not None:
-        sealed = signer.seal(route, body)
+        sealed = signer.seal(route, body, to=addr)  # bound to this peer: no replay elsewhere
         nonce, body = nonce_of(sealed), bytes(sealed)
     try:
         async with session.post(

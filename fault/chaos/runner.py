@@ -34,6 +34,7 @@ from swarmnode.fault.chaos.scenario import Scenario
 from swarmnode.fault.chaos.supervisor import SECRET_VAR, ScenarioPeer, Supervisor
 from swarmnode.fault.chaos.timeline import Timeline
 from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.operator import OperatorKey
 
 __all__ = ["ChaosError", "ChaosRunner", "RunOutcome"]
 
@@ -69,8 +70,11 @@ class ChaosRunner:
         self.secret = scenario.secret or os.environ.get(SECRET_VAR) or None
         self.signer = Signer(self.secret) if self.secret else None
         self.clock = Clock()
-        self.supervisor = Supervisor(scenario, self.report_dir, self.command, self.secret)
-        self.events = Timeline(self.supervisor, self.clock, signer=self.signer, say=self._say)
+        self.operator = OperatorKey.generate()  # one per run; peers get its public half
+        self.supervisor = Supervisor(
+            scenario, self.report_dir, self.command, self.secret, self.operator.public_pem()
+        )
+        self.events = Timeline(self.supervisor, self.clock, operator=self.operator, say=self._say)
         self.sampler = Sampler(
             scenario,
             self.supervisor.peers,

@@ -79,11 +79,17 @@ class Supervisor:
     """The peer processes of one scenario; `command` is the argv prefix that starts a peer."""
 
     def __init__(
-        self, scenario: Scenario, report_dir: Path, command: Sequence[str], secret: str | None
+        self,
+        scenario: Scenario,
+        report_dir: Path,
+        command: Sequence[str],
+        secret: str | None,
+        operator_pem: bytes | None = None,
     ) -> None:
         self.scenario = scenario
         self.command = list(command)
         self.secret = secret
+        self.operator_pem = operator_pem  # the run's operator public key: admin routes on
         self.peers_dir = report_dir / "peers"
         self.peers = {p.name: ScenarioPeer(p, self.peers_dir / p.name) for p in scenario.peers}
 
@@ -115,6 +121,12 @@ class Supervisor:
         ]
         if seeds:
             args += ["--join", ",".join(seeds)]
+        if self.operator_pem is not None:  # admin requests are signed with the runner's key
+            pub = self.peers_dir / "operator.pub"
+            if not pub.exists():
+                self.peers_dir.mkdir(parents=True, exist_ok=True)
+                pub.write_bytes(self.operator_pem)
+            args += ["--enable-admin", "--admin-key", str(pub)]
         started = start_peer(
             args,
             self.peers_dir,

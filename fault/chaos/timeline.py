@@ -21,7 +21,7 @@ from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer, Supervisor
 from swarmnode.fault.inject.spec import FaultConfig, make_partition, parse_fault_spec
-from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.operator import OperatorKey
 
 ADMIN_TIMEOUT = 3.0
 
@@ -34,13 +34,13 @@ class Timeline:
         supervisor: Supervisor,
         clock: Clock,
         *,
-        signer: Signer | None,
+        operator: OperatorKey | None,
         say: Callable[[str], None],
     ) -> None:
         self.supervisor = supervisor
         self.peers = supervisor.peers
         self.clock = clock
-        self.signer = signer
+        self.operator = operator
         self.say = say
         self.session: aiohttp.ClientSession | None = None
         self.entries: list[dict[str, Any]] = []
@@ -174,7 +174,7 @@ class Timeline:
     async def _admin(self, p: ScenarioPeer, route: str, body: bytes) -> str:
         assert self.session is not None and p.addr is not None
         why = await probe.post_admin(
-            self.session, p.addr, route, body, ADMIN_TIMEOUT, signer=self.signer
+            self.session, p.addr, route, body, ADMIN_TIMEOUT, operator=self.operator
         )
         if why:
             raise ChaosError(f"admin/{route} on {p.name}: {why}")

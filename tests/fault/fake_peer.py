@@ -8,8 +8,9 @@ move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
 Being a real process, it obeys SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a clean exit, code 0).
 
-With `--secret` (default `$SWARMNODE_SECRET`, as a real peer) the POST routes answer 401 to any
-request not sealed with it and seal their answers, as `swarmnode.node.peer.admin_routes` and `auth_handlers` do;
+With `--secret` (default `$SWARMNODE_SECRET`, as a real peer) params answers 401 to any request
+not sealed with it for this peer and seals its answers, as `auth_handlers` does; with
+`--admin-key` the admin routes obey only the operator's signature, as `admin_routes` does;
 `/v1/status` shows `"auth": true`. Test-only misbehaviour: `--admin-fails` answers every admin
 request 500; `--die-after S --die-shard I` makes the peer of shard I exit (code 3) after S s.
 """
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from swarmnode.gossip.auth import AuthError, Signer
 from swarmnode.gossip.codec import decode_control
+from swarmnode.gossip.operator import OperatorVerifier
 
 DEAD_AFTER = 1.5
 POLL_EVERY = 0.2
@@ -51,6 +53,8 @@ class FakePeer:
         self.slowdown = 1.0
         self.known: dict[str, dict[str, Any]] = {}  # addr -> {"peer_id", "heard"}
         self.signer = Signer(args.secret) if args.secret else None
+        # admin requests: signed by the operator key, as a real peer started with --enable-admin
+        self.operator = OperatorVerifier.load(args.admin_key) if args.admin_key else None
 
     def step(self) -> int:
         return int((time.monotonic() - self.t_start) * STEPS_PER_S / self.slowdown)
@@ -119,15 +123,20 @@ class FakePeer:
             body, nonce = await request.read(), b""
             if route.startswith("admin/") and self.args.admin_fails:
                 return web.Response(status=500, text="admin refused (--admin-fails)")
-            if self.signer is not None:
+            admin = route.startswith("admin/")
+            guard = self.operator if admin else self.signer
+            if guard is not None:
                 try:
-                    body, nonce = self.signer.unseal(route, body)
+                    if admin:
+                        body = self.operator.open(route, body)  # type: ignore[union-attr]
+                    else:
+                        body, nonce = self.signer.unseal(route, body)  # type: ignore[union-attr]
                 except AuthError as exc:
                     return web.Response(status=401, text=f"{route}: {exc}")
             answer = await handler(decode_control(bytes(body), kind))
             if isinstance(answer, web.Response):
                 return answer
-            if self.signer is not None:
+            if self.signer is not None and not admin:
                 answer = bytes(self.signer.seal(route, answer, reply_to=nonce))
             return web.Response(body=answer)
 
@@ -210,6 +219,7 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--secret", default=os.environ.get("SWARMNODE_SECRET"))
     p.add_argument("--shard", default="0/1")
     p.add_argument("--admin-fails", action="store_true")
+    p.add_argument("--admin-key", default=None)
     p.add_argument("--die-after", type=float, default=None)
     p.add_argument("--die-shard", type=int, default=None)
     args, _unknown = p.parse_known_args(argv)
@@ -227,6 +237,8 @@ async def main(argv: list[str]) -> int:
     await site.start()
     bound = site._server.sockets[0].getsockname()  # port 0: the port the kernel picked
     peer.addr = f"{host}:{bound[1]}"
+    for named in filter(None, (peer.signer, peer.operator)):  # requests are addressed to us
+        named.name = peer.addr
     for seed in filter(None, args.join.split(",")):
         peer.known[seed] = {"peer_id": None, "heard": time.monotonic()}
     stop = asyncio.Event()

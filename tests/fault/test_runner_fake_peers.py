@@ -321,16 +321,27 @@ def test_without_a_secret_the_children_get_none(tmp_path, monkeypatch):
 
 @pytest.mark.timeout(90)
 async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
-    """The runner's signed requests against the real admin guard and the real params route."""
+    """The runner's signed requests against the real admin guard and the real params route:
+    admin obeys only the operator key, params only the swarm secret, each bound to the peer."""
     import aiohttp
     from swarmnode.fault.chaos import probe
     from swarmnode.fault.inject.spec import parse_fault_spec
     from swarmnode.gossip.auth import Signer
+    from swarmnode.gossip.operator import OperatorKey
     from swarmnode.node.peer.config import PeerConfig
     from swarmnode.node.peer.node import Node
 
+    operator = OperatorKey.generate()
+    (tmp_path / "operator.pub").write_bytes(operator.public_pem())
     cfg = PeerConfig(
-        model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6, secret="s3", slowdown=4.0
+        model="mlp:8",
+        steps=0,
+        listen="127.0.0.1:0",
+        eval_every=10**6,
+        secret="s3",
+        slowdown=4.0,
+        enable_admin=True,
+        admin_key=str(tmp_path / "operator.pub"),
     )
     node = await Node.create(cfg)
     try:
@@ -338,9 +349,10 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
             body = probe.fault_body(parse_fault_spec("delay=1ms"))
             unsigned = await probe.post_admin(session, node.addr, "fault", body, 5.0)
             assert unsigned.startswith("HTTP 401"), unsigned
-            wrong = await probe.post_admin(session, node.addr, "fault", body, 5.0, Signer("x"))
+            other = OperatorKey.generate()
+            wrong = await probe.post_admin(session, node.addr, "fault", body, 5.0, other)
             assert wrong.startswith("HTTP 401"), wrong
-            signed = await probe.post_admin(session, node.addr, "fault", body, 5.0, Signer("s3"))
+            signed = await probe.post_admin(session, node.addr, "fault", body, 5.0, operator)
             assert signed == "" and "delay" in node.faults.config.to_spec()
 
             vec, why = await probe.fetch_params(session, node.addr, 5.0)

@@ -112,6 +112,7 @@ async def test_100_slow_bodies_from_another_process_cost_under_10_percent(tmp_pa
             if attacker is not None:
                 attacker.stop()
                 attacker = None
+        print(f"honest exchanges per {WINDOW_S:g} s window: {base} unattacked, {attacked} attacked")
         assert failed == []
         rate_base, rate_attacked = sum(base) / len(base), sum(attacked) / len(attacked)
         assert rate_attacked >= 0.9 * rate_base, f"{attacked} under attack vs {base} without"

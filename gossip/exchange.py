@@ -3,12 +3,18 @@
 The protocols deal in flat float32 vectors only; the model lives behind `ParamStore` (the node's
 training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
 
-- `average` (AD-PSGD, Lian et al. 2018): push my snapshot to one random live peer, it answers with
-  its own snapshot taken *before* queuing its mix; both sides then set x <- (1 - w) x + w x_other.
-  Neither side ever waits on the other's exchange, so two peers choosing each other at once
-  cannot deadlock: a handler only snapshots, answers, and queues a mix for its training thread.
+- `average` (group push-pull): push my snapshot to `group` random live peers at once; each
+  answers with its own snapshot taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x.
+  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1). With `group=1` this is
+  AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
+  exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
+  answers, and queues a mix for its training thread.
 - `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
-  with a byzantine-robust rule, then mix the aggregate in.
+  with a byzantine-robust rule (default `ss-clip`, self-centered clipping), then mix it in.
+
+After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
+`outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
+round (see `node.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
 
 Training never stops for an exchange: snapshots are copies taken between two steps, and mixes are
 queued and applied between two steps (`ParamStore.mix_in` returns once the mix is queued). Every
@@ -51,10 +57,13 @@ class ExchangeConfig:
     mode: str = "average"
     sync_every: int = 10  # local steps between two exchanges
     pull: int = 4  # robust: peers pulled per round
-    aggregator: str = "krum"  # robust: a name in gossip.aggregate.RULES
+    aggregator: str = "ss-clip"  # robust: a name in gossip.aggregate.RULES
     byzantine_f: int = 1  # robust: liars the rule must tolerate
     timeout: float = 5.0  # deadline of every exchange request, seconds
     mix: float = 0.5  # weight of the received / aggregated model in x <- (1-w) x + w y
+    group: int = 3  # average: peers pushed to at once; the initiator takes the mean of all
+    outer_lr: float = 0.7  # outer step on the mixed model (1.0 with momentum 0: none)
+    outer_momentum: float = 0.9  # Nesterov momentum of the outer step
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
 
@@ -74,6 +83,9 @@ class ExchangeConfig:
             "byzantine-f": self.byzantine_f >= 0,
             "exchange-timeout": self.timeout > 0,
             "mix": 0 < self.mix <= 1,
+            "group": self.group >= 1,
+            "outer-lr": 0 < self.outer_lr <= 2,
+            "outer-momentum": 0 <= self.outer_momentum < 1,
             "max-inflight": self.max_inflight >= 1,
         }
         for name, ok in checks.items():
@@ -117,6 +129,10 @@ class ParamStore(Protocol):
         keeps `other` (it must not be changed by the caller afterwards).
         """
         ...
+
+    # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
+    # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
+    # without it gets plain mixing.
 
 
 class PeerDirectory(Protocol):
@@ -171,6 +187,7 @@ class Exchanger:
         self._inflight = asyncio.Semaphore(cfg.max_inflight)
         self.rounds = 0
         self.rounds_applied = 0
+        self.bytes_sent = 0  # parameter payloads this peer sent: its requests and its answers
         self.served = 0
         self.rejected = 0
         self.last_round_s = 0.0
@@ -200,7 +217,9 @@ class Exchanger:
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
-            return await self._encode_mine()
+            reply = await self._encode_mine()
+            self.bytes_sent += len(reply)
+            return reply
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
         self._check_serving()
@@ -223,6 +242,7 @@ class Exchanger:
             reply = encoded
             await self.store.mix_in(theirs, self.cfg.mix)
             self.served += 1
+            self.bytes_sent += len(reply)
             log.debug(
                 "pushpull from %s: mix queued (their step %s)",
                 header.get("sender"),
@@ -267,24 +287,47 @@ class Exchanger:
         return result
 
     async def _average_round(self, result: RoundResult) -> None:
-        picked = self.peers.sample(1)
+        picked = self.peers.sample(self.cfg.group)
         if not picked:
             result.note = "no live peer to average with"
             return
-        peer_id, addr = picked[0]
-        result.asked.append(peer_id)
-        try:
-            payload = await self._encode_mine()
-            answer = await self.transport.request(
-                addr, "pushpull", payload, timeout=self.cfg.timeout
-            )
-            _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
-        except (TransportError, SwarmnodeError) as exc:
-            result.failures[peer_id] = str(exc)
+        result.asked = [pid for pid, _ in picked]
+        payload = await self._encode_mine()
+        answers = await asyncio.gather(
+            *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
+        )
+        got = []
+        for (pid, _), outcome in zip(picked, answers, strict=True):
+            if isinstance(outcome, (TransportError, SwarmnodeError)):
+                result.failures[pid] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a bug, not a peer's failure
+            else:
+                result.received.append(pid)
+                got.append(outcome)
+        if not got:
             return
-        result.received.append(peer_id)
-        await self.store.mix_in(theirs, self.cfg.mix)
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
+        k = len(got)
+        weight = self.cfg.mix if k == 1 else k / (k + 1)
+        theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
+        await self.store.mix_in(theirs, weight)
+        await self._outer_step()
         result.applied = True
+
+    async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
+        answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
+        self.bytes_sent += len(payload)
+        _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
+        return theirs
+
+    async def _outer_step(self) -> None:
+        """Queue the outer step after this round's mix (a no-op at lr 1, momentum 0)."""
+        cfg = self.cfg
+        step = getattr(self.store, "outer_step", None)
+        if step is not None and (cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0):
+            await step(cfg.outer_lr, cfg.outer_momentum)
 
     async def _robust_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(self.cfg.pull)
@@ -297,7 +340,10 @@ class Exchanger:
         if f is None:
             return
         agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
-        await self.store.mix_in(agg, self.cfg.mix)
+        # a self-centered rule's result already holds my model at its weight: take it as is
+        weight = 1.0 if self.cfg.aggregator in aggregate.SELF_CENTERED else self.cfg.mix
+        await self.store.mix_in(agg, weight)
+        await self._outer_step()
         result.applied = True
 
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:
@@ -382,6 +428,10 @@ def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(data, expected_size=size)
     wire.validate_params(vec, size)
     return header, vec
+
+
+def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:
+    return np.mean(np.stack(rows), axis=0, dtype=np.float64).astype(np.float32)
 
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:

@@ -148,7 +148,7 @@ def max_pairwise(vectors: list[np.ndarray]) -> tuple[float, float] | None:
 
 
 def common_args(opts: argparse.Namespace, partition: str) -> list[str]:
-    return ["--model", opts.model, "--steps", str(opts.steps), "--lr", str(opts.lr),
+    return ["--data", opts.data, "--model", opts.model, "--steps", str(opts.steps), "--lr", str(opts.lr),
             "--batch-size", str(opts.batch_size), "--eval-every", str(opts.eval_every),
             "--partition", partition,
             "--seed", str(opts.seed)]  # fmt: skip
@@ -247,6 +247,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--partition", action="append", help="iid or dirichlet:A (repeatable)")
     p.add_argument("--peers", type=int, default=4)
+    p.add_argument("--data", default="digits")
     p.add_argument("--model", default="mlp:32")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=0.05)

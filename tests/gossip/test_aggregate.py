@@ -313,7 +313,15 @@ def test_too_few_finite_rows_is_a_clear_error(rule: str) -> None:
 
 
 def test_registry_names() -> None:
-    assert set(RULES) == {"krum", "multi-krum", "median", "trimmed-mean", "centered-clip", "mean"}
+    assert set(RULES) == {
+        "krum",
+        "multi-krum",
+        "median",
+        "trimmed-mean",
+        "centered-clip",
+        "mean",
+        "ss-clip",
+    }
 
 
 @pytest.mark.parametrize(

@@ -158,24 +158,30 @@ async def test_two_peers_averaging_at_once_through_real_training_threads():
         parked = [await _parked(store) for store in stores]
         a0, b0 = (vec.astype(np.float64) for _, vec in parked)
         assert np.abs(a0 - b0).max() > 1e-3  # different models, or the test shows nothing
-        cfg = ExchangeConfig(mode="average", mix=0.5, timeout=5.0)
+        # plain pairwise averaging (no outer step): the arithmetic below is AD-PSGD's
+        cfg = ExchangeConfig(mode="average", mix=0.5, timeout=5.0, outer_lr=1.0, outer_momentum=0)
         _, (ea, eb) = make_swarm([a0, b0], cfg, stores=stores)
         # a round returns once its mix is queued: it never waits for the parked training thread
         ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
         assert ra.applied and rb.applied and ea.served == eb.served == 1
         # handler's mix + round's mix, each folded into the pending update on its own thread
         await eventually(lambda: all(w.mixes.folded >= 2 for w in workers), 10, "two folds each")
+        pending = []
         for store, (parked_step, parked_vec) in zip(stores, parked, strict=True):
             step, now = await store.snapshot()
             assert step == parked_step  # no training step ran during the exchange ...
             np.testing.assert_array_equal(now, parked_vec)  # ... so nothing is applied yet
-            assert store.worker.mixes.pending
-        for w in workers:  # stop() applies the queued mixes between two steps, then ends
-            assert await asyncio.to_thread(w.stop, 10)
-            assert w.error is None
-        (_, xa), (_, xb) = [await store.snapshot() for store in stores]
-        np.testing.assert_allclose(xa, 0.25 * a0 + 0.75 * b0, rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(xb, 0.25 * b0 + 0.75 * a0, rtol=1e-6, atol=1e-7)
+            m = store.worker.mixes
+            assert m.pending
+            pending.append(m._scale * parked_vec.astype(np.float64) + m._acc)
+        # what the next step boundary would apply: both mixes, in either order
+        np.testing.assert_allclose(pending[0], 0.25 * a0 + 0.75 * b0, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(pending[1], 0.25 * b0 + 0.75 * a0, rtol=1e-6, atol=1e-7)
+        for w in workers:  # stop() drops mixes that came after the last step: the last
+            assert await asyncio.to_thread(w.stop, 10)  # evaluation stays the model's
+            assert w.error is None and w.mixes_dropped == 1
+        for store, (_, parked_vec) in zip(stores, parked, strict=True):
+            np.testing.assert_array_equal((await store.snapshot())[1], parked_vec)
     finally:
         for w in workers:
             w.stop(10)

@@ -91,12 +91,34 @@ def exchange(trainers: list[Trainer], rule: str, rng: np.random.Generator, mm: s
     if rule == "allreduce":
         mix_group(trainers, range(n), mm)
         return 1
+    if rule.startswith(("pushpull:", "pull:")):
+        pushpull_round(trainers, int(rule.split(":")[1]), rng, push=rule.startswith("push"))
+        return 1
     k = 1 if rule == "pairwise" else int(rule.split(":")[1])
     for i in rng.permutation(n):
         others = [j for j in range(n) if j != i]
         picked = rng.choice(others, size=min(k, n - 1), replace=False)
         mix_group(trainers, [i, *picked], mm)
     return 1
+
+
+def pushpull_round(
+    trainers: list[Trainer], k: int, rng: np.random.Generator, push: bool = True
+) -> None:
+    """The node's `--exchange average --group k` protocol, one round per peer in random order:
+    responders mix 1/2 of the initiator's pre-round model in, the initiator takes the mean of
+    all k + 1 pre-round models and then its own outer step (others take theirs at their rounds)."""
+    n = len(trainers)
+    for i in rng.permutation(n):
+        others = rng.choice([j for j in range(n) if j != i], size=min(k, n - 1), replace=False)
+        xi = trainers[i].model.params.data
+        old = {j: trainers[j].model.params.data.copy() for j in (i, *others)}
+        xi[...] = np.mean([old[j] for j in (i, *others)], axis=0)
+        for j in others if push else ():  # pull: the others keep their models
+            xj = trainers[j].model.params.data
+            xj[...] = 0.5 * old[j] + 0.5 * old[i]
+        if OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0:
+            outer_step(trainers[i])
 
 
 def consensus(trainers: list[Trainer]) -> tuple[np.ndarray, float]:
@@ -119,7 +141,7 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
             t.step()
         if rule != "none" and step % period == 0:
             exchange(trainers, rule, rng, opts.momentum_mode)
-            if OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0:
+            if (OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0) and not rule.startswith(("pushpull", "pull")):
                 for t in trainers:
                     outer_step(t)
         if step % opts.eval_every == 0 or step == opts.steps:

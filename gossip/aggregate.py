@@ -205,10 +205,33 @@ def self_centered_clip(updates: Any, f: int, tau: float | None = None) -> Any:
         raise AggregationError(f"ss-clip needs tau > 0, got {tau!r}")
     v = X[int(idx[0])].astype(xp.float64)  # row 0 in the exchange (its own model is finite)
     dist = xp.sqrt(_sq_dists_to(X, idx, v, xp))
-    others = np.sort(np.asarray(dist[1:].get() if xp is not np else dist[1:]))
-    t = float(others[max(others.size - f, 1) - 1]) if tau is None else float(tau)
+    t = _radius(dist, f) if tau is None else float(tau)
     scale = xp.minimum(1.0, t / xp.maximum(dist, 1e-300)) if t > 0 else xp.zeros_like(dist)
     return (v + _weighted_mean_of_diffs(X, idx, v, scale, xp)).astype(X.dtype)
+
+
+def clip_radius(updates: Any, f: int) -> float:
+    """The tau `self_centered_clip(updates, f)` clips with: the (m - f)-th smallest distance from
+    the first finite row to the m other finite rows. The exchange keeps it to clip what peers
+    push to it between its own rounds."""
+    X, xp = _prepare(updates, f)
+    idx = _finite_index(X, f, "ss-clip")
+    v = X[int(idx[0])].astype(xp.float64)
+    return _radius(xp.sqrt(_sq_dists_to(X, idx, v, xp)), f)
+
+
+def _radius(dist: Any, f: int) -> float:
+    others = np.sort(np.asarray(dist[1:].get() if hasattr(dist, "get") else dist[1:]))
+    return float(others[max(others.size - f, 1) - 1]) if others.size else 0.0
+
+
+def clip_toward(own: np.ndarray, other: np.ndarray, tau: float) -> np.ndarray:
+    """own + clip(other - own, tau): what a self-centered peer mixes in from one pushed model."""
+    diff = other.astype(np.float64) - own
+    norm = float(np.linalg.norm(diff))
+    if norm > tau:
+        diff *= tau / norm if norm > 0 else 0.0
+    return (own + diff).astype(np.float32)
 
 
 RULES: dict[str, Rule] = {

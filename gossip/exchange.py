@@ -193,6 +193,9 @@ class Exchanger:
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
+        # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
+        # mixed in only clipped to it (none before my first round: pushes are then not mixed)
+        self.clip_tau: float | None = None
 
     # --- serving -------------------------------------------------------------------------
 
@@ -240,7 +243,10 @@ class Exchanger:
                     raise outcome
             header, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            await self.store.mix_in(theirs, self.cfg.mix)
+            if self.cfg.mode == "robust":
+                await self._mix_clipped(theirs)
+            else:
+                await self.store.mix_in(theirs, self.cfg.mix)
             self.served += 1
             self.bytes_sent += len(reply)
             log.debug(
@@ -249,6 +255,17 @@ class Exchanger:
                 header.get("step"),
             )
             return reply
+
+    async def _mix_clipped(self, theirs: np.ndarray) -> None:
+        """A robust peer mixes a pushed model in only as own + clip(theirs - own, tau), tau from
+        its own last round (ClippedGossip, He et al. 2022): a liar moves it by at most w tau."""
+        tau = self.clip_tau
+        if tau is None:
+            log.debug("robust: a pushed model is not mixed before my first round (no radius)")
+            return
+        _, own = await self.store.snapshot()
+        clipped = await asyncio.to_thread(aggregate.clip_toward, own, theirs, tau)
+        await self.store.mix_in(clipped, self.cfg.mix)
 
     def _bulk_slot(self) -> _Slot:
         return _Slot(self._inflight)
@@ -292,6 +309,22 @@ class Exchanger:
             result.note = "no live peer to average with"
             return
         result.asked = [pid for pid, _ in picked]
+        got = await self._pushpull_many(picked, result)
+        if not got:
+            return
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
+        k = len(got)
+        weight = self.cfg.mix if k == 1 else k / (k + 1)
+        theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
+        await self.store.mix_in(theirs, weight)
+        await self._outer_step()
+        result.applied = True
+
+    async def _pushpull_many(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> list[np.ndarray]:
+        """Push my model to every picked peer at once; their answers (failures recorded)."""
         payload = await self._encode_mine()
         answers = await asyncio.gather(
             *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
@@ -305,16 +338,7 @@ class Exchanger:
             else:
                 result.received.append(pid)
                 got.append(outcome)
-        if not got:
-            return
-        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
-        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
-        k = len(got)
-        weight = self.cfg.mix if k == 1 else k / (k + 1)
-        theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
-        await self.store.mix_in(theirs, weight)
-        await self._outer_step()
-        result.applied = True
+        return got
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
@@ -333,15 +357,25 @@ class Exchanger:
         picked = self.peers.sample(self.cfg.pull)
         result.asked = [pid for pid, _ in picked]
         _, own = await self.store.snapshot()
-        models = await self.pull_many(picked, result.failures)
-        result.received = [pid for pid, _, _ in models]
-        rows = [own] + [vec for _, _, vec in models]
+        # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
+        # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
+        # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
+        self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
+        if self_centered:
+            received = await self._pushpull_many(picked, result)
+        else:
+            models = await self.pull_many(picked, result.failures)
+            result.received = [pid for pid, _, _ in models]
+            received = [vec for _, _, vec in models]
+        rows = [own, *received]
         f = self._fitting_f(len(rows), result)
         if f is None:
             return
+        if self_centered:
+            self.clip_tau = await asyncio.to_thread(_radius_of, rows, f)
         agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         # a self-centered rule's result already holds my model at its weight: take it as is
-        weight = 1.0 if self.cfg.aggregator in aggregate.SELF_CENTERED else self.cfg.mix
+        weight = 1.0 if self_centered else self.cfg.mix
         await self.store.mix_in(agg, weight)
         await self._outer_step()
         result.applied = True
@@ -428,6 +462,10 @@ def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(data, expected_size=size)
     wire.validate_params(vec, size)
     return header, vec
+
+
+def _radius_of(rows: list[np.ndarray], f: int) -> float:
+    return aggregate.clip_radius(np.stack(rows), f)
 
 
 def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:

@@ -90,7 +90,8 @@ class OuterStep:
     effect (scripts/sim_swarm.py) is a swarm that learns like one peer with an N times larger
     batch at an unscaled learning rate — below the single peer. The momentum turns the extra
     samples into progress. Memory: three extra copies of the model (anchor, momentum, scratch),
-    allocated at the first step. The training thread owns it (no lock of its own).
+    allocated at the first step (never with the outer step off). The first step only sets the
+    anchor. The training thread owns it (no lock of its own).
     """
 
     def __init__(self, xp: Any) -> None:
@@ -98,11 +99,17 @@ class OuterStep:
         self._anchor: Any = None
         self._m: Any = None
         self._d: Any = None
+        self._has_anchor = False
         self.steps = 0
 
+    def forget(self) -> None:
+        """The model was replaced (a state sync): the next step starts from it, no momentum."""
+        self._has_anchor = False
+
     def reset(self, x: Any) -> None:
-        """Start from x with no momentum (training start, or a model replaced by a state sync)."""
+        """Start from x with no momentum."""
         xp = self._xp
+        self._has_anchor = True
         if self._anchor is None:
             self._anchor, self._m, self._d = (xp.empty_like(x) for _ in range(3))
         self._anchor[...] = x
@@ -110,7 +117,7 @@ class OuterStep:
 
     def apply(self, x: Any, lr: float, beta: float) -> None:
         """The outer step, in place on x (the layers hold views into it)."""
-        if self._anchor is None:
+        if not self._has_anchor:
             self.reset(x)
             return
         xp, a, m, d = self._xp, self._anchor, self._m, self._d

@@ -67,7 +67,7 @@ class WorkerStore:
         def load(x: Any) -> None:
             self.worker.mixes.discard()  # mixes into the model being replaced are moot
             x[...] = xp.asarray(vector, dtype=x.dtype)
-            self.worker.outer.reset(x)  # its momentum was about the model just replaced
+            self.worker.outer.forget()  # its momentum was about the model just replaced
 
         await asyncio.wrap_future(await self._submit(load))
 

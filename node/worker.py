@@ -209,11 +209,16 @@ class TrainingWorker:
             return
         with self._device():
             self.mixes.add(other, weight)
-        # No lock to look: the thread sets _running False and then applies what is pending,
-        # under the lock, so a fold seen as "running" here is applied by it at the latest then.
+        # No lock to look: the thread sets _running False and then settles what is pending,
+        # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
             with self._lock, self._device():
-                self.mixes.apply_to(self.trainer.model.params.data)
+                if self._finished:  # training ended between the check above and the fold
+                    if self.mixes.pending:
+                        self.mixes_dropped += 1
+                    self.mixes.discard()
+                else:  # not started yet
+                    self.mixes.apply_to(self.trainer.model.params.data)
 
     def notify_at(self, step: int, callback: Callable[[], None]) -> None:
         """Call `callback` (from the training thread, so it must be thread-safe and cheap) once
@@ -260,8 +265,6 @@ class TrainingWorker:
     def _run(self) -> None:
         try:
             with self._device():
-                with self._lock:
-                    self.outer.reset(self.trainer.model.params.data)
                 self._loop()
         except BaseException as exc:  # reported through .error; the thread must not die silently
             self.error = exc

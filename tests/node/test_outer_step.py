@@ -41,7 +41,11 @@ def test_reset_forgets_the_momentum():
     outer.reset(x)
     x[...] = 1.0
     outer.apply(x, 0.7, 0.9)
-    outer.reset(x)  # a state sync replaced the model
+    outer.reset(x)
     before = x.copy()
     outer.apply(x, 0.7, 0.9)  # no progress since the reset: nothing moves
     np.testing.assert_array_equal(x, before)
+    outer.forget()  # a state sync replaced the model: the next step only sets the anchor
+    x[...] = 5.0
+    outer.apply(x, 0.7, 0.9)
+    np.testing.assert_array_equal(x, 5.0)

@@ -258,14 +258,23 @@ class Exchanger:
 
     async def _mix_clipped(self, theirs: np.ndarray) -> None:
         """A robust peer mixes a pushed model in only as own + clip(theirs - own, tau), tau from
-        its own last round (ClippedGossip, He et al. 2022): a liar moves it by at most w tau."""
+        its own last round (ClippedGossip, He et al. 2022): a liar moves it by at most
+        tau / (pull + 1) per push."""
         tau = self.clip_tau
         if tau is None:
             log.debug("robust: a pushed model is not mixed before my first round (no radius)")
             return
         _, own = await self.store.snapshot()
         clipped = await asyncio.to_thread(aggregate.clip_toward, own, theirs, tau)
-        await self.store.mix_in(clipped, self.cfg.mix)
+        if clipped is None:
+            log.info(
+                "robust: a pushed model more than %.0f clip radii away is not mixed in", aggregate.SS_CLIP_REJECT
+            )
+            return
+        # 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to about
+        # `pull` times per round of its own, and a liar pushing at every round of its own must
+        # not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
+        await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1))
 
     def _bulk_slot(self) -> _Slot:
         return _Slot(self._inflight)

@@ -65,6 +65,7 @@ MODES = {
     "robust": ["--exchange", "robust"],
     "old-average": ["--exchange", "average", *OLD_AVERAGE],
     "old-robust": ["--exchange", "robust", "--aggregator", "krum", *OLD_AVERAGE],
+    "robust-plain": ["--exchange", "robust", "--outer-lr", "1", "--outer-momentum", "0"],
 }
 
 
@@ -269,22 +270,20 @@ def run_partition(opts: argparse.Namespace, partition: str) -> list[RunResult]:
                 )
             )
     if partition in opts.attack_partitions:
-        clean = (
-            ("old-average", "clean-old-average-5"),
-            ("average", "clean-average-5"),
-            ("old-robust", "clean-krum-5"),
-            ("robust", "clean-robust-5"),
-        )
+        clean = [(m, f"clean-{m}-5") for m in opts.clean_modes]
         for mode, name in clean:
             say(f"{name} ...")
             results.append(
                 run(name, partition, swarm_args(opts, partition, 5, mode), opts, opts.slowdown)
             )
-        for attack in opts.attacks:
-            say(f"attack {attack} (1 of 5, robust) ...")
-            per = swarm_args(opts, partition, 5, "robust")
-            per[4] = [*per[4], "--byzantine", attack]
-            results.append(run(f"attack-{attack}", partition, per, opts, opts.slowdown, 4))
+        for mode in opts.attack_modes:
+            for attack in opts.attacks:
+                say(f"attack {attack} (1 of 5, {mode}) ...")
+                per = swarm_args(opts, partition, 5, mode)
+                per[4] = [*per[4], "--byzantine", attack]
+                results.append(
+                    run(f"attack-{attack}-{mode}", partition, per, opts, opts.slowdown, 4)
+                )
     return results
 
 
@@ -394,6 +393,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--modes", default="old-average,average,robust")
     p.add_argument("--attacks", default="alie:30,ipm:10", help="empty: no attack runs")
     p.add_argument("--attack-partitions", default="dirichlet:0.5")
+    p.add_argument("--clean-modes", default="old-average,average,old-robust,robust")
+    p.add_argument("--attack-modes", default="robust", help="modes the attacked runs use")
     p.add_argument("--ideal-lr-mults", default="sqrt,n", help="x lr: numbers, sqrt(N), n")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=0.05)
@@ -413,6 +414,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown mode(s) {unknown}; known: {', '.join(MODES)}")
     opts.attacks = [a for a in opts.attacks.split(",") if a]
+    opts.clean_modes = [m for m in opts.clean_modes.split(",") if m]
+    opts.attack_modes = [m for m in opts.attack_modes.split(",") if m]
+    unknown += [m for m in opts.clean_modes + opts.attack_modes if m not in MODES]
+    if unknown:
+        p.error(f"unknown mode(s) {unknown}; known: {', '.join(MODES)}")
     opts.attack_partitions = [a for a in opts.attack_partitions.split(",") if a]
     opts.ideal_lr_mults = [m for m in opts.ideal_lr_mults.split(",") if m]
     return opts

@@ -141,7 +141,9 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
             t.step()
         if rule != "none" and step % period == 0:
             exchange(trainers, rule, rng, opts.momentum_mode)
-            if (OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0) and not rule.startswith(("pushpull", "pull")):
+            if (OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0) and not rule.startswith(
+                ("pushpull", "pull")
+            ):
                 for t in trainers:
                     outer_step(t)
         if step % opts.eval_every == 0 or step == opts.steps:

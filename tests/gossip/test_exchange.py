@@ -403,9 +403,9 @@ async def test_robust_default_is_self_centered_clipping_taken_whole():
     _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, byzantine_f=1))
     assert (await exs[0].round()).applied
     x = exs[0].store.x
-    # three honest rows at distance sqrt(D) stay whole, the liar is clipped to that distance:
-    # x = 0 + (3 * 1 + 1 * 1) / 5 per coordinate (its direction happens to be the same)
-    np.testing.assert_allclose(x, 4 / 5, rtol=1e-5)
+    # three honest rows at distance sqrt(D) stay whole; the liar, 1e6 times farther, gets no
+    # weight: x = 0 + (3 * 1) / 5 per coordinate
+    np.testing.assert_allclose(x, 3 / 5, rtol=1e-5)
 
 
 def test_bad_group_and_outer_settings_are_refused():

@@ -268,7 +268,8 @@ class Exchanger:
         clipped = await asyncio.to_thread(aggregate.clip_toward, own, theirs, tau)
         if clipped is None:
             log.info(
-                "robust: a pushed model more than %.0f clip radii away is not mixed in", aggregate.SS_CLIP_REJECT
+                "robust: a pushed model more than %.0f clip radii away is not mixed in",
+                aggregate.SS_CLIP_REJECT,
             )
             return
         # 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to about

@@ -66,6 +66,8 @@ MODES = {
     "old-average": ["--exchange", "average", *OLD_AVERAGE],
     "old-robust": ["--exchange", "robust", "--aggregator", "krum", *OLD_AVERAGE],
     "robust-plain": ["--exchange", "robust", "--outer-lr", "1", "--outer-momentum", "0"],
+    "group-plain": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
+    "average-gentle": ["--exchange", "average", "--outer-momentum", "0.5"],
 }
 
 

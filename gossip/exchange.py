@@ -63,7 +63,7 @@ class ExchangeConfig:
     mix: float = 0.5  # weight of the received / aggregated model in x <- (1-w) x + w y
     group: int = 3  # average: peers pushed to at once; the initiator takes the mean of all
     outer_lr: float = 0.7  # outer step on the mixed model (1.0 with momentum 0: none)
-    outer_momentum: float = 0.9  # Nesterov momentum of the outer step
+    outer_momentum: float = 0.5  # Nesterov momentum of the outer step (0.9 broke a conv net)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
 

@@ -3,12 +3,18 @@
 The protocols deal in flat float32 vectors only; the model lives behind `ParamStore` (the node's
 training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
 
-- `average` (AD-PSGD, Lian et al. 2018): push my snapshot to one random live peer, it answers with
-  its own snapshot taken *before* queuing its mix; both sides then set x <- (1 - w) x + w x_other.
-  Neither side ever waits on the other's exchange, so two peers choosing each other at once
-  cannot deadlock: a handler only snapshots, answers, and queues a mix for its training thread.
+- `average` (group push-pull): push my snapshot to `group` random live peers at once; each
+  answers with its own snapshot taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x.
+  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1). With `group=1` this is
+  AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
+  exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
+  answers, and queues a mix for its training thread.
 - `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
-  with a byzantine-robust rule, then mix the aggregate in.
+  with a byzantine-robust rule (default `ss-clip`, self-centered clipping), then mix it in.
+
+After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
+`outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
+round (see `node.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
 
 Training never stops for an exchange: snapshots are copies taken between two steps, and mixes are
 queued and applied between two steps (`ParamStore.mix_in` returns once the mix is queued). Every
@@ -50,10 +56,13 @@ class ExchangeConfig:
     mode: str = "average"
     sync_every: int = 10  # local steps between two exchanges
     pull: int = 4  # robust: peers pulled per round
-    aggregator: str = "krum"  # robust: a name in swarmnode.gossip.aggregate.RULES
+    aggregator: str = "ss-clip"  # robust: a name in swarmnode.gossip.aggregate.RULES
     byzantine_f: int = 1  # robust: liars the rule must tolerate
     timeout: float = 5.0  # deadline of every exchange request, seconds
     mix: float = 0.5  # weight of the received / aggregated model in x <- (1-w) x + w y
+    group: int = 3  # average: peers pushed to at once; the initiator takes the mean of all
+    outer_lr: float = 0.7  # outer step on the mixed model (1.0 with momentum 0: none)
+    outer_momentum: float = 0.5  # Nesterov momentum of the outer step (0.9 broke a conv net)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
 
@@ -73,6 +82,9 @@ class ExchangeConfig:
             "byzantine_f": self.byzantine_f >= 0,
             "timeout": self.timeout > 0,
             "mix": 0 < self.mix <= 1,
+            "group": self.group >= 1,
+            "outer_lr": 0 < self.outer_lr <= 2,
+            "outer_momentum": 0 <= self.outer_momentum < 1,
             "max_inflight": self.max_inflight >= 1,
         }
         for name, ok in checks.items():
@@ -110,6 +122,10 @@ class ParamStore(Protocol):
         keeps `other` (it must not be changed by the caller afterwards).
         """
         ...
+
+    # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
+    # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
+    # without it gets plain mixing.
 
 
 class PeerDirectory(Protocol):
@@ -164,11 +180,15 @@ class Exchanger:
         self._inflight = asyncio.Semaphore(cfg.max_inflight)
         self.rounds = 0
         self.rounds_applied = 0
+        self.bytes_sent = 0  # parameter payloads this peer sent: its requests and its answers
         self.served = 0
         self.rejected = 0
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
+        # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
+        # mixed in only clipped to it (none before my first round: pushes are then not mixed)
+        self.clip_tau: float | None = None
 
     # --- serving -------------------------------------------------------------------------
 
@@ -193,7 +213,9 @@ class Exchanger:
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
-            return await self._encode_mine()
+            reply = await self._encode_mine()
+            self.bytes_sent += len(reply)
+            return reply
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
         self._check_serving()
@@ -214,14 +236,39 @@ class Exchanger:
                     raise outcome
             header, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            await self.store.mix_in(theirs, self.cfg.mix)
+            if self.cfg.mode == "robust":
+                await self._mix_clipped(theirs)
+            else:
+                await self.store.mix_in(theirs, self.cfg.mix)
             self.served += 1
+            self.bytes_sent += len(reply)
             log.debug(
                 "pushpull from %s: mix queued (their step %s)",
                 header.get("sender"),
                 header.get("step"),
             )
             return reply
+
+    async def _mix_clipped(self, theirs: np.ndarray) -> None:
+        """A robust peer mixes a pushed model in only as own + clip(theirs - own, tau), tau from
+        its own last round (ClippedGossip, He et al. 2022): a liar moves it by at most
+        tau / (pull + 1) per push."""
+        tau = self.clip_tau
+        if tau is None:
+            log.debug("robust: a pushed model is not mixed before my first round (no radius)")
+            return
+        _, own = await self.store.snapshot()
+        clipped = await asyncio.to_thread(aggregate.clip_toward, own, theirs, tau)
+        if clipped is None:
+            log.info(
+                "robust: a pushed model more than %.0f clip radii away is not mixed in",
+                aggregate.SS_CLIP_REJECT,
+            )
+            return
+        # 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to about
+        # `pull` times per round of its own, and a liar pushing at every round of its own must
+        # not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
+        await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1))
 
     def _bulk_slot(self) -> _Slot:
         return _Slot(self._inflight)
@@ -260,37 +307,80 @@ class Exchanger:
         return result
 
     async def _average_round(self, result: RoundResult) -> None:
-        picked = self.peers.sample(1)
+        picked = self.peers.sample(self.cfg.group)
         if not picked:
             result.note = "no live peer to average with"
             return
-        peer_id, addr = picked[0]
-        result.asked.append(peer_id)
-        try:
-            payload = await self._encode_mine()
-            answer = await self.transport.request(
-                addr, "pushpull", payload, timeout=self.cfg.timeout
-            )
-            _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
-        except (TransportError, SwarmnodeError) as exc:
-            result.failures[peer_id] = str(exc)
+        result.asked = [pid for pid, _ in picked]
+        got = await self._pushpull_many(picked, result)
+        if not got:
             return
-        result.received.append(peer_id)
-        await self.store.mix_in(theirs, self.cfg.mix)
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
+        k = len(got)
+        weight = self.cfg.mix if k == 1 else k / (k + 1)
+        theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
+        await self.store.mix_in(theirs, weight)
+        await self._outer_step()
         result.applied = True
+
+    async def _pushpull_many(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> list[np.ndarray]:
+        """Push my model to every picked peer at once; their answers (failures recorded)."""
+        payload = await self._encode_mine()
+        answers = await asyncio.gather(
+            *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
+        )
+        got = []
+        for (pid, _), outcome in zip(picked, answers, strict=True):
+            if isinstance(outcome, (TransportError, SwarmnodeError)):
+                result.failures[pid] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a bug, not a peer's failure
+            else:
+                result.received.append(pid)
+                got.append(outcome)
+        return got
+
+    async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
+        answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
+        self.bytes_sent += len(payload)
+        _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
+        return theirs
+
+    async def _outer_step(self) -> None:
+        """Queue the outer step after this round's mix (a no-op at lr 1, momentum 0)."""
+        cfg = self.cfg
+        step = getattr(self.store, "outer_step", None)
+        if step is not None and (cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0):
+            await step(cfg.outer_lr, cfg.outer_momentum)
 
     async def _robust_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(self.cfg.pull)
         result.asked = [pid for pid, _ in picked]
         _, own = await self.store.snapshot()
-        models = await self.pull_many(picked, result.failures)
-        result.received = [pid for pid, _, _ in models]
-        rows = [own] + [vec for _, _, vec in models]
+        # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
+        # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
+        # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
+        self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
+        if self_centered:
+            received = await self._pushpull_many(picked, result)
+        else:
+            models = await self.pull_many(picked, result.failures)
+            result.received = [pid for pid, _, _ in models]
+            received = [vec for _, _, vec in models]
+        rows = [own, *received]
         f = self._fitting_f(len(rows), result)
         if f is None:
             return
+        if self_centered:
+            self.clip_tau = await asyncio.to_thread(_radius_of, rows, f)
         agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
-        await self.store.mix_in(agg, self.cfg.mix)
+        # a self-centered rule's result already holds my model at its weight: take it as is
+        weight = 1.0 if self_centered else self.cfg.mix
+        await self.store.mix_in(agg, weight)
+        await self._outer_step()
         result.applied = True
 
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:
@@ -375,6 +465,14 @@ def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(data, expected_size=size)
     wire.validate_params(vec, size)
     return header, vec
+
+
+def _radius_of(rows: list[np.ndarray], f: int) -> float:
+    return aggregate.clip_radius(np.stack(rows), f)
+
+
+def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:
+    return np.mean(np.stack(rows), axis=0, dtype=np.float64).astype(np.float32)
 
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:

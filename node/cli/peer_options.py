@@ -107,15 +107,39 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "--exchange",
         default=_EX.mode,
         choices=["average", "robust"],
-        help="average: pairwise push-pull averaging (AD-PSGD); robust: pull --pull "
-        "peers and aggregate with --aggregator",
+        help="average: push-pull with --group peers at once and take the mean; robust: pull "
+        "--pull peers and aggregate with --aggregator; both then take an outer step "
+        "(--outer-lr, --outer-momentum)",
     )
     e.add_argument(
         "--sync-every",
         type=int,
         default=_EX.sync_every,
         metavar="K",
-        help="local steps between two exchanges",
+        help="local steps between two exchanges (a minimum: a slow round delays the next)",
+    )
+    e.add_argument(
+        "--group",
+        type=int,
+        default=_EX.group,
+        metavar="K",
+        help="average: peers pushed to per round; the initiator takes the mean of all K+1 "
+        "models (1: pairwise AD-PSGD, the old behaviour)",
+    )
+    e.add_argument(
+        "--outer-lr",
+        type=float,
+        default=_EX.outer_lr,
+        metavar="LR",
+        help="outer step on the mixed model after each own round, in (0, 2] "
+        "(1 with --outer-momentum 0: plain averaging, the old behaviour)",
+    )
+    e.add_argument(
+        "--outer-momentum",
+        type=float,
+        default=_EX.outer_momentum,
+        metavar="B",
+        help="Nesterov momentum of the outer step, in [0, 1)",
     )
     e.add_argument(
         "--pull", type=int, default=_EX.pull, metavar="K", help="robust: peers pulled per exchange"
@@ -123,7 +147,8 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--aggregator",
         default=_EX.aggregator,
-        help="robust: krum, multi-krum, median, trimmed-mean, centered-clip or mean",
+        help="robust: ss-clip (self-centered clipping, the default), krum, multi-krum, median, "
+        "trimmed-mean, centered-clip or mean",
     )
     e.add_argument(
         "--byzantine-f",
@@ -185,6 +210,9 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         pull=args.pull,
         aggregator=args.aggregator,
         byzantine_f=args.byzantine_f,
+        group=args.group,
+        outer_lr=args.outer_lr,
+        outer_momentum=args.outer_momentum,
         timeout=args.exchange_timeout,
         mix=args.mix,
         on_short=args.on_short,

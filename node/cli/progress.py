@@ -58,8 +58,13 @@ class ProgressPrinter:
 def format_summary(summary: dict[str, Any]) -> str:
     acc = summary.get("test_accuracy")
     acc_s = "-" if acc is None or math.isnan(acc) else f"{acc * 100:.2f}%"
+    trained = summary.get("steps_this_run", summary["steps"])
+    joined = summary.get("joined_at_step")
+    steps = f"{summary['steps']} steps"
+    if joined is not None:  # a joiner's counter starts at the swarm's, not at 0
+        steps += f" ({trained} trained here, joined at step {joined})"
     return (
-        f"done: {summary['steps']} steps, test_acc {acc_s}, "
+        f"done: {steps}, test_acc {acc_s} (at step {summary.get('eval_step', summary['steps'])}), "
         f"test_loss {_num(summary.get('test_loss', float('nan')), '.4f')}, "
         f"{_num(summary.get('samples_per_s', float('nan')), ',.0f')} samples/s on "
         f"{summary['device']}, wall {summary['wall_s']:.1f}s"

@@ -117,22 +117,33 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         if node.worker_stopped
         else (node.worker.metrics())
     )
+    ex, w = node.exchanger, node.worker
     summary = {
         "peer_id": node.peer_id,
         "name": node.name,
         "test_accuracy": m.test_acc,
         "test_loss": m.test_loss,
+        "eval_step": m.eval_step,  # the step the accuracy was measured at (= the last line's)
         "steps": m.step,
-        "steps_this_run": m.step - node.start_step,
+        # trained by this process: not the counter's advance, which includes the swarm's steps
+        # a joiner inherits at its state sync (`joined_at_step`) and a resumed checkpoint's
+        "steps_this_run": w.steps_run,
         "resumed_from_step": node.start_step if node.resumed is not None else None,
+        "joined_at_step": node.synced_step,
         "model": cfg.model,
         "data": cfg.data,
         "n_params": int(node.trainer.model.params.size),
         "samples_per_s": _rate(node),
         "device": m.device,
         "wall_s": wall_s,
-        "exchange_rounds": node.exchanger.rounds,
-        "exchange_applied": node.exchanger.rounds_applied,
+        "exchange_rounds": ex.rounds,
+        "exchange_applied": ex.rounds_applied,
+        # how often this peer's own rounds mixed its model (--sync-every is only the minimum)
+        "steps_per_exchange": w.steps_run / ex.rounds_applied if ex.rounds_applied else None,
+        "exchange_served": ex.served,
+        "exchange_bytes_sent": ex.bytes_sent,
+        "outer_steps": w.outer.steps,
+        "mixes_dropped_after_last_step": w.mixes_dropped,
     }
     say(format_summary(summary), out)
     if cfg.summary_json is not None:

@@ -12,6 +12,7 @@ encoding, decoding and aggregation of parameter vectors run in threads too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -48,7 +49,8 @@ from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
 log = logging.getLogger(__name__)
 
-STEP_POLL_S = 0.02  # how often the exchange loop looks at the step counter
+STEP_POLL_S = 1.0  # fallback only: the worker wakes the exchange loop at its target step
+FAILED_LINGER_S = 60.0  # a failed peer answers /v1/status this long, then exits (code 2)
 LEAVE_DEADLINE_S = 1.0
 REJOIN_EVERY_S = 5.0
 BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted once the body is read
@@ -117,6 +119,7 @@ class Node:
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
         self.start_step = self.trainer.step_count
+        self.synced_step: int | None = None  # the swarm's step counter, copied at the join
         self._worker_done = asyncio.Event()
         self.worker = self._build_worker()
         self.store = WorkerStore(self.worker)
@@ -314,11 +317,19 @@ class Node:
         self._stop.set()
 
     async def _exchange_loop(self) -> None:
+        """A round every `sync_every` steps, or as soon after as the previous round allows:
+        `sync_every` is a minimum; a round that takes longer than that many steps delays the
+        next (the summary's `steps_per_exchange` says how often mixing really happened)."""
         every = self.cfg.exchange.sync_every
         target = self.trainer.step_count + every
+        reached = asyncio.Event()
+        wake = threadsafe_setter(reached)
         while self.worker.running:
+            reached.clear()
+            self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:
-                await asyncio.sleep(STEP_POLL_S)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(reached.wait(), STEP_POLL_S)
                 continue
             if self.membership.live_peers():
                 await self.exchanger.round()
@@ -353,11 +364,24 @@ class Node:
         self.state = "failed"
         self.exchanger.stop_serving(f"training failed: {error}")
         log.error(
-            "training stopped: %s; left the swarm, /v1/status reports 'failed' until SIGTERM", error
+            "training stopped: %s; left the swarm, /v1/status reports 'failed' for %.0f s "
+            "(or until SIGTERM), then exit code 2",
+            error,
+            FAILED_LINGER_S,
         )
         await asyncio.to_thread(self.worker.evaluate_now)
         update_meta(self)
         await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
+        # Bounded: long enough for `swarmnode status` and the other peers' operators to see
+        # `failed`, not forever (it used to wait for SIGTERM, refusing joins all the while).
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), FAILED_LINGER_S)
+        log.error(
+            "training had failed (%s); exiting after %.0f s in state 'failed'",
+            error,
+            FAILED_LINGER_S,
+        )
+        self._stop.set()
 
     async def _rejoin_loop(self) -> None:
         """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""

@@ -50,6 +50,15 @@ class WorkerStore:
             return
         fut.add_done_callback(_log_failed_mix)
 
+    async def outer_step(self, lr: float, momentum: float) -> None:
+        """Queue the outer step (`node.mixes.OuterStep`) behind every mix queued so far: the
+        fold thread is FIFO, so the step lands after this round's mix, between two steps."""
+        try:
+            fut = self._folder.submit(self.worker.request_outer_step, lr, momentum)
+        except RuntimeError:  # closed: leaving
+            return
+        fut.add_done_callback(_log_failed_mix)
+
     async def load(self, vector: np.ndarray) -> None:
         """Overwrite the parameters (state sync); returns once they are loaded."""
         xp = self._xp
@@ -57,6 +66,7 @@ class WorkerStore:
         def load(x: Any) -> None:
             self.worker.mixes.discard()  # mixes into the model being replaced are moot
             x[...] = xp.asarray(vector, dtype=x.dtype)
+            self.worker.outer.forget()  # its momentum was about the model just replaced
 
         await asyncio.wrap_future(await self._submit(load))
 

@@ -73,6 +73,7 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     model = await asyncio.to_thread(_median, vectors)
     await node.store.load(model)
     node.trainer.step_count = swarm_step
+    node.synced_step = swarm_step  # the summary tells inherited steps from trained ones
     log.info(
         "state sync: loaded the model of %s at step %d",
         ", ".join(pid for pid, _, _ in got),

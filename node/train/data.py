@@ -12,6 +12,11 @@ Spec grammar:
 - `synthetic:N,D,C` or `synthetic:N,D,C,SEED` — N train samples (plus N//4 test samples) of D
   features in C classes: Gaussian clusters around seeded random centres. Deterministic in SEED
   (default 0); meant for benchmarks and tests, not for accuracy claims.
+- `signal:N,L,C` or `signal:N,L,C,SEED` — a harder seeded task: N train samples (plus N//2 test)
+  of 1-D signals of length L in C classes (a larger test split than synthetic, N//2). Each class is a sum of a few localized wavelets drawn
+  from a small shared dictionary, seen at a random shift, gain and noise, with 10% of the *train*
+  labels flipped at random. Few samples per class and label noise make a small shard easy to
+  overfit (what exposes a swarm that mixes too rarely); the shift makes `cnn1d` the right model.
 - anything else — a path to an `.npz` with arrays `X_train, y_train, X_test, y_test`.
 
 Input scaling: integer inputs are divided by the largest value in `X_train` (digits: pixels 0..16
@@ -66,6 +71,8 @@ def load_dataset(spec: str) -> Dataset:
         return _load_digits()
     if spec.startswith("synthetic:") or spec == "synthetic":
         return make_synthetic(*parse_synthetic_spec(spec))
+    if spec.startswith("signal:"):
+        return make_signal(*parse_synthetic_spec(spec, kind="signal"))
     return load_npz(spec)
 
 
@@ -229,14 +236,12 @@ def _scale(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndar
         )
 
 
-def parse_synthetic_spec(spec: str) -> tuple[int, int, int, int]:
-    """`synthetic:N,D,C[,SEED]` -> (N, D, C, SEED)."""
+def parse_synthetic_spec(spec: str, kind: str = "synthetic") -> tuple[int, int, int, int]:
+    """`synthetic:N,D,C[,SEED]` (or `signal:N,L,C[,SEED]`) -> (N, D, C, SEED)."""
     _, _, rest = spec.partition(":")
     parts = [p.strip() for p in rest.split(",")] if rest else []
     if len(parts) not in (3, 4):
-        raise DataError(
-            f"bad synthetic spec {spec!r}: expected synthetic:N,D,C or synthetic:N,D,C,SEED"
-        )
+        raise DataError(f"bad {kind} spec {spec!r}: expected {kind}:N,D,C or {kind}:N,D,C,SEED")
     try:
         values = [int(p) for p in parts]
     except ValueError:
@@ -271,6 +276,57 @@ def make_synthetic(n: int, d: int, n_classes: int, seed: int = 0) -> Dataset:
     X_test, y_test = draw(n_test)
     return Dataset(
         name=f"synthetic:{n},{d},{n_classes},{seed}",
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        n_classes=n_classes,
+    )
+
+
+SIGNAL_LABEL_NOISE = 0.1  # fraction of train labels replaced by a random class
+SIGNAL_DICTIONARY = 12  # wavelets shared by all classes: classes differ in which and where
+SIGNAL_PARTS = 3  # wavelets per class
+SIGNAL_NOISE = 0.6  # std of the additive Gaussian noise (templates peak at ~2)
+
+
+def make_signal(n: int, length: int, n_classes: int, seed: int = 0) -> Dataset:
+    """Seeded 1-D signal classification that a small shard overfits (see the module doc).
+
+    Classes are built from a shared dictionary, so two classes often share a wavelet and differ
+    only in the others or in where they sit: telling them apart needs the whole shape. Each
+    sample is its class template circularly shifted by up to L/8, scaled by a gain in
+    [0.6, 1.4], plus unit-variance Gaussian noise (templates peak at ~2).
+    """
+    if length < 8:
+        raise DataError(f"signal length must be >= 8, got {length}")
+    rng = np.random.default_rng([seed, 0x5167])
+    t = np.arange(length, dtype=np.float64)
+    width = rng.uniform(1.5, 4.0, SIGNAL_DICTIONARY)
+    freq = rng.uniform(0.2, 1.2, SIGNAL_DICTIONARY)
+    templates = np.zeros((n_classes, length))
+    for c in range(n_classes):
+        for k in rng.choice(SIGNAL_DICTIONARY, SIGNAL_PARTS, replace=False):
+            mu = rng.uniform(0, length)
+            d = (t - mu + length / 2) % length - length / 2  # circular distance to the centre
+            sign = rng.choice([-1.0, 1.0])
+            templates[c] += sign * 2.0 * np.exp(-(d**2) / (2 * width[k] ** 2)) * np.cos(freq[k] * d)
+    max_shift = max(length // 8, 1)
+
+    def draw(count: int, label_noise: float) -> tuple[np.ndarray, np.ndarray]:
+        y = rng.integers(0, n_classes, size=count)
+        shifts = rng.integers(-max_shift, max_shift + 1, size=count)
+        idx = (t[None, :].astype(np.int64) - shifts[:, None]) % length
+        gain = rng.uniform(0.6, 1.4, size=(count, 1))
+        X = templates[y[:, None], idx] * gain + SIGNAL_NOISE * rng.standard_normal((count, length))
+        flip = rng.random(count) < label_noise
+        y = np.where(flip, rng.integers(0, n_classes, size=count), y)
+        return X.astype(np.float32), y.astype(np.int64)
+
+    X_train, y_train = draw(n, SIGNAL_LABEL_NOISE)
+    X_test, y_test = draw(max(n // 2, 1), 0.0)  # N//2: a 1-point change is ~10 samples, not noise
+    return Dataset(
+        name=f"signal:{n},{length},{n_classes},{seed}",
         X_train=X_train,
         y_train=y_train,
         X_test=X_test,

@@ -73,3 +73,60 @@ class MixAccumulator:
         """Drop whatever is pending (the model is being replaced wholesale: a state sync)."""
         with self._lock:
             self._scale, self._pending = 1.0, False
+
+
+class OuterStep:
+    """DiLoCo-style outer step on the mixed model (Douillard et al. 2023, "DiLoCo").
+
+    Each exchange round of this peer ends with the mean of several peers' models. Their progress
+    since this peer's previous round, d = anchor - x (the "outer gradient", a mean over the
+    peers' local steps, so over k + 1 times the samples of a local step), is applied with
+    Nesterov momentum:
+
+        m <- beta m + d;   x <- anchor - lr (d + beta m);   anchor <- x
+
+    lr = 1, beta = 0 is plain averaging. Why: a plain average of N peers' local steps moves the
+    model as far as *one* peer's steps would, with N times the samples behind it; the measured
+    effect (scripts/sim_swarm.py) is a swarm that learns like one peer with an N times larger
+    batch at an unscaled learning rate — below the single peer. The momentum turns the extra
+    samples into progress. Memory: three extra copies of the model (anchor, momentum, scratch),
+    allocated at the first step (never with the outer step off). The first step only sets the
+    anchor. The training thread owns it (no lock of its own).
+    """
+
+    def __init__(self, xp: Any) -> None:
+        self._xp = xp
+        self._anchor: Any = None
+        self._m: Any = None
+        self._d: Any = None
+        self._has_anchor = False
+        self.steps = 0
+
+    def forget(self) -> None:
+        """The model was replaced (a state sync): the next step starts from it, no momentum."""
+        self._has_anchor = False
+
+    def reset(self, x: Any) -> None:
+        """Start from x with no momentum."""
+        xp = self._xp
+        self._has_anchor = True
+        if self._anchor is None:
+            self._anchor, self._m, self._d = (xp.empty_like(x) for _ in range(3))
+        self._anchor[...] = x
+        self._m[...] = 0
+
+    def apply(self, x: Any, lr: float, beta: float) -> None:
+        """The outer step, in place on x (the layers hold views into it)."""
+        if not self._has_anchor:
+            self.reset(x)
+            return
+        xp, a, m, d = self._xp, self._anchor, self._m, self._d
+        xp.subtract(a, x, out=d)
+        m *= beta
+        m += d
+        xp.multiply(m, beta, out=x)  # x is free scratch: its value is in d and a
+        x += d
+        x *= -lr
+        x += a
+        a[...] = x
+        self.steps += 1

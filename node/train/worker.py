@@ -30,10 +30,14 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.backend import array_module
-from swarmnode.node.train.mixes import MixAccumulator
-from swarmnode.node.train.trainer import Trainer
+from swarmnode.node.train.mixes import MixAccumulator, OuterStep
+from swarmnode.node.train.trainer import DivergedError, Trainer
 
 log = logging.getLogger(__name__)
+
+# A loss that turns NaN/Inf this few steps after a received model was mixed in is blamed on that
+# model (a poisoned or diverged peer), not on this peer's learning rate.
+MIX_BLAME_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,13 @@ class TrainingWorker:
         self._pending: deque[tuple[Callable[[Any], Any], Future[Any]]] = deque()
         params = trainer.model.params.data
         self.mixes = MixAccumulator(array_module(params), int(params.size))
+        self.outer = OuterStep(array_module(params))
+        self._outer_pending: tuple[float, float] | None = None  # (lr, momentum) to apply
+        self._outer_lock = threading.Lock()  # guards _outer_pending and _notify
+        self._notify: tuple[int, Callable[[], None]] | None = None
+        self._last_mix_step: int | None = None  # the step before which a mix was last applied
+        self.mixes_dropped = 0  # received after the last step: not in the reported model
+        self._finished = False
         self._running = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -189,15 +200,48 @@ class TrainingWorker:
 
     def mix(self, other: Any, weight: float) -> None:
         """x <- (1 - weight) x + weight other, applied between two steps; returns once folded
-        into the pending update (tens of ms per 100 MB, never a whole training step). When the
-        thread is not running, it is applied here and now."""
+        into the pending update (tens of ms per 100 MB, never a whole training step). Before the
+        thread starts, it is applied here and now; once training has ended it is dropped (and
+        counted): the model's last evaluation, which the summary reports, must stay true."""
+        if self._finished:
+            self.mixes_dropped += 1
+            return
         with self._device():
             self.mixes.add(other, weight)
-        # No lock to look: the thread sets _running False and then applies what is pending,
-        # under the lock, so a fold seen as "running" here is applied by it at the latest then.
+        # No lock to look: the thread sets _running False and then settles what is pending,
+        # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
             with self._lock, self._device():
-                self.mixes.apply_to(self.trainer.model.params.data)
+                if self._finished:  # training ended between the check above and the fold
+                    if self.mixes.pending:
+                        self.mixes_dropped += 1
+                    self.mixes.discard()
+                else:  # not started yet
+                    self.mixes.apply_to(self.trainer.model.params.data)
+
+    def notify_at(self, step: int, callback: Callable[[], None]) -> None:
+        """Call `callback` (from the training thread, so it must be thread-safe and cheap) once
+        the step counter reaches `step`, or when training ends. One waiter at a time: a later
+        call replaces an earlier one. This is what paces the exchange: it used to poll the
+        counter every 20 ms, which at full speed let 20-40 steps pass between two rounds."""
+        with self._outer_lock:
+            self._notify = (step, callback)
+        if self.trainer.step_count >= step or self._finished:
+            self._fire_notify(force=True)
+
+    def _fire_notify(self, force: bool = False) -> None:
+        with self._outer_lock:
+            pending = self._notify
+            if pending is None or not (force or self.trainer.step_count >= pending[0]):
+                return
+            self._notify = None
+        pending[1]()
+
+    def request_outer_step(self, lr: float, momentum: float) -> None:
+        """Apply `OuterStep` after every mix folded so far, between two steps (called from the
+        store's fold thread, after the round's mix: its FIFO order puts the step after it)."""
+        with self._outer_lock:  # not the training lock: a fold must never wait for a step
+            self._outer_pending = (float(lr), float(momentum))
 
     def set_throttle(self, delay_s: float = 0.0, slowdown: float = 1.0) -> None:
         """Sleep `delay_s` plus `(slowdown - 1) x step time` after each step (1.0: full speed)."""
@@ -227,9 +271,17 @@ class TrainingWorker:
         finally:
             with self._lock, self._device():
                 self._running = False
+                self._finished = True
                 self._drain_pending()
-                self.mixes.apply_to(self.trainer.model.params.data)
+                # Mixes that arrived after the last step are dropped, not applied: the summary
+                # must describe the model whose evaluation the last progress line printed (it
+                # differed by up to 13 points when they were folded in here).
+                if self.mixes.pending:
+                    self.mixes_dropped += 1
+                    self.mixes.discard()
+                self._outer_pending = None
             self._metrics = self._make_metrics_now()
+            self._fire_notify(force=True)
             self._done.set()
             if self._on_done is not None:
                 self._on_done()
@@ -241,8 +293,8 @@ class TrainingWorker:
             with self._lock:
                 if self._pending:
                     self._drain_pending()
-                self.mixes.apply_to(trainer.model.params.data)
-                loss = trainer.step()
+                self._apply_mixes()
+                loss = self._step()
             dt = time.perf_counter() - t0
             self._win_loss += loss
             self._win_steps += 1
@@ -250,12 +302,41 @@ class TrainingWorker:
             self.steps_run += 1
             self.train_seconds += dt
             step = trainer.step_count
+            if self._notify is not None and step >= self._notify[0]:  # racy read, rechecked
+                self._fire_notify()
             if step % self.eval_every == 0 or self._budget_reached():
                 self._evaluate()
             if self._on_checkpoint is not None and self.checkpoint_every:
                 if step % self.checkpoint_every == 0:
                     self._on_checkpoint(trainer.state())
             self._throttle(dt)
+
+    def _apply_mixes(self) -> None:
+        """Pending mixes, then a pending outer step (under the lock, between two steps)."""
+        x = self.trainer.model.params.data
+        if self.mixes.apply_to(x):
+            self._last_mix_step = self.trainer.step_count
+        with self._outer_lock:
+            pending, self._outer_pending = self._outer_pending, None
+        if pending is not None:
+            self.outer.apply(x, *pending)
+
+    def _step(self) -> float:
+        """One training step; a divergence soon after a mix says that the mix is the likely
+        cause (a smaller --lr is the wrong advice when a peer served a poisoned model)."""
+        try:
+            return self.trainer.step()
+        except DivergedError as exc:
+            since = self._last_mix_step
+            step = self.trainer.step_count
+            if since is None or step - since > MIX_BLAME_STEPS:
+                raise
+            raise DivergedError(
+                f"training diverged: loss is not finite at step {step + 1}, {step - since} "
+                "step(s) after mixing in a model received from the swarm: most likely a peer "
+                "served a poisoned or diverged model (run with --exchange robust to resist "
+                "that); a smaller --lr helps only if the whole swarm diverges"
+            ) from exc
 
     def _budget_reached(self) -> bool:
         return self.max_steps is not None and self.trainer.step_count >= self.max_steps

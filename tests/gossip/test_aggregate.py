@@ -312,7 +312,15 @@ def test_too_few_finite_rows_is_a_clear_error(rule: str) -> None:
 
 
 def test_registry_names() -> None:
-    assert set(RULES) == {"krum", "multi-krum", "median", "trimmed-mean", "centered-clip", "mean"}
+    assert set(RULES) == {
+        "krum",
+        "multi-krum",
+        "median",
+        "trimmed-mean",
+        "centered-clip",
+        "mean",
+        "ss-clip",
+    }
 
 
 @pytest.mark.parametrize(
@@ -387,3 +395,15 @@ def test_cupy_rules_match_numpy(rule: str) -> None:
     out = RULES[rule](cupy.asarray(X), 2)
     assert isinstance(out, cupy.ndarray)
     np.testing.assert_allclose(out.get(), RULES[rule](X, 2), rtol=1e-6, atol=1e-6)
+
+
+def test_ss_clip_keeps_close_rows_whole_and_clips_a_far_one_to_the_honest_scale():
+    X = np.array([[0, 0], [1, 0], [0, 1], [1, 1], [3, 3]], dtype=np.float32)
+    # distances 1, 1, 1.41, 4.24: tau = the 3rd smallest (m - f = 4 - 1); the liar, within
+    # SS_CLIP_REJECT radii, is clipped to tau: it moves the result by at most tau / n
+    out = RULES["ss-clip"](X, 1)
+    np.testing.assert_allclose(out, [0.6, 0.6], rtol=1e-6)
+    X[4] = [100, 100]  # farther than SS_CLIP_REJECT radii: no weight at all
+    np.testing.assert_allclose(RULES["ss-clip"](X, 1), [0.4, 0.4], rtol=1e-6)
+    honest = RULES["ss-clip"](X[:4], 0)  # f = 0: nothing clipped, the plain mean
+    np.testing.assert_allclose(honest, X[:4].mean(axis=0), rtol=1e-6)

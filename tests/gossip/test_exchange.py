@@ -113,7 +113,7 @@ async def test_two_peers_averaging_with_each_other_at_once_do_not_deadlock():
 
 def _tiny_worker(seed: int):
     """A real TrainingWorker over a tiny MLP that pauses 60 s after a step: once parked, any mix
-    queued meanwhile lands only when the test stops it (stop() drains the queue)."""
+    queued meanwhile lands at the next step; stop() drops it (it came after the last step)."""
     from swarmnode.kernels.backend import select_backend
     from swarmnode.kernels.optim import make_optimizer
     from swarmnode.node.train.models import build_model
@@ -158,24 +158,30 @@ async def test_two_peers_averaging_at_once_through_real_training_threads():
         parked = [await _parked(store) for store in stores]
         a0, b0 = (vec.astype(np.float64) for _, vec in parked)
         assert np.abs(a0 - b0).max() > 1e-3  # different models, or the test shows nothing
-        cfg = ExchangeConfig(mode="average", mix=0.5, timeout=5.0)
+        # plain pairwise averaging (no outer step): the arithmetic below is AD-PSGD's
+        cfg = ExchangeConfig(mode="average", mix=0.5, timeout=5.0, outer_lr=1.0, outer_momentum=0)
         _, (ea, eb) = make_swarm([a0, b0], cfg, stores=stores)
         # a round returns once its mix is queued: it never waits for the parked training thread
         ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
         assert ra.applied and rb.applied and ea.served == eb.served == 1
         # handler's mix + round's mix, each folded into the pending update on its own thread
         await eventually(lambda: all(w.mixes.folded >= 2 for w in workers), 10, "two folds each")
+        pending = []
         for store, (parked_step, parked_vec) in zip(stores, parked, strict=True):
             step, now = await store.snapshot()
             assert step == parked_step  # no training step ran during the exchange ...
             np.testing.assert_array_equal(now, parked_vec)  # ... so nothing is applied yet
-            assert store.worker.mixes.pending
-        for w in workers:  # stop() applies the queued mixes between two steps, then ends
-            assert await asyncio.to_thread(w.stop, 10)
-            assert w.error is None
-        (_, xa), (_, xb) = [await store.snapshot() for store in stores]
-        np.testing.assert_allclose(xa, 0.25 * a0 + 0.75 * b0, rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(xb, 0.25 * b0 + 0.75 * a0, rtol=1e-6, atol=1e-7)
+            m = store.worker.mixes
+            assert m.pending
+            pending.append(m._scale * parked_vec.astype(np.float64) + m._acc)
+        # what the next step boundary would apply: both mixes, in either order
+        np.testing.assert_allclose(pending[0], 0.25 * a0 + 0.75 * b0, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(pending[1], 0.25 * b0 + 0.75 * a0, rtol=1e-6, atol=1e-7)
+        for w in workers:  # stop() drops mixes that came after the last step: the last
+            assert await asyncio.to_thread(w.stop, 10)  # evaluation stays the model's
+            assert w.error is None and w.mixes_dropped == 1
+        for store, (_, parked_vec) in zip(stores, parked, strict=True):
+            np.testing.assert_array_equal((await store.snapshot())[1], parked_vec)
     finally:
         for w in workers:
             w.stop(10)
@@ -343,3 +349,66 @@ async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its
     np.testing.assert_array_equal(served, -2.0 if poisoning else 2.0)
     assert store.framed == (0 if poisoning else 1)
     assert header["step"] == (0 if poisoning else 7)
+
+
+# --- group averaging and the outer step (issue 12) ----------------------------------------------
+
+
+async def test_a_group_round_takes_the_mean_of_all_and_each_responder_mixes_half():
+    vectors = [np.full(D, float(i)) for i in range(4)]  # 0, 1, 2, 3
+    _, exs = make_swarm(vectors, ExchangeConfig(mode="average", group=3))
+    r = await exs[0].round()
+    assert r.applied and sorted(r.received) == ["p1", "p2", "p3"]
+    np.testing.assert_allclose(exs[0].store.x, 1.5, rtol=1e-6)  # (0 + 1 + 2 + 3) / 4
+    for i in (1, 2, 3):  # x_j <- (x_j + x_initiator) / 2, with the initiator's pre-round model
+        np.testing.assert_allclose(exs[i].store.x, i / 2, rtol=1e-6)
+    frame = len(wire.encode_params(vectors[0].astype(np.float32), sender="p0", step=0))
+    assert exs[0].bytes_sent == 3 * frame and exs[1].bytes_sent == frame
+
+
+async def test_a_group_round_mixes_what_came_back_when_some_peers_fail():
+    vectors = [np.full(D, float(i)) for i in range(3)]
+    net, exs = make_swarm(vectors, ExchangeConfig(mode="average", group=2, timeout=0.5))
+    net.unregister("p2:1")
+    r = await exs[0].round()
+    assert r.applied and r.received == ["p1"] and "p2" in r.failures
+    np.testing.assert_allclose(exs[0].store.x, 0.5, rtol=1e-6)  # pairwise: the --mix weight
+
+
+class OuterStore(ArrayStore):
+    def __init__(self, x: np.ndarray) -> None:
+        super().__init__(x)
+        self.outer: list[tuple[float, float]] = []
+
+    async def outer_step(self, lr: float, momentum: float) -> None:
+        self.outer.append((lr, momentum))
+
+
+@pytest.mark.parametrize("mode", ["average", "robust"])
+async def test_an_own_round_asks_for_the_outer_step_after_its_mix(mode):
+    stores = [OuterStore(np.full(D, float(i))) for i in range(5)]
+    cfg = ExchangeConfig(mode=mode, outer_lr=0.7, outer_momentum=0.9)
+    _, exs = make_swarm([s.x for s in stores], cfg, stores=stores)
+    assert (await exs[0].round()).applied
+    assert stores[0].outer == [(0.7, 0.9)] and stores[1].outer == []  # responders take none
+    cfg = ExchangeConfig(mode=mode, outer_lr=1.0, outer_momentum=0.0)  # plain averaging
+    _, exs = make_swarm([s.x for s in stores], cfg, stores=stores)
+    await exs[0].round()
+    assert stores[0].outer == [(0.7, 0.9)]
+
+
+async def test_robust_default_is_self_centered_clipping_taken_whole():
+    assert ExchangeConfig().aggregator == "ss-clip"
+    vectors = [np.zeros(D), np.ones(D), np.ones(D), np.ones(D), np.full(D, 1e6)]
+    _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, byzantine_f=1))
+    assert (await exs[0].round()).applied
+    x = exs[0].store.x
+    # three honest rows at distance sqrt(D) stay whole; the liar, 1e6 times farther, gets no
+    # weight: x = 0 + (3 * 1) / 5 per coordinate
+    np.testing.assert_allclose(x, 3 / 5, rtol=1e-5)
+
+
+def test_bad_group_and_outer_settings_are_refused():
+    for kw in ({"group": 0}, {"outer_lr": 0.0}, {"outer_lr": 2.5}, {"outer_momentum": 1.0}):
+        with pytest.raises(ExchangeError):
+            ExchangeConfig(**kw).validate()

@@ -1,0 +1,232 @@
+"""In-process swarm simulator: why does a gossip swarm learn less than one peer?
+
+N `Trainer`s (the real trainer, model and optimizer code) step in lock-step in one process; every
+`--period` steps each peer runs the exchange rule under test with peers picked by a seeded RNG.
+No network, no timing noise: each figure is deterministic in `--seed`, so one knob at a time can
+be varied (how often models are mixed, how many peers per mix, what happens to the momentum
+buffer). It records, every `--eval-every` steps, each peer's own test accuracy, the accuracy of
+the consensus (the mean of all models), and the consensus distance
+mean_i ||x_i - mean(x)|| / ||mean(x)||.
+
+    .venv/bin/python scripts/sim_swarm.py --data signal:2000,64,20 --model mlp:128 \
+        --peers 4 --period 10 60 --rule pairwise --partition iid dirichlet:0.5
+
+Exchange rules (`--rule`):
+- `pairwise`: AD-PSGD as `--exchange average` did it: each peer in turn averages with one random
+  other peer, both x <- (x + y) / 2.
+- `group:K`: each peer in turn averages with K random others, all K + 1 set to their mean.
+- `allreduce`: every model set to the mean of all (the synchronous ideal of the same period).
+Momentum handling (`--momentum-mode`): `keep` (each peer keeps its own buffer, the code's
+behaviour), `reset` (zeroed at each mix), `mix` (buffers mixed like the parameters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from swarmnode.kernels.backend import select_backend  # noqa: E402
+from swarmnode.kernels.optim import make_optimizer  # noqa: E402
+from swarmnode.node.train.data import load_dataset  # noqa: E402
+from swarmnode.node.train.models import build_model  # noqa: E402
+from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+
+def build(opts: argparse.Namespace, data: Any, idx: np.ndarray | None, batch: int) -> Trainer:
+    backend = select_backend("cpu")
+    model = build_model(opts.model, data.input_shape, data.n_classes, backend, opts.seed)
+    opt = make_optimizer("sgd", model.params, opts.lr, momentum=opts.momentum, weight_decay=opts.wd)
+    X = data.X_train if idx is None else data.X_train[idx]
+    y = data.y_train if idx is None else data.y_train[idx]
+    return Trainer(model, opt, X, y, batch, opts.seed, backend=backend)
+
+
+OUTER: dict[str, float] = {"lr": 1.0, "beta": 0.0}  # --outer-lr / --outer-momentum
+_anchor: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(trainer) -> (anchor, momentum)
+
+
+def outer_step(t: Trainer) -> None:
+    """DiLoCo-style outer Nesterov step on the mixed model: d = anchor - x_mixed is this
+    period's consensus progress; x <- anchor - lr_out (d + beta m), m <- beta m + d."""
+    x = t.model.params.data
+    if id(t) not in _anchor:
+        _anchor[id(t)] = (x.copy(), np.zeros_like(x))
+        return
+    a, m = _anchor[id(t)]
+    d = a - x
+    m *= OUTER["beta"]
+    m += d
+    x[...] = a - OUTER["lr"] * (d + OUTER["beta"] * m)
+    a[...] = x
+
+
+def mix_group(trainers: list[Trainer], group: Sequence[int], momentum_mode: str) -> None:
+    xs = [trainers[i].model.params.data for i in group]
+    mean = np.mean(xs, axis=0)
+    for i in group:
+        trainers[i].model.params.data[...] = mean
+    if momentum_mode == "reset":
+        for i in group:
+            trainers[i].optimizer.velocity[...] = 0
+    elif momentum_mode == "mix":
+        v = np.mean([trainers[i].optimizer.velocity for i in group], axis=0)
+        for i in group:
+            trainers[i].optimizer.velocity[...] = v
+
+
+def exchange(trainers: list[Trainer], rule: str, rng: np.random.Generator, mm: str) -> int:
+    """One exchange period; returns how many model mixes (per peer, on average) it did."""
+    n = len(trainers)
+    if rule == "allreduce":
+        mix_group(trainers, range(n), mm)
+        return 1
+    if rule.startswith(("pushpull:", "pull:")):
+        pushpull_round(trainers, int(rule.split(":")[1]), rng, push=rule.startswith("push"))
+        return 1
+    k = 1 if rule == "pairwise" else int(rule.split(":")[1])
+    for i in rng.permutation(n):
+        others = [j for j in range(n) if j != i]
+        picked = rng.choice(others, size=min(k, n - 1), replace=False)
+        mix_group(trainers, [i, *picked], mm)
+    return 1
+
+
+def pushpull_round(
+    trainers: list[Trainer], k: int, rng: np.random.Generator, push: bool = True
+) -> None:
+    """The node's `--exchange average --group k` protocol, one round per peer in random order:
+    responders mix 1/2 of the initiator's pre-round model in, the initiator takes the mean of
+    all k + 1 pre-round models and then its own outer step (others take theirs at their rounds)."""
+    n = len(trainers)
+    for i in rng.permutation(n):
+        others = rng.choice([j for j in range(n) if j != i], size=min(k, n - 1), replace=False)
+        xi = trainers[i].model.params.data
+        old = {j: trainers[j].model.params.data.copy() for j in (i, *others)}
+        xi[...] = np.mean([old[j] for j in (i, *others)], axis=0)
+        for j in others if push else ():  # pull: the others keep their models
+            xj = trainers[j].model.params.data
+            xj[...] = 0.5 * old[j] + 0.5 * old[i]
+        if OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0:
+            outer_step(trainers[i])
+
+
+def consensus(trainers: list[Trainer]) -> tuple[np.ndarray, float]:
+    xs = np.stack([t.model.params.data for t in trainers]).astype(np.float64)
+    mean = xs.mean(axis=0)
+    dist = float(np.mean(np.linalg.norm(xs - mean, axis=1)) / max(np.linalg.norm(mean), 1e-12))
+    return mean, dist
+
+
+def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, rule: str) -> dict:
+    rng = np.random.default_rng(opts.seed)
+    shards = all_shards(data.y_train, opts.peers, parse_partition(partition), opts.seed)
+    trainers = [build(opts, data, s, opts.batch_size) for s in shards]
+    _anchor.clear()
+    for t in trainers:
+        outer_step(t)  # the anchors start at the initial model
+    curve = []
+    for step in range(1, opts.steps + 1):
+        for t in trainers:
+            t.step()
+        if rule != "none" and step % period == 0:
+            exchange(trainers, rule, rng, opts.momentum_mode)
+            if (OUTER["lr"] != 1.0 or OUTER["beta"] != 0.0) and not rule.startswith(
+                ("pushpull", "pull")
+            ):
+                for t in trainers:
+                    outer_step(t)
+        if step % opts.eval_every == 0 or step == opts.steps:
+            accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]
+            mean, dist = consensus(trainers)
+            saved = trainers[0].model.params.data.copy()
+            trainers[0].model.params.data[...] = mean
+            cons_acc = trainers[0].evaluate(data.X_test, data.y_test)[1]
+            trainers[0].model.params.data[...] = saved
+            curve.append({"step": step, "accs": accs, "consensus_acc": cons_acc, "dist": dist})
+    last = curve[-1]
+    return {
+        "partition": partition,
+        "rule": rule,
+        "period": period,
+        "momentum_mode": opts.momentum_mode,
+        "min": min(last["accs"]),
+        "mean": float(np.mean(last["accs"])),
+        "consensus": last["consensus_acc"],
+        "curve": curve,
+    }
+
+
+def run_single(opts: argparse.Namespace, data: Any, batch_mult: int, lr_mult: float) -> dict:
+    lr = opts.lr
+    opts.lr = lr * lr_mult
+    t = build(opts, data, None, opts.batch_size * batch_mult)
+    opts.lr = lr
+    for _ in range(opts.steps):
+        t.step()
+    return {
+        "batch_mult": batch_mult,
+        "lr_mult": lr_mult,
+        "acc": t.evaluate(data.X_test, data.y_test)[1],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", default="signal:2000,64,20")
+    p.add_argument("--model", default="mlp:128")
+    p.add_argument("--peers", type=int, default=4)
+    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--wd", type=float, default=5e-4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--period", type=int, nargs="+", default=[10])
+    p.add_argument("--rule", nargs="+", default=["pairwise"])
+    p.add_argument("--partition", nargs="+", default=["iid"])
+    p.add_argument("--momentum-mode", default="keep", choices=["keep", "reset", "mix"])
+    p.add_argument("--outer-lr", type=float, default=1.0)
+    p.add_argument("--outer-momentum", type=float, default=0.0)
+    p.add_argument("--single", action="store_true", help="also the one-peer baseline")
+    p.add_argument("--curve", action="store_true", help="print the distance curve")
+    p.add_argument("--json")
+    opts = p.parse_args(argv)
+    data = load_dataset(opts.data)
+    OUTER.update(lr=opts.outer_lr, beta=opts.outer_momentum)
+    out: dict[str, Any] = {"options": vars(opts), "runs": []}
+    if opts.single:
+        s = run_single(opts, data, 1, 1.0)
+        out["single"] = s
+        print(f"single peer, all data: {s['acc'] * 100:.1f}%", flush=True)
+    for part, period, rule in itertools.product(opts.partition, opts.period, opts.rule):
+        r = run_swarm(opts, data, part, period, rule)
+        out["runs"].append(r)
+        print(
+            f"{part:14} {rule:10} every {period:3} mom={opts.momentum_mode} "
+            f"outer={opts.outer_lr:g}/{opts.outer_momentum:g}: "
+            f"min {r['min'] * 100:5.1f}  mean {r['mean'] * 100:5.1f}  "
+            f"consensus {r['consensus'] * 100:5.1f}  dist {r['curve'][-1]['dist']:.3f}",
+            flush=True,
+        )
+        if opts.curve:
+            print("   dist: " + " ".join(f"{c['dist']:.3f}" for c in r["curve"]))
+            print("   min acc: " + " ".join(f"{min(c['accs']) * 100:.0f}" for c in r["curve"]))
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import aggregate
+from swarmnode.gossip import aggregate_fast
 from swarmnode.gossip.aggregate import AggregationError, mean, median, trimmed_mean
 
 # --- the previous implementation: pre-pass, then column blocks sorted along axis 0 -----------
@@ -48,8 +48,8 @@ def rows(rng: np.random.Generator, n: int, d: int, dtype: type, near: bool) -> n
 @pytest.fixture(params=[True, False], ids=["small-blocks", "default-blocks"])
 def blocks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.param:
-        monkeypatch.setattr(aggregate, "SUM_BLOCK_ELEMENTS", 40)
-        monkeypatch.setattr(aggregate, "SORT_BLOCK_ELEMENTS", 40)
+        monkeypatch.setattr(aggregate_fast, "SUM_BLOCK_ELEMENTS", 40)
+        monkeypatch.setattr(aggregate_fast, "SORT_BLOCK_ELEMENTS", 40)
 
 
 @pytest.mark.usefixtures("blocks")

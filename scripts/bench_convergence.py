@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -38,25 +37,22 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from convergence_report import PeerResult, RunResult, figures, markdown, plot
+from swarmnode.fault.chaos.processes import start_peer
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.operator import OperatorKey
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from swarmnode.gossip.codec import encode_control  # noqa: E402
-from swarmnode.gossip.operator import OperatorKey  # noqa: E402
 
 # One BLAS thread per peer: several peers share the machine.
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 READY_TIMEOUT_S = 90.0
 # Peers start held (a few steps/s) and are released together once all are up: a start takes
 # seconds of imports on a loaded box, and the founder would spend its budget alone meanwhile.
 HOLD = ["--slowdown", "200"]
-LAST = 3  # evaluations averaged into a peer's final accuracy
 EVAL_LINE = re.compile(
     r"step\s+(\d+)(?:/\d+)?\s+loss\s+\S+\s+test_loss\s+\S+\s+test_acc\s+([\d.]+)%"
 )
@@ -72,80 +68,31 @@ MODES = {
 }
 
 
-@dataclass
-class PeerResult:
-    name: str
-    evals: list[tuple[int, float]]  # (step, accuracy) from the log
-    timeline: list[tuple[float, float]]  # (seconds since release, accuracy) from /v1/status
-    summary: dict[str, Any]
-    honest: bool = True
-
-    @property
-    def final(self) -> float:
-        accs = [a for _, a in self.evals[-LAST:]]
-        return float(np.mean(accs)) if accs else math.nan
-
-    def time_to(self, target: float) -> float | None:
-        return next((t for t, a in self.timeline if a >= target), None)
-
-    def step_to(self, target: float) -> int | None:
-        return next((s for s, a in self.evals if a >= target), None)
-
-
-@dataclass
-class RunResult:
-    name: str
-    partition: str
-    peers: list[PeerResult] = field(default_factory=list)
-    wall_s: float = 0.0
-    note: str = ""
-
-    @property
-    def honest(self) -> list[PeerResult]:
-        return [p for p in self.peers if p.honest]
-
-    @property
-    def worst(self) -> float:
-        return min(p.final for p in self.honest)
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean([p.final for p in self.honest]))
-
-
 OPERATOR = OperatorKey.generate()  # this run's operator key: the peers get its public half
 
 
 class PeerProc:
-    """One `swarmnode start` process with a free port, a log and a summary file."""
+    """One `swarmnode start` process (`fault.chaos.processes`) with a summary file, and the
+    accuracy timeline this bench samples from its /v1/status."""
 
     def __init__(self, workdir: Path, name: str, args: Sequence[str]) -> None:
         self.name = name
         self.dir = workdir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.summary = self.dir / "summary.json"
-        self.log_path = self.dir / "log.txt"
-        ready = self.dir / "ready.json"
         pub = self.dir / "operator.pub"  # admin/slowdown releases the held peers: signed
         pub.write_bytes(OPERATOR.public_pem())
-        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
-               "--ready-file", str(ready), "--summary-json", str(self.summary),
-               "--enable-admin", "--admin-key", str(pub), *args]  # fmt: skip
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=ENV
+        admin = ["--enable-admin", "--admin-key", str(pub)]
+        self.peer = start_peer(
+            ["--summary-json", str(self.summary), *admin, *args], workdir, name, cwd=ROOT
         )
-        self._ready = ready
+        self.proc = self.peer.proc
+        self.log_path = self.peer.log_path
         self.addr = ""
         self.timeline: list[tuple[float, float]] = []
 
     def wait_ready(self) -> PeerProc:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self._ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"peer {self.name} did not start:\n{self.tail()}")
-            time.sleep(0.05)
-        self.addr = json.loads(self._ready.read_text())["addr"]
+        self.addr = self.peer.wait_ready(time.monotonic() + READY_TIMEOUT_S).addr
         return self
 
     def set_slowdown(self, factor: float) -> None:
@@ -171,9 +118,7 @@ class PeerProc:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
+            self.kill()
         text = self.log_path.read_text(errors="replace")
         evals = [(int(s), float(a) / 100) for s, a in EVAL_LINE.findall(text)]
         summary = json.loads(self.summary.read_text()) if self.summary.exists() else {}
@@ -185,10 +130,9 @@ class PeerProc:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self._log.close()
 
     def tail(self, n: int = 8) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        return self.peer.log_tail(n)
 
 
 def base_args(opts: argparse.Namespace, partition: str, batch: int, lr: float) -> list[str]:
@@ -295,103 +239,6 @@ def run_partition(opts: argparse.Namespace, partition: str) -> list[RunResult]:
                     run(f"attack-{attack}-{mode}", partition, per, opts, opts.slowdown, 4)
                 )
     return results
-
-
-def figures(results: list[RunResult]) -> list[dict[str, Any]]:
-    """One row per run: accuracy, time to single - 1 point, bytes, exchange rate."""
-    single = results[0]
-    target = single.worst - 0.01
-    single_step_s = single.wall_s / max(1, single.peers[0].summary.get("steps_this_run", 1))
-    rows = []
-    for r in results:
-        times = [p.time_to(target) for p in r.honest]
-        if r.name.startswith("ideal"):
-            step = r.peers[0].step_to(target)
-            times = [None if step is None else step * single_step_s]
-        reached = [t for t in times if t is not None]
-        rate = [p.summary.get("steps_per_exchange") for p in r.honest]
-        rows.append({
-            "run": r.name,
-            "note": r.note,
-            "worst": r.worst,
-            "mean": r.mean,
-            "worst_minus_single": r.worst - single.worst,
-            "per_peer": [p.final for p in r.honest],
-            # None when a peer never reached the target: then the slowest time is unknown
-            "time_to_target_worst_s": max(reached) if len(reached) == len(times) else None,
-            "time_to_target_first_s": min(reached) if reached else None,
-            "peers_reaching_target": f"{len(reached)}/{len(times)}",
-            "wall_s": r.wall_s,
-            "bytes_sent_per_peer": float(
-                np.mean([p.summary.get("exchange_bytes_sent", 0) for p in r.honest])
-            ),
-            "steps_per_exchange": float(np.mean([x for x in rate if x])) if any(rate) else None,
-        })  # fmt: skip
-    single_time = rows[0]["time_to_target_worst_s"]
-    for row in rows:
-        t = row["time_to_target_worst_s"]
-        row["time_vs_single"] = t / single_time if t is not None and single_time else None
-    return rows
-
-
-def markdown(partition: str, rows: list[dict[str, Any]], target: float) -> str:
-    out = [f"\n### {partition} (target: single - 1 point = {target * 100:.1f}%)\n",
-           "| run | worst / mean acc | worst - single | time to target (worst peer) | "
-           "x single | peers at target | MB sent / peer | steps / exchange |",
-           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        t = r["time_to_target_worst_s"]
-        x = r["time_vs_single"]
-        spe = r["steps_per_exchange"]
-        name = r["run"] + (f" ({r['note']})" if r["note"] else "")
-        out.append(
-            f"| {name} | {r['worst'] * 100:.1f} / {r['mean'] * 100:.1f}% | "
-            f"{r['worst_minus_single'] * 100:+.1f} | {'-' if t is None else f'{t:.1f} s'} | "
-            f"{'-' if x is None else f'{x:.2f}'} | {r['peers_reaching_target']} | "
-            f"{r['bytes_sent_per_peer'] / 1e6:.1f} | {'-' if spe is None else f'{spe:.0f}'} |"
-        )
-    return "\n".join(out)
-
-
-def worst_curve(peers: list[PeerResult]) -> list[tuple[float, float]]:
-    """(t, the lowest of the peers' latest accuracies) once every peer has evaluated."""
-    out = []
-    for t in sorted({t for p in peers for t, _ in p.timeline}):
-        latest = [next((a for tt, a in reversed(p.timeline) if tt <= t), None) for p in peers]
-        if all(a is not None for a in latest):
-            out.append((t, min(a for a in latest if a is not None)))
-    return out
-
-
-def plot(report: dict[str, Any], results: dict[str, list[RunResult]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    parts = list(results)
-    fig, axes = plt.subplots(1, len(parts), figsize=(7 * len(parts), 5), squeeze=False)
-    for ax, part in zip(axes[0], parts, strict=True):
-        runs = results[part]
-        single_step_s = runs[0].wall_s / max(1, runs[0].peers[0].summary.get("steps_this_run", 1))
-        for r in runs:
-            if r.name.startswith("ideal"):
-                ev = r.peers[0].evals
-                ax.plot([s * single_step_s for s, _ in ev], [a * 100 for _, a in ev], "--",
-                        label=f"{r.name} (computed)")  # fmt: skip
-                continue
-            worst = worst_curve(r.honest)
-            if worst:
-                ax.plot([t for t, _ in worst], [a * 100 for _, a in worst], label=r.name)
-        target = report["partitions"][part]["target"] * 100
-        ax.axhline(target, color="grey", lw=0.8, ls=":", label="single - 1 pt")
-        ax.set_title(f"{report['options']['data']} {report['options']['model']}, {part}")
-        ax.set_xlabel("wall time since release (s)")
-        ax.set_ylabel("worst honest peer's test accuracy (%)")
-        ax.set_ylim(max(0, target - 40), min(100, target + 12))
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

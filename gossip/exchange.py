@@ -36,6 +36,7 @@ from typing import Protocol
 import numpy as np
 from swarmnode.gossip import aggregate, wire
 from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.push_guard import PushGuard
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels.errors import SwarmnodeError
 
@@ -135,6 +136,9 @@ class PeerDirectory(Protocol):
         """Up to k distinct live peers as (peer_id, address), uniformly at random."""
         ...
 
+    # Optional: `def is_member(self, peer_id: str) -> bool` — whether a request's declared
+    # sender is a live member; without it (in-process tests) every sender is served.
+
 
 # Transforms my snapshot before it leaves this peer; the identity for honest peers, a poisoning
 # behaviour for byzantine ones (fault/).
@@ -189,6 +193,7 @@ class Exchanger:
         # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
+        self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
 
     # --- serving -------------------------------------------------------------------------
 
@@ -236,10 +241,8 @@ class Exchanger:
                     raise outcome
             header, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            if self.cfg.mode == "robust":
-                await self._mix_clipped(theirs)
-            else:
-                await self.store.mix_in(theirs, self.cfg.mix)
+            self._check_member(header.get("sender"), "pushpull")
+            await self._mix_clipped(theirs, str(header.get("sender")))
             self.served += 1
             self.bytes_sent += len(reply)
             log.debug(
@@ -249,26 +252,28 @@ class Exchanger:
             )
             return reply
 
-    async def _mix_clipped(self, theirs: np.ndarray) -> None:
-        """A robust peer mixes a pushed model in only as own + clip(theirs - own, tau), tau from
-        its own last round (ClippedGossip, He et al. 2022): a liar moves it by at most
-        tau / (pull + 1) per push."""
-        tau = self.clip_tau
-        if tau is None:
-            log.debug("robust: a pushed model is not mixed before my first round (no radius)")
-            return
+    def _check_member(self, sender: object, route: str) -> None:
+        """403 for a model pushed by a peer that is not a live member of my table: only
+        admitted peers may move my model (a joiner is in the table from its join on)."""
+        is_member = getattr(self.peers, "is_member", None)
+        if is_member is not None and not (isinstance(sender, str) and is_member(sender)):
+            log.warning("refused %s from %r: `sender` is not a live member", route, sender)
+            raise RemoteError(f"`sender` {sender!r} is not a live member of this swarm", 403)
+
+    async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
+        """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
+        He et al. 2022), tau from my own rounds (gossip/push_guard.py): a liar moves me by at
+        most tau x weight per push."""
+        robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
-        clipped = await asyncio.to_thread(aggregate.clip_toward, own, theirs, tau)
+        tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
+        clipped = await asyncio.to_thread(self.guard.bound, own, theirs, tau, sender)
         if clipped is None:
-            log.info(
-                "robust: a pushed model more than %.0f clip radii away is not mixed in",
-                aggregate.SS_CLIP_REJECT,
-            )
             return
-        # 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to about
-        # `pull` times per round of its own, and a liar pushing at every round of its own must
-        # not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
-        await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1))
+        # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
+        # about `pull` times per round of its own, and a liar pushing at every round of its own
+        # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
+        await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix)
 
     def _bulk_slot(self) -> _Slot:
         return _Slot(self._inflight)
@@ -317,6 +322,8 @@ class Exchanger:
             return
         # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
         # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
+        _, own = await self.store.snapshot()  # my group's distances set my push bound
+        await asyncio.to_thread(self.guard.observe, own, got)
         k = len(got)
         weight = self.cfg.mix if k == 1 else k / (k + 1)
         theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)

@@ -6,6 +6,7 @@ import random
 
 from swarmnode.gossip.auth import MAX_HEADER_BYTES as AUTH_HEADER_BYTES
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES
+from swarmnode.gossip.failure import ALIVE, SUSPECT
 from swarmnode.gossip.membership import Membership
 from swarmnode.gossip.wire import max_frame_bytes
 from swarmnode.node.net.intake import IntakeLimits
@@ -22,6 +23,12 @@ class MembershipPeers:
     def sample(self, k: int) -> list[tuple[str, str]]:
         live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
         return self.rng.sample(live, min(k, len(live)))
+
+    def is_member(self, peer_id: str) -> bool:
+        """Whether `peer_id` may push its model to us: alive or merely suspect (a suspicion is
+        a timing guess on a loaded host, not a verdict); dead, left and unknown ids may not."""
+        m = self.membership.get(peer_id)
+        return m is not None and m.state in (ALIVE, SUSPECT)
 
 
 def body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:

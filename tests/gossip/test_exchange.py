@@ -96,19 +96,20 @@ async def test_average_round_moves_both_peers_to_the_midpoint():
 async def test_two_peers_averaging_with_each_other_at_once_do_not_deadlock():
     # Both push at once, each handler answers its pre-exchange snapshot and queues a mix. So each
     # side queues two mixes with the other's *original* model, and only those:
-    # a <- 0.25 a + 0.75 b = 3, b <- 0.25 b + 0.75 a = 1 (the mean, 2, is preserved).
-    a, b = np.zeros(D), np.full(D, 4.0)
+    # a <- 0.25 a + 0.75 b = 3.5, b <- 0.25 b + 0.75 a = 2.5 (the mean, 3, is preserved).
+    # (Not from zero: a pushed model is bounded by the receiver's own norm before its first round.)
+    a, b = np.full(D, 2.0), np.full(D, 4.0)
     stores = [QueuedStore(a), QueuedStore(b)]
     _, (ea, eb) = make_swarm([a, b], ExchangeConfig(mode="average", mix=0.5), stores=stores)
     ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
     assert ra.applied and rb.applied and ea.served == eb.served == 1
     # queued, not applied: the rounds did not wait for a training step
     assert len(stores[0].pending) == len(stores[1].pending) == 2
-    np.testing.assert_array_equal(stores[0].x, 0.0)
+    np.testing.assert_array_equal(stores[0].x, 2.0)
     for store in stores:
         store.step_once()
-    np.testing.assert_array_equal(stores[0].x, 3.0)
-    np.testing.assert_array_equal(stores[1].x, 1.0)
+    np.testing.assert_array_equal(stores[0].x, 3.5)
+    np.testing.assert_array_equal(stores[1].x, 2.5)
 
 
 def _tiny_worker(seed: int):

@@ -145,4 +145,5 @@ def test_a_swarm_of_four_does_not_fall_behind_one_peer_on_the_signal_task(
         n: mean([a for s, a in sorted(e.items()) if s <= start[n] + SIGNAL_STEPS][-LAST:])
         for n, e in evals.items()
     }
+    print(f"signal {partition}: one peer {single_signal:.2%}, swarm of 4 {sorted(accs.values())}")
     assert min(accs.values()) >= single_signal - 0.02, (single_signal, accs)

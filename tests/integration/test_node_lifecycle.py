@@ -19,6 +19,7 @@ from swarmnode.node.peer import node as peer_module
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.hostile import admit
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -114,6 +115,7 @@ async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
         node.worker.set_throttle(delay_s=60.0)
         await eventually(lambda: node.worker.steps_run > 0, 10, "a step before the pause")
         theirs = np.full(node.store.size, 0.25, dtype=np.float32)
+        admit(node, "t")
         t0 = time.monotonic()
         status, body = await post(
             node.addr, "pushpull", bytes(encode_params(theirs, sender="t", step=1))

@@ -29,6 +29,7 @@ from swarmnode.gossip.codec import MAX_CONTROL_BYTES, decode_control, encode_con
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.hostile import admit
 from tests.integration.peers import operator_pub, signed_admin
 from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
@@ -57,6 +58,7 @@ async def node(tmp_path) -> AsyncIterator[Node]:
         # Freeze the model: with the training thread stopped, mixes are dropped and nothing else
         # writes the parameters, so "unchanged" can be checked exactly.
         assert await asyncio.to_thread(peer.worker.stop, 30.0)
+        admit(peer, PUSHER)  # the pushes here test body handling, not who may push
         yield peer
     finally:
         await peer.close()
@@ -101,6 +103,7 @@ def params_frame(vec: np.ndarray, **override: object) -> bytes:
 
 
 TESTER = key_of(7)
+PUSHER = "tester"  # the `sender` of the hand-built frames; admitted as a member by `node`
 
 
 def entry(peer_id: str | None = None, state: str = "alive", hb: int = 1, **kw: object) -> list:

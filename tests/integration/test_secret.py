@@ -28,6 +28,7 @@ from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.hostile import admit
 from tests.integration.peers import ENV
 from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
@@ -133,6 +134,7 @@ async def frozen(nodes) -> Node:
     nodes.append(node)
     # Training stopped: the parameters change only if a request changes them.
     assert await asyncio.to_thread(node.worker.stop, 30.0)
+    admit(node, "t")  # the pushes here test the envelope, not who may push
     return node
 
 

@@ -24,7 +24,7 @@ from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import SlowBodies
+from tests.integration.hostile import SlowBodies, admit
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,6 +85,7 @@ async def test_100_slow_bodies_hold_no_slot_and_every_honest_exchange_is_served(
     was ~0, every honest request refused 503); the 90% bound is checked with the attacker in a
     process of its own against a `swarmnode start` peer (test_slow_body_processes.py)."""
     honest = Honest(victim)
+    admit(victim, "h")
     try:
         await honest.window(0.5)  # warm the pool and the code paths
         base, attacked = 0, 0

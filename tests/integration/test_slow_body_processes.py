@@ -86,10 +86,11 @@ class Attacker:
         self.proc.wait(10)
 
 
-async def honest_rate(addr: str, size: int, seconds: float) -> tuple[int, list[str]]:
-    """Signed push-pulls and pulls completed in `seconds`, one at a time; and the failures."""
+async def honest_rate(addr: str, size: int, seconds: float, sender: str) -> tuple[int, list[str]]:
+    """Signed push-pulls and pulls completed in `seconds`, one at a time; and the failures.
+    `sender`: a live member's id (a push from a non-member is refused 403)."""
     transport = AuthTransport(HttpTransport(), Signer(SECRET, name="127.0.0.1:9"))
-    push = bytes(wire.encode_params(np.zeros(size, np.float32), sender="h", step=1))
+    push = bytes(wire.encode_params(np.zeros(size, np.float32), sender=sender, step=1))
     pull = encode_control("pull", sender="h")
     done, failed, end = 0, [], time.monotonic() + seconds
     try:
@@ -108,16 +109,19 @@ async def honest_rate(addr: str, size: int, seconds: float) -> tuple[int, list[s
 async def test_100_slow_bodies_from_another_process_do_not_stall_the_victim(tmp_path):
     victim = Peer(tmp_path, "victim", "--secret", SECRET, *MODEL, *HOLD).start(90)
     attacker = Attacker(victim.addr)
+    # the honest client pushes as this real member (it only keeps the victim's table honest)
+    member = Peer(tmp_path, "member", "--secret", SECRET, *MODEL, *HOLD, "--join", victim.addr)
     try:
+        member.start(90)
         size = await _model_size(victim.addr)
-        await honest_rate(victim.addr, size, 1.0)  # warm up
+        await honest_rate(victim.addr, size, 1.0, member.peer_id)  # warm up
         # base, attack, base, ... : the shared box's load drifts by tens of percent over
         # seconds; many short alternating windows cancel most of it
         base, attacked, failed = [], [], []
         for i in range(WINDOWS):
             if i % 2:
                 attacker.on()
-            done, errors = await honest_rate(victim.addr, size, WINDOW_S)
+            done, errors = await honest_rate(victim.addr, size, WINDOW_S, member.peer_id)
             (attacked if i % 2 else base).append(done)
             failed += errors
             if i % 2:
@@ -146,6 +150,7 @@ async def test_100_slow_bodies_from_another_process_do_not_stall_the_victim(tmp_
             attacker.off()
     finally:
         attacker.stop()
+        member.stop()
         victim.stop()
 
 

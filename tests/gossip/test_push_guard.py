@@ -1,0 +1,83 @@
+"""The push bound (gossip/push_guard.py): its radius adapts to the own rounds' distances, a far
+push is refused (and logged once per sender per minute), a near one is clipped to tau."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from swarmnode.gossip.push_guard import PushGuard
+
+D = 100
+
+
+def _at(own: np.ndarray, dist: float, direction: int = 0) -> np.ndarray:
+    """A model `dist` away from `own` along one coordinate."""
+    out = own.astype(np.float64).copy()
+    out[direction] += dist
+    return out.astype(np.float32)
+
+
+def test_radius_is_factor_times_the_median_of_the_last_window_distances() -> None:
+    own = np.ones(D, np.float32)
+    guard = PushGuard(window=4, factor=2.0)
+    assert guard.radius() is None
+    guard.observe(own, [_at(own, 1.0), _at(own, 3.0), _at(own, 100.0)])  # one liar's answer
+    assert guard.radius() == pytest.approx(2.0 * 3.0)  # the median ignores the far one
+    guard.observe(own, [_at(own, 0.5)] * 4)  # the window forgets the older distances
+    assert guard.radius() == pytest.approx(1.0)
+
+
+def test_a_group_identical_to_me_gives_no_radius_and_the_first_is_my_norm() -> None:
+    own = np.full(D, 0.5, np.float32)
+    guard = PushGuard(factor=2.0)
+    guard.observe(own, [own.copy()])
+    assert guard.radius() is None
+    assert guard.first_radius(own) == pytest.approx(2.0 * 0.5 * np.sqrt(D))
+    assert guard.first_radius(np.zeros(D, np.float32)) is None
+
+
+def test_a_near_push_is_clipped_to_tau_and_a_far_one_refused() -> None:
+    own = np.zeros(D, np.float32)
+    guard = PushGuard(reject=4.0)
+    inside = guard.bound(own, _at(own, 0.5), 1.0, "a")
+    np.testing.assert_allclose(inside, _at(own, 0.5))  # within tau: as it came
+    clipped = guard.bound(own, _at(own, 3.0), 1.0, "a")
+    assert np.linalg.norm(clipped - own) == pytest.approx(1.0)  # moved by tau, not 3
+    assert guard.bound(own, _at(own, 4.5), 1.0, "a") is None
+    assert guard.bound(own, _at(own, 1.0), None, "a") is None  # no radius: not mixed
+    assert guard.refused == 1
+
+
+def test_the_poisoned_push_of_issue_10_is_refused() -> None:
+    # pull x, set every hidden bias to -1e4 (t), push 2 t - x: the mean of x and it is t
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(D).astype(np.float32) * 0.1
+    t = x.copy()
+    t[-10:] = -1e4
+    guard = PushGuard()
+    guard.observe(x, [x + rng.standard_normal(D).astype(np.float32) * 0.01])
+    assert guard.bound(x, 2 * t - x, guard.radius(), "liar") is None
+    assert guard.bound(x, 2 * t - x, guard.first_radius(x), "liar") is None
+
+
+def test_refusals_are_logged_once_per_sender_per_period(caplog) -> None:
+    now = [0.0]
+    guard = PushGuard(log_every_s=60.0, clock=lambda: now[0])
+    own, far = np.zeros(D, np.float32), np.full(D, 100.0, np.float32)
+    with caplog.at_level(logging.WARNING, logger="swarmnode.gossip.push_guard"):
+        for _ in range(5):
+            guard.bound(own, far, 1.0, "liar")
+        guard.bound(own, far, 1.0, "other")
+        now[0] = 61.0
+        guard.bound(own, far, 1.0, "liar")
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("liar" in line for line in lines) == 2
+    assert sum("other" in line for line in lines) == 1
+    assert guard.refused == 7
+
+
+def test_bad_settings_name_their_field() -> None:
+    with pytest.raises(ValueError, match="`window`"):
+        PushGuard(window=0)

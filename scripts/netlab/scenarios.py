@@ -1,0 +1,1 @@
+"""Lab scenarios with their own checks (placeholder, filled below)."""

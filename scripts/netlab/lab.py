@@ -168,6 +168,13 @@ class Lab:
         return out
 
     def close(self, grace: float = 6.0) -> None:
+        self.stop_peers(grace)
+        if self.net is not None:
+            self.net.teardown()
+        atexit.unregister(self.close)
+
+    def stop_peers(self, grace: float = 6.0) -> None:
+        """SIGTERM every peer (they leave, write their summary), SIGKILL after `grace`."""
         for p in self.peers:
             if p.proc.poll() is None:
                 p.proc.send_signal(signal.SIGTERM)
@@ -178,6 +185,3 @@ class Lab:
             except subprocess.TimeoutExpired:
                 p.proc.kill()
                 p.proc.wait()
-        if self.net is not None:
-            self.net.teardown()
-        atexit.unregister(self.close)

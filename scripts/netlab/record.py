@@ -45,6 +45,9 @@ def watch(lab: Lab, *, every: float, timeout: float, events: Any = None) -> list
 
 
 def report(lab: Lab, rows: list[dict[str, Any]], target: float | None) -> dict[str, Any]:
+    """Stops the peers still running (their summary is written as they leave), then reports;
+    the network stays up until the lab is closed."""
+    lab.stop_peers()
     summaries = lab.summaries()
     peers = []
     for p, summ in zip(lab.peers, summaries, strict=True):

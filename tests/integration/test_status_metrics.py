@@ -48,6 +48,7 @@ SELF_SCHEMA: dict[str, Any] = {
     "byzantine": (str, type(None)),
     "faults": str,
     "exchange": dict,
+    "links": list,
 }
 EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
 MEMBER_SCHEMA: dict[str, Any] = {
@@ -212,6 +213,16 @@ async def test_status_schema_and_metrics_agree(swarm):
             for state in MEMBER_STATES:
                 want = sum(m["state"] == state for m in status["members"])
                 assert value_of(fam, "swarmnode_members", state=state, **pid) == want, state
+            # each partner's link, as this peer measured it (gossip reaches everyone)
+            links = {ln["addr"]: ln for ln in me["links"]}
+            for m in status["members"]:
+                link = links[m["addr"]]
+                assert link["peer_id"] == m["peer_id"] and link["requests"] > 0
+                assert link["rtt_ms"] is not None and link["rtt_ms"] > 0
+                rtt = value_of(fam, "swarmnode_link_rtt_seconds", partner=m["addr"], **pid)
+                assert rtt > 0
+                sent = value_of(fam, "swarmnode_link_sent_bytes_total", partner=m["addr"], **pid)
+                assert sent >= link["bytes_sent"] > 0
 
         # A peer that leaves is a `left` tombstone in the others' status and metrics.
         await c.close()

@@ -35,8 +35,8 @@ import numpy as np
 import xxhash
 from swarmnode.gossip import wire_codecs
 from swarmnode.gossip.finite import count_nonfinite
+from swarmnode.gossip.wire_error import WireError
 from swarmnode.kernels.compress import Packed
-from swarmnode.kernels.errors import SwarmnodeError
 
 WIRE_VERSION = 1
 MSG_TYPE = "params"
@@ -52,12 +52,6 @@ CHECKSUMS: dict[str, Callable[[memoryview], bytes]] = {
     "xxh3": xxhash.xxh3_64_digest,  # releases the GIL: other threads run while it hashes
 }
 SEND_CHECKSUM = "xxh3"
-
-
-class WireError(SwarmnodeError, ValueError):
-    """A parameter payload is malformed, too large, corrupted, or not a usable model."""
-
-    status = 400
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from swarmnode.gossip.wire_error import WireError
 from swarmnode.kernels import compress
 from swarmnode.kernels.errors import ShapeError
 
@@ -30,8 +31,6 @@ MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
 
 
 def _int_field(header: dict[str, Any], key: str, lo: int, hi: int) -> int:
-    from swarmnode.gossip.wire import WireError
-
     value = header.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise WireError(
@@ -54,8 +53,6 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
 
 def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> np.ndarray:
     """The dense float32 vector a non-raw payload stands for (sizes already checked)."""
-    from swarmnode.gossip.wire import WireError
-
     codec = header["codec"]
     try:
         if codec == "f16":

@@ -19,47 +19,21 @@ in cache: a plain `x.astype(np.float16)` over 20 MB is memory bound three times 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from swarmnode.kernels.codec_base import (
+    CHUNK,
+    DEFAULT_BLOCK,
+    F16_MAX,
+    I8_MAX,
+    Packed,
+    _check_vector,
+    topk_count,
+)
 from swarmnode.kernels.errors import ShapeError
 
-CHUNK = 1 << 16  # values per chunk: 256 KiB of float32, a few passes stay in L2
-DEFAULT_BLOCK = 256
-F16_MAX = float(np.finfo(np.float16).max)
-I8_MAX = 127.0
-
-
-@dataclass
-class Packed:
-    """An encoded vector: `parts` in wire order, `n` values once decoded, codec parameters."""
-
-    codec: str
-    n: int
-    parts: dict[str, Any]
-    block: int = 0  # int8 only
-    k: int = 0  # topk only
-
-    @property
-    def nbytes(self) -> int:
-        return sum(int(p.nbytes) for p in self.parts.values())
-
-
-def _check_vector(x: Any) -> None:
-    if str(getattr(x, "dtype", "")) != "float32":
-        raise ShapeError(f"codec input must be float32, got {getattr(x, 'dtype', type(x))}")
-    if x.ndim != 1 or not x.flags.c_contiguous:
-        raise ShapeError(f"codec input must be a 1-D contiguous vector, got shape {x.shape}")
-
-
-def topk_count(n: int, ratio: float) -> int:
-    """How many values topk keeps of n (at least one of a non-empty vector)."""
-    if not 0.0 < ratio <= 1.0:
-        raise ShapeError(f"topk ratio must be in (0, 1], got {ratio}")
-    return min(n, max(1, math.ceil(ratio * n))) if n else 0
-
+__all__ = ["CHUNK", "DEFAULT_BLOCK", "F16_MAX", "I8_MAX", "Packed", "topk_count"]
 
 # --- fp16 ------------------------------------------------------------------------------------
 

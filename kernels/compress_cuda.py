@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from swarmnode.kernels.compress import F16_MAX, I8_MAX, Packed, _check_vector, topk_count
+from swarmnode.kernels.codec_base import F16_MAX, I8_MAX, Packed, _check_vector, topk_count
 from swarmnode.kernels.errors import ShapeError
 
 # the numpy reference's integer passes (compress.fp16_encode), fused: same bits on both sides

@@ -45,7 +45,7 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
     if codec in DENSE:
         return count * DENSE[codec].itemsize
     if codec == "i8":
-        block = _int_field(header, "block", MIN_BLOCK, MAX_BLOCK)
+        block = _int_field(header, "block", MIN_BLOCK, MAX_BLOCK)  # a power of two: int8_decode
         return count + 4 * (-(-count // block))
     k = _int_field(header, "k", 0, count // 2)
     return 8 * k

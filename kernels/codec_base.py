@@ -42,3 +42,14 @@ def topk_count(n: int, ratio: float) -> int:
     if not 0.0 < ratio <= 1.0:
         raise ShapeError(f"topk ratio must be in (0, 1], got {ratio}")
     return min(n, max(1, math.ceil(ratio * n))) if n else 0
+
+
+def int8_layout(m: int, block: int) -> tuple[int, int]:
+    """(groups, rows) of a chunk of m values: value o of the chunk is in group o % groups.
+
+    A chunk is read as a (rows, groups) matrix, row-major, zero-padded to fill it: each group
+    (column) is one block of at most `block` values sharing a scale. Strided blocks rather than
+    contiguous runs, because numpy reduces and broadcasts over the rows of a matrix (one SIMD
+    pass per row) several times faster than along its short last axis."""
+    groups = -(-m // block)
+    return groups, -(-m // groups)

@@ -7,8 +7,9 @@ arrays whose bytes go on the wire as they are (the wire layout is `swarmnode.gos
 
 - fp16: a float16 copy, saturated to +-65504 (a value beyond float16's range would become Inf;
   saturating keeps it finite and the error feedback carries the rest later).
-- int8: blocks of `block` values share one float32 scale max|x| / 127; each value is
+- int8: blocks of up to `block` values share one float32 scale max|x| / 127; each value is
   rint(x / scale) in [-127, 127]. Error per value <= scale / 2. 1 + 4 / block bytes per value.
+  A block is a strided group within a chunk (`int8_layout`), not a contiguous run.
 - topk: the k = ceil(ratio * n) values of largest magnitude, as sorted uint32 indices and
   float32 values. 8 k bytes.
 
@@ -29,11 +30,12 @@ from swarmnode.kernels.codec_base import (
     I8_MAX,
     Packed,
     _check_vector,
+    int8_layout,
     topk_count,
 )
 from swarmnode.kernels.errors import ShapeError
 
-__all__ = ["CHUNK", "DEFAULT_BLOCK", "F16_MAX", "I8_MAX", "Packed", "topk_count"]
+__all__ = ["CHUNK", "DEFAULT_BLOCK", "F16_MAX", "I8_MAX", "Packed", "int8_layout", "topk_count"]
 
 # --- fp16 ------------------------------------------------------------------------------------
 
@@ -114,51 +116,73 @@ def int8_scales(amax: Any, xp: Any = np) -> tuple[Any, Any]:
     return scale, inv
 
 
+def _check_block(block: int) -> None:
+    if not (1 <= block <= CHUNK and block & (block - 1) == 0):
+        raise ShapeError(f"int8 block must be a power of two in [1, {CHUNK}], got {block}")
+
+
 def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
     _check_vector(x)
-    if block < 1 or CHUNK % block:
-        raise ShapeError(f"int8 block must divide {CHUNK}, got {block}")
+    _check_block(block)
     n = x.size
-    nblocks = -(-n // block)
     q = np.empty(n, dtype=np.int8)
-    scales = np.empty(nblocks, dtype=np.float32)
-    scratch = np.empty(min(CHUNK, -(-n // block) * block), dtype=np.float32)
+    scales = np.empty(-(-n // block), dtype=np.float32)
+    scratch = np.empty(min(CHUNK, n + block), dtype=np.float32)
+    pad = np.empty_like(scratch)
+    si = 0
     for lo in range(0, n, CHUNK):
-        hi = min(lo + CHUNK, n)
-        full = (hi - lo) // block * block
-        b0 = lo // block
-        if full:
-            v = x[lo : lo + full].reshape(-1, block)
-            s = scratch[:full].reshape(-1, block)
-            np.abs(v, out=s)
-            amax = s.max(axis=1)
-            scale, inv = int8_scales(amax)
-            scales[b0 : b0 + len(scale)] = scale
-            np.multiply(v, inv[:, None], out=s)
-            np.rint(s, out=s)
-            q[lo : lo + full] = s.reshape(-1)
-        if lo + full < hi:  # the last, short block
-            v = x[lo + full : hi]
-            scale, inv = int8_scales(np.abs(v).max(keepdims=True))
-            scales[-1] = scale[0]
-            q[lo + full : hi] = np.rint(v * inv[0])
+        m = min(CHUNK, n - lo)
+        groups, rows = int8_layout(m, block)
+        span = rows * groups
+        if span == m:
+            v = x[lo : lo + m].reshape(rows, groups)
+        else:  # the short last chunk, zero-padded (zeros change no block's maximum)
+            pad[:m] = x[lo : lo + m]
+            pad[m:span] = 0
+            v = pad[:span].reshape(rows, groups)
+        s = scratch[:span].reshape(rows, groups)
+        np.abs(v, out=s)
+        scale, inv = int8_scales(s.max(axis=0))
+        scales[si : si + groups] = scale
+        si += groups
+        np.multiply(v, inv, out=s)
+        np.rint(s, out=s)
+        np.copyto(q[lo : lo + m], s.reshape(-1)[:m], casting="unsafe")
     return Packed("int8", n, {"scales": scales, "q": q}, block=block)
 
 
 def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
     n, block = p.n, p.block
+    _check_block(block)
     q, scales = p.parts["q"], p.parts["scales"]
     out = np.empty(n, dtype=np.float32) if out is None else out
-    full = n // block * block
-    if full:
-        np.multiply(
-            q[:full].reshape(-1, block),
-            scales[: full // block, None],
-            out=out[:full].reshape(-1, block),
-        )
-    if full < n:
-        np.multiply(q[full:], scales[-1], out=out[full:])
+    pad = np.empty(min(CHUNK, n + block), dtype=np.float32)
+    si = 0
+    for lo in range(0, n, CHUNK):
+        m = min(CHUNK, n - lo)
+        groups, rows = int8_layout(m, block)
+        span = rows * groups
+        dst = out[lo : lo + m] if span == m else pad[:span]
+        np.copyto(dst[:m], q[lo : lo + m])
+        dst[m:span] = 0
+        d2 = dst.reshape(rows, groups)
+        np.multiply(d2, scales[si : si + groups], out=d2)
+        si += groups
+        if span != m:
+            out[lo : lo + m] = pad[:m]
     return out
+
+
+def int8_scale_index(n: int, block: int) -> np.ndarray:
+    """The index of the scale of each of n values (for tests and readers of the layout)."""
+    idx = np.empty(n, dtype=np.int64)
+    si = 0
+    for lo in range(0, n, CHUNK):
+        m = min(CHUNK, n - lo)
+        groups, _ = int8_layout(m, block)
+        idx[lo : lo + m] = si + np.arange(m) % groups
+        si += groups
+    return idx
 
 
 # --- top-k -----------------------------------------------------------------------------------

@@ -11,7 +11,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from swarmnode.kernels.codec_base import F16_MAX, I8_MAX, Packed, _check_vector, topk_count
+from swarmnode.kernels.codec_base import (
+    CHUNK,
+    F16_MAX,
+    I8_MAX,
+    Packed,
+    _check_vector,
+    int8_layout,
+    topk_count,
+)
 from swarmnode.kernels.errors import ShapeError
 
 # the numpy reference's integer passes (compress.fp16_encode), fused: same bits on both sides
@@ -37,15 +45,23 @@ def _f16_kernel() -> Any:
     )
 
 
+# the scale of value i: chunk c = i / chunk, group (i % chunk) % groups of that chunk
+# (compress.int8_layout): full chunks have `gf` groups, the short last one `gt`
+_I8_INDEX = """
+    long long c = i / chunk;
+    long long g = (c < nfull) ? gf : gt;
+    long long si = c * gf + (i % chunk) % g;
+"""
+
+
 @functools.cache
 def _i8_kernel() -> Any:
     import cupy as cp
 
-    # inv is indexed per block: `i / block` in raw indexing
     return cp.ElementwiseKernel(
-        "raw float32 x, raw float32 inv, int64 block",
+        "raw float32 x, raw float32 inv, int64 chunk, int64 nfull, int64 gf, int64 gt",
         "int8 q",
-        "q = (signed char)rintf(x[i] * inv[i / block]);",
+        _I8_INDEX + "q = (signed char)rintf(x[i] * inv[si]);",
         "swarmnode_i8_quantize",
     )
 
@@ -55,24 +71,36 @@ def _i8_decode_kernel() -> Any:
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "raw int8 q, raw float32 scales, int64 block",
+        "raw int8 q, raw float32 scales, int64 chunk, int64 nfull, int64 gf, int64 gt",
         "float32 y",
-        "y = (float)q[i] * scales[i / block];",
+        _I8_INDEX + "y = (float)q[i] * scales[si];",
         "swarmnode_i8_dequantize",
     )
 
 
+def _i8_geometry(n: int, block: int) -> tuple[int, int, int, int, int]:
+    """(nfull, gf, rows_f, gt, rows_t): full chunks and their layout, then the short one's."""
+    nfull = n // CHUNK
+    gf, rows_f = int8_layout(CHUNK, block)
+    tail = n - nfull * CHUNK
+    gt, rows_t = int8_layout(tail, block) if tail else (0, 0)
+    return nfull, gf, rows_f, gt, rows_t
+
+
 def block_amax(x: Any, block: int) -> Any:
-    """max |x| per block of `block` values (the last block may be short)."""
+    """max |x| per block, in the order of compress.int8_layout's scales."""
     import cupy as cp
 
     n = x.size
-    full = n // block * block
+    nfull, gf, rows_f, gt, rows_t = _i8_geometry(n, block)
     parts = []
-    if full:
-        parts.append(cp.abs(x[:full].reshape(-1, block)).max(axis=1))
-    if full < n:
-        parts.append(cp.abs(x[full:]).max(keepdims=True))
+    if nfull:
+        full = cp.abs(x[: nfull * CHUNK]).reshape(nfull, rows_f, gf)
+        parts.append(full.max(axis=1).reshape(-1))
+    if gt:
+        tail = cp.zeros(rows_t * gt, dtype=cp.float32)
+        tail[: n - nfull * CHUNK] = cp.abs(x[nfull * CHUNK :])
+        parts.append(tail.reshape(rows_t, gt).max(axis=0))
     return cp.concatenate(parts) if parts else cp.zeros(0, cp.float32)
 
 
@@ -90,7 +118,8 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = 256) -> Packed:
         scale = (amax / cp.float32(I8_MAX)).astype(cp.float32)
         inv = cp.where(amax > 0, cp.float32(I8_MAX) / cp.where(amax > 0, amax, 1), 0)
         q = cp.empty(n, dtype=cp.int8)
-        _i8_kernel()(x, inv.astype(cp.float32), block, q)
+        nfull, gf, _, gt, _ = _i8_geometry(n, block)
+        _i8_kernel()(x, inv.astype(cp.float32), CHUNK, nfull, gf, gt, q)
         return Packed("int8", n, {"scales": scale, "q": q}, block=block)
     if codec == "topk":
         k = topk_count(n, ratio)
@@ -112,7 +141,8 @@ def decode(p: Packed, out: Any = None) -> Any:
             raise ShapeError("fp16 payload holds Inf or NaN")
         out[...] = h
     elif p.codec == "int8":
-        _i8_decode_kernel()(p.parts["q"], p.parts["scales"], p.block, out)
+        nfull, gf, _, gt, _ = _i8_geometry(p.n, p.block)
+        _i8_decode_kernel()(p.parts["q"], p.parts["scales"], CHUNK, nfull, gf, gt, out)
     elif p.codec == "topk":
         out.fill(0)
         out[p.parts["idx"].astype(cp.int64)] = p.parts["values"]

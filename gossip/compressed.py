@@ -1,0 +1,138 @@
+"""Compressed push-pull: the exchange's `average` mode with `compress` fp16, int8 or topk.
+
+Each push-pull moves compressed *differences against a reference the pair shares*
+(`swarmnode.gossip.refs`: what is not sent this round is sent later) and ends with the CHOCO
+gossip step on the pair's public copies, x += w (x̂_partner - x̂_self), queued on the store
+like any mix (`ParamStore.nudge`). A group round does it with every picked partner at once (one
+encode per partner: each pair has its own reference) and applies w = 1 / (k + 1) per answer
+(pairwise `mix` for one): the same weights as the uncompressed group mean.
+
+Negotiation: a frame with reference fields is answered in kind only by a peer that exchanges
+compressed too (any codec: each side decodes every codec, sends its own). A peer exchanging
+uncompressed refuses it (400 naming `compress`), and the initiator then talks to that partner
+uncompressed (its plain push-pull) from then on. Admission, busy and not-serving refusals (503)
+happen before anything is applied, so they keep the pair's reference; every other failure drops
+what we sent that partner (the next frame is full).
+
+One exchange per partner at a time: a push-pull from a partner whose exchange with us is in
+flight is refused (503 busy) rather than interleaved, which also bounds the bytes in flight per
+partner to one frame each way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+from swarmnode.gossip import wire
+from swarmnode.gossip.refs import PairRefs
+from swarmnode.gossip.transport import RemoteError, Transport, TransportError
+from swarmnode.kernels import compress
+from swarmnode.kernels.errors import SwarmnodeError
+
+log = logging.getLogger(__name__)
+
+Decode = Callable[[bytes, str], Awaitable[tuple[dict[str, Any], np.ndarray]]]
+NOT_COMPRESSED = "this peer exchanges uncompressed (`compress` none)"
+
+
+class CompressedPushPull:
+    def __init__(
+        self,
+        spec: str,
+        *,
+        self_id: str,
+        size: int,
+        transport: Transport,
+        store: Any,
+        decode: Decode,
+        timeout: float,
+        seed: int = 0,
+    ) -> None:
+        codec, ratio = compress.parse_codec(spec)
+        self.refs = PairRefs(codec, ratio, size, seed=seed)
+        self.self_id = self_id
+        self.transport = transport
+        self.store = store
+        self.decode = decode
+        self.timeout = timeout
+        self.busy: set[str] = set()  # partners with an exchange in flight
+        self.plain: set[str] = set()  # partners that refused compressed frames
+        self.bytes_sent = 0
+
+    # --- initiating ----------------------------------------------------------------------
+
+    async def pushpull(self, peer_id: str, addr: str, x: np.ndarray) -> np.ndarray:
+        """One compressed push-pull; returns the pair's consensus step x̂_peer - x̂_self.
+        Raises TransportError / SwarmnodeError like a plain push-pull."""
+        if peer_id in self.busy:
+            raise RemoteError(f"an exchange with {peer_id} is already in flight", status=503)
+        self.busy.add(peer_id)
+        try:
+            return await self._pushpull(peer_id, addr, x)
+        finally:
+            self.busy.discard(peer_id)
+
+    async def _pushpull(self, peer_id: str, addr: str, x: np.ndarray) -> np.ndarray:
+        refs = self.refs
+        out = await asyncio.to_thread(refs.encode, peer_id, x)
+        extra = {**out.fields, **refs.want(peer_id)}
+        frame = await asyncio.to_thread(
+            wire.encode_packed, out.packed, sender=self.self_id, step=0, extra=extra
+        )
+        try:
+            answer = await self.transport.request(addr, "pushpull", frame, timeout=self.timeout)
+            self.bytes_sent += len(frame)
+            header, theirs = await self.decode(answer, f"pushpull answer from {peer_id}")
+            if not refs.is_ref_frame(header):
+                raise wire.WireError(f"{peer_id} answered a compressed push-pull uncompressed")
+            await asyncio.to_thread(refs.receive, peer_id, header, theirs)
+        except RemoteError as exc:
+            if exc.status == 400 and "`compress`" in str(exc):
+                self.plain.add(peer_id)  # it does not speak references: go plain with it
+                log.info("%s exchanges uncompressed: plain push-pull with it from now", peer_id)
+            if exc.status != 503:
+                refs.forget(peer_id)
+            raise
+        except (TransportError, SwarmnodeError):
+            refs.forget(peer_id)
+            raise
+        refs.commit(out)
+        step = refs.consensus_step(peer_id)
+        if step is None:  # cannot happen after receive + commit; a bug if it does
+            raise AssertionError(f"no reference pair with {peer_id} after an exchange")
+        return step
+
+    # --- serving -------------------------------------------------------------------------
+
+    async def serve(self, header: dict[str, Any], theirs: np.ndarray, weight: float) -> bytes:
+        """Answer a decoded, validated compressed push-pull and queue our gossip step."""
+        partner = header["sender"]
+        if partner in self.busy:
+            raise RemoteError("busy: an exchange with you is in flight from my side", status=503)
+        self.busy.add(partner)
+        try:
+            refs = self.refs
+            await asyncio.to_thread(refs.receive, partner, header, theirs)
+            step_no, mine = await self.store.snapshot()
+            out = await asyncio.to_thread(refs.encode, partner, mine, header)
+            refs.commit(out)  # if the answer is lost, the partner's want_* tells us next time
+            frame = await asyncio.to_thread(
+                wire.encode_packed, out.packed, sender=self.self_id, step=step_no, extra=out.fields
+            )
+            step = refs.consensus_step(partner)
+            if step is not None:
+                await self.store.nudge(step, weight)
+            self.bytes_sent += len(frame)
+            return frame  # type: ignore[return-value]
+        finally:
+            self.busy.discard(partner)
+
+
+def refuse_compressed(header: dict[str, Any]) -> None:
+    """What a peer exchanging uncompressed does with a compressed push-pull: a clear 400."""
+    if PairRefs.is_ref_frame(header):
+        raise RemoteError(f"compressed push-pull refused: {NOT_COMPRESSED}", status=400)

@@ -1,11 +1,12 @@
 """Compressed push-pull: the exchange's `average` mode with `compress` fp16, int8 or topk.
 
 Each push-pull moves compressed *differences against a reference the pair shares*
-(`swarmnode.gossip.refs`: what is not sent this round is sent later) and ends with the CHOCO
-gossip step on the pair's public copies, x += w (x̂_partner - x̂_self), queued on the store
-like any mix (`ParamStore.nudge`). A group round does it with every picked partner at once (one
-encode per partner: each pair has its own reference) and applies w = 1 / (k + 1) per answer
-(pairwise `mix` for one): the same weights as the uncompressed group mean.
+(`swarmnode.gossip.refs`: what is not sent this round is sent later) and ends with CHOCO's
+gossip step on the pair's copies, x += w (x̂_partner - x̂_self), queued on the store
+(`ParamStore.nudge`), both copies moved by the same step on both sides. A group round does it
+with every picked partner at once (one encode per partner: each pair has its own reference) at
+w = 1 / (k + 1) per pair (the weight of the uncompressed group mean; `mix` for one partner);
+the request names it (`mix`) and the responder takes the same step, so both sides agree.
 
 Negotiation: a frame with reference fields is answered in kind only by a peer that exchanges
 compressed too (any codec: each side decodes every codec, sends its own). A peer exchanging
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Decode = Callable[[bytes, str], Awaitable[tuple[dict[str, Any], np.ndarray]]]
 NOT_COMPRESSED = "this peer exchanges uncompressed (`compress` none)"
+MAX_PAIR_WEIGHT = 0.5  # past it a pair would overshoot: each side past the other's copy
 
 
 class CompressedPushPull:
@@ -65,21 +67,22 @@ class CompressedPushPull:
 
     # --- initiating ----------------------------------------------------------------------
 
-    async def pushpull(self, peer_id: str, addr: str, x: np.ndarray) -> np.ndarray:
-        """One compressed push-pull; returns the pair's consensus step x̂_peer - x̂_self.
+    async def pushpull(self, peer_id: str, addr: str, x: np.ndarray, weight: float) -> np.ndarray:
+        """One compressed push-pull at pair weight `weight`; returns our gossip step d (add it
+        to the model: `ParamStore.nudge(d, 1.0)`).
         Raises TransportError / SwarmnodeError like a plain push-pull."""
         if peer_id in self.busy:
             raise RemoteError(f"an exchange with {peer_id} is already in flight", status=503)
         self.busy.add(peer_id)
         try:
-            return await self._pushpull(peer_id, addr, x)
+            return await self._pushpull(peer_id, addr, x, weight)
         finally:
             self.busy.discard(peer_id)
 
-    async def _pushpull(self, peer_id: str, addr: str, x: np.ndarray) -> np.ndarray:
+    async def _pushpull(self, peer_id: str, addr: str, x: np.ndarray, weight: float) -> np.ndarray:
         refs = self.refs
         out = await asyncio.to_thread(refs.encode, peer_id, x)
-        extra = {**out.fields, **refs.want(peer_id)}
+        extra = {**out.fields, **refs.want(peer_id), "mix": float(weight)}
         frame = await asyncio.to_thread(
             wire.encode_packed, out.packed, sender=self.self_id, step=0, extra=extra
         )
@@ -101,16 +104,22 @@ class CompressedPushPull:
             refs.forget(peer_id)
             raise
         refs.commit(out)
-        step = refs.consensus_step(peer_id)
+        step = await asyncio.to_thread(refs.gossip_step, peer_id, weight)
         if step is None:  # cannot happen after receive + commit; a bug if it does
             raise AssertionError(f"no reference pair with {peer_id} after an exchange")
         return step
 
     # --- serving -------------------------------------------------------------------------
 
-    async def serve(self, header: dict[str, Any], theirs: np.ndarray, weight: float) -> bytes:
-        """Answer a decoded, validated compressed push-pull and queue our gossip step."""
+    async def serve(self, header: dict[str, Any], theirs: np.ndarray) -> bytes:
+        """Answer a decoded, validated compressed push-pull and queue our gossip step (at the
+        pair weight the request names)."""
         partner = header["sender"]
+        weight = header.get("mix")
+        if not isinstance(weight, float) or not 0.0 < weight <= MAX_PAIR_WEIGHT:
+            raise wire.WireError(
+                f"payload header field 'mix' must be a float in (0, {MAX_PAIR_WEIGHT}]"
+            )
         if partner in self.busy:
             raise RemoteError("busy: an exchange with you is in flight from my side", status=503)
         self.busy.add(partner)
@@ -123,9 +132,9 @@ class CompressedPushPull:
             frame = await asyncio.to_thread(
                 wire.encode_packed, out.packed, sender=self.self_id, step=step_no, extra=out.fields
             )
-            step = refs.consensus_step(partner)
+            step = await asyncio.to_thread(refs.gossip_step, partner, weight)
             if step is not None:
-                await self.store.nudge(step, weight)
+                await self.store.nudge(step, 1.0)
             self.bytes_sent += len(frame)
             return frame  # type: ignore[return-value]
         finally:

@@ -111,8 +111,11 @@ def int8_scales(amax: Any, xp: Any = np) -> tuple[Any, Any]:
     """(scale, 1 / scale) per block from the block's max |x|; a zero block gets 0 and 0."""
     scale = (amax / xp.float32(I8_MAX)).astype(xp.float32)
     inv = xp.zeros_like(scale)
-    nz = amax > 0
-    inv[nz] = xp.float32(I8_MAX) / amax[nz]
+    if xp is np:  # one masked division, no boolean indexing (this runs once per chunk)
+        np.divide(np.float32(I8_MAX), amax, out=inv, where=amax > 0)
+    else:
+        nz = amax > 0
+        inv[nz] = xp.float32(I8_MAX) / amax[nz]
     return scale, inv
 
 

@@ -30,7 +30,7 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=5_000_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     x = np.random.default_rng(0).standard_normal(args.n).astype(np.float32)

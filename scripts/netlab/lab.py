@@ -86,7 +86,7 @@ class Lab:
         addr = f"{link.ip}:{PORT}"
         argv = [
             "ip", "netns", "exec", link.ns, sys.executable, "-m", "swarmnode", "start",
-            "--listen", addr, "--advertise", addr, "--peer-id", f"p{i}",
+            "--listen", addr, "--advertise", addr, "--name", f"p{i}",
             "--ready-file", str(ready), "--summary-json", str(summary),
         ]  # fmt: skip
         if i > 0:

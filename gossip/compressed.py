@@ -36,7 +36,8 @@ from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
-Decode = Callable[[bytes, str], Awaitable[tuple[dict[str, Any], np.ndarray]]]
+# (body, *, source=...) -> (header, validated vector): the exchange's own decoding
+Decode = Callable[..., Awaitable[tuple[dict[str, Any], np.ndarray]]]
 NOT_COMPRESSED = "this peer exchanges uncompressed (`compress` none)"
 MAX_PAIR_WEIGHT = 0.5  # past it a pair would overshoot: each side past the other's copy
 
@@ -89,7 +90,7 @@ class CompressedPushPull:
         try:
             answer = await self.transport.request(addr, "pushpull", frame, timeout=self.timeout)
             self.bytes_sent += len(frame)
-            header, theirs = await self.decode(answer, f"pushpull answer from {peer_id}")
+            header, theirs = await self.decode(answer, source=f"pushpull answer from {peer_id}")
             if not refs.is_ref_frame(header):
                 raise wire.WireError(f"{peer_id} answered a compressed push-pull uncompressed")
             await asyncio.to_thread(refs.receive, peer_id, header, theirs)
@@ -109,7 +110,45 @@ class CompressedPushPull:
             raise AssertionError(f"no reference pair with {peer_id} after an exchange")
         return step
 
+    async def group_round(
+        self, picked: list[tuple[str, str]], mix: float, result: Any
+    ) -> tuple[list[tuple[str, str]], int]:
+        """Compressed push-pulls with every picked partner that speaks them, at once, at pair
+        weight `mix` for one partner and 1 / (k + 1) for k; the sum of the pairs' gossip steps
+        is queued on the store. Failures go to `result.failures`, answers to
+        `result.received`. Returns the partners to exchange with uncompressed, and the bytes
+        sent (0: nothing applied)."""
+        mine = [(p, a) for p, a in picked if p not in self.plain]
+        rest = [(p, a) for p, a in picked if p in self.plain]
+        if not mine:
+            return rest, 0
+        weight = mix if len(picked) == 1 else 1.0 / (len(picked) + 1)
+        _, x = await self.store.snapshot()
+        sent0 = self.bytes_sent
+        outcomes = await asyncio.gather(
+            *(self.pushpull(p, a, x, weight) for p, a in mine), return_exceptions=True
+        )
+        total = None
+        for (pid, addr), out in zip(mine, outcomes, strict=True):
+            if isinstance(out, (TransportError, SwarmnodeError)):
+                result.failures[pid] = str(out)
+                if pid in self.plain:  # it just refused compressed frames: plain this round too
+                    rest.append((pid, addr))
+            elif isinstance(out, BaseException):
+                raise out  # a bug, not a peer's failure
+            else:
+                result.received.append(pid)
+                total = out if total is None else total + out
+        if total is None:
+            return rest, 0
+        await self.store.nudge(total, 1.0)
+        return rest, max(1, self.bytes_sent - sent0)
+
     # --- serving -------------------------------------------------------------------------
+
+    async def serve_frame(self, body: bytes) -> bytes:
+        header, theirs = await self.decode(body, source="compressed pushpull request")
+        return await self.serve(header, theirs)
 
     async def serve(self, header: dict[str, Any], theirs: np.ndarray) -> bytes:
         """Answer a decoded, validated compressed push-pull and queue our gossip step (at the
@@ -139,6 +178,56 @@ class CompressedPushPull:
             return frame  # type: ignore[return-value]
         finally:
             self.busy.discard(partner)
+
+
+def check_config(mode: str, spec: str) -> str | None:
+    """Why `compress` cannot be used with this exchange `mode` (None: it can)."""
+    try:
+        codec, _ = compress.parse_codec(spec)
+    except SwarmnodeError as exc:
+        return f"`compress`: {exc}"
+    if codec == "topk" and mode != "average":
+        return "`compress` topk needs `mode` average (a robust rule needs whole models)"
+    return None
+
+
+def pull_codec(spec: str) -> str | None:
+    """The codec whole-model answers (pulls, state sync, plain push-pulls) are sent in: fp16 and
+    int8 quantise the model itself (no error feedback there); topk and none send it raw."""
+    codec, _ = compress.parse_codec(spec)
+    return codec if codec in ("fp16", "int8") else None
+
+
+def encode_model(vec: np.ndarray, codec: str | None, sender: str, step: int) -> memoryview:
+    if codec is None:
+        return wire.encode_params(vec, sender=sender, step=step)
+    return wire.encode_packed(compress.encode(vec, codec), sender=sender, step=step)
+
+
+def build(
+    cfg: Any, self_id: str, store: Any, transport: Transport, decode: Decode
+) -> CompressedPushPull | None:
+    """The compressed push-pull of an `ExchangeConfig` (None: `compress` none, or robust)."""
+    if cfg.compress == "none" or cfg.mode != "average":
+        return None
+    return CompressedPushPull(
+        cfg.compress, self_id=self_id, size=store.size, transport=transport, store=store,
+        decode=decode, timeout=cfg.timeout,
+    )  # fmt: skip
+
+
+async def serve_if_compressed(cpp: CompressedPushPull | None, body: bytes) -> bytes | None:
+    """The answer to a compressed push-pull (refused when we exchange uncompressed); None for a
+    plain one, which the exchange answers as it always did."""
+    try:
+        header = wire.peek_header(body)
+    except wire.WireError:
+        return None  # the plain path decodes it again, refuses it and counts the rejection
+    if not PairRefs.is_ref_frame(header):
+        return None
+    if cpp is None:
+        refuse_compressed({"ref": "full"})
+    return await cpp.serve_frame(body)  # type: ignore[union-attr]
 
 
 def refuse_compressed(header: dict[str, Any]) -> None:

@@ -216,6 +216,14 @@ def decode_params(
     return header, arr.reshape(shape)
 
 
+def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> dict:
+    """The frame's header alone (checked like `decode_params` checks it), payload untouched."""
+    view = memoryview(buf)
+    header = _read_header(view if view.format == "B" else view.cast("B"), caps)
+    del header["_header_len"]
+    return header
+
+
 def validate_params(arr: Any, expected_size: int) -> None:
     """Raise `WireError` unless `arr` is a finite float32 vector of `expected_size` elements.
 

@@ -178,6 +178,14 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         help="robust round with too few answers: skip it, or lower f to fit",
     )
     s.add_argument(
+        "--compress",
+        default=_EX.compress,
+        metavar="none|fp16|int8|topk:RATIO",
+        help="what push-pulls carry: compressed differences against a reference shared per "
+        "pair, with error feedback (topk: average mode only); fp16/int8 also quantise the "
+        "models that pulls answer with",
+    )
+    s.add_argument(
         "--prefer-fast",
         type=float,
         default=_PEER.prefer_fast,
@@ -224,6 +232,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         timeout=args.exchange_timeout,
         mix=args.mix,
         on_short=args.on_short,
+        compress=args.compress,
     )
     return PeerConfig(
         **common,

@@ -29,7 +29,7 @@ class Store:
         self.x += np.float32(weight) * delta
 
 
-async def decode(body: bytes, source: str) -> tuple[dict, np.ndarray]:
+async def decode(body: bytes, *, source: str) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(body, expected_size=N)
     wire.validate_params(vec, N)
     return header, vec
@@ -43,7 +43,7 @@ def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: 
     )  # fmt: skip
 
     async def handle(body: bytes) -> bytes:
-        header, vec = await decode(body, "request")
+        header, vec = await decode(body, source="request")
         if not compressed:
             refuse_compressed(header)
         return await cpp.serve(header, vec)

@@ -220,9 +220,7 @@ async def test_status_schema_and_metrics_agree(swarm):
                 m = members_by_addr[link["addr"]]
                 assert link["peer_id"] == m["peer_id"] and link["requests"] > 0
                 assert link["rtt_ms"] is None or link["rtt_ms"] > 0
-                sent = value_of(
-                    fam, "swarmnode_link_sent_bytes_total", partner=link["addr"], **pid
-                )
+                sent = value_of(fam, "swarmnode_link_sent_bytes_total", partner=link["addr"], **pid)
                 assert sent >= link["bytes_sent"] > 0
 
         # A peer that leaves is a `left` tombstone in the others' status and metrics.

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip import wire
-from swarmnode.gossip.refs import PairRefs
+from swarmnode.gossip.refs import FULL_CODEC, PairRefs
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels import compress
 from swarmnode.kernels.errors import SwarmnodeError
@@ -193,9 +193,10 @@ def check_config(mode: str, spec: str) -> str | None:
 
 def pull_codec(spec: str) -> str | None:
     """The codec whole-model answers (pulls, state sync, plain push-pulls) are sent in: fp16 and
-    int8 quantise the model itself (no error feedback there); topk and none send it raw."""
+    int8 quantise the model itself (no error feedback there), topk sends int8 (its full-frame
+    codec: a joiner's state sync was most of a short topk run's bytes in raw); none sends raw."""
     codec, _ = compress.parse_codec(spec)
-    return codec if codec in ("fp16", "int8") else None
+    return FULL_CODEC.get(codec)
 
 
 def encode_model(vec: np.ndarray, codec: str | None, sender: str, step: int) -> memoryview:

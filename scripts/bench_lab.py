@@ -5,8 +5,9 @@
 
 Runs the lab once per codec (`--compress` added to START_ARGS), the first codec being the
 reference (normally `none`). For each run: every peer's final accuracy, the run's wall time
-(until the last peer exits), bytes each peer put on its link; and the time at which every peer
-had reached the reference's final mean accuracy minus `--within` (and the bytes sent by then).
+(until the last peer exits), bytes each peer put on its link; and the time at which the peers'
+mean accuracy first reached the reference's final mean minus `--within` (and the bytes sent by
+then).
 Writes `bench.json` and prints a markdown table.
 """
 
@@ -34,16 +35,17 @@ def one_run(out: Path, links: list[str], slow: list[float], args: list[str]) -> 
 
 
 def reached(rows: list[dict[str, Any]], n: int, target: float) -> tuple[float | None, list[int]]:
-    """First poll time at which all n peers' accuracy >= target, and each one's bytes then."""
+    """First poll time at which the mean of the n peers' latest accuracies >= target, and each
+    one's bytes sent by then."""
     by_t: dict[float, dict[int, dict[str, Any]]] = {}
     for r in rows:
         by_t.setdefault(r["t"], {})[r["peer"]] = r
-    best: dict[int, float] = {}
+    latest: dict[int, float] = {}
     for t in sorted(by_t):
         for p, r in by_t[t].items():
             if r.get("acc") is not None:
-                best[p] = max(best.get(p, 0.0), r["acc"])
-        if len(best) == n and min(best.values()) >= target:
+                latest[p] = r["acc"]
+        if len(latest) == n and sum(latest.values()) / n >= target:
             return t, [by_t[t][p]["sent"] for p in sorted(by_t[t])]
     return None, []
 
@@ -91,7 +93,7 @@ def main() -> None:
         results.append(summarise(codec, run, target))
         (out / "bench.json").write_text(json.dumps({"target": target, "runs": results}, indent=1))
     ref = results[0]
-    print(f"target: every peer at >= {target:.4f} (reference mean final - {args.within})")
+    print(f"target: mean accuracy >= {target:.4f} (reference mean final - {args.within})")
     print("| codec | mean final acc | min final acc | wall s | MB sent/peer (mean) "
           "| t to target s | x ref wall | MB/peer at target | x fewer bytes |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")

@@ -84,11 +84,11 @@ class MeasuringTransport:
         s.requests += 1
         t0 = time.perf_counter()
         sent = len(body)
+        s.bytes_sent += sent  # on its way (counted whether or not an answer comes)
         try:
             answer = await self.inner.request(addr, route, body, timeout=timeout)
         except TransportError:
             s.failures += 1
-            s.bytes_sent += sent
             if sent < SMALL_BYTES:
                 s.rtt_s = _ewma(s.rtt_s, timeout)
             raise
@@ -96,7 +96,6 @@ class MeasuringTransport:
             s.inflight -= 1
         took = max(time.perf_counter() - t0, 1e-6)
         got = len(answer)
-        s.bytes_sent += sent
         s.bytes_received += got
         s.last_s = time.monotonic()
         if sent < SMALL_BYTES and got < SMALL_BYTES:

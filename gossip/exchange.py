@@ -35,8 +35,10 @@ from typing import Protocol
 
 import numpy as np
 from swarmnode.gossip import aggregate, wire
+from swarmnode.gossip import compressed as cx
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.push_guard import PushGuard
+from swarmnode.gossip.round_log import describe, join_notes
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels.errors import SwarmnodeError
 
@@ -66,6 +68,7 @@ class ExchangeConfig:
     outer_momentum: float = 0.5  # Nesterov momentum of the outer step (0.9 broke a conv net)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
+    compress: str = "none"  # none|fp16|int8|topk:RATIO (gossip.compressed)
 
     def validate(self) -> ExchangeConfig:
         if self.mode not in MODES:
@@ -75,6 +78,8 @@ class ExchangeConfig:
         if self.aggregator not in aggregate.RULES:
             known = ", ".join(sorted(aggregate.RULES))
             raise ExchangeError(f"unknown aggregator {self.aggregator!r} (expected one of {known})")
+        if (why := cx.check_config(self.mode, self.compress)) is not None:
+            raise ExchangeError(why)
         if self.on_short not in SHORT_POLICIES:
             raise ExchangeError(f"`on_short` must be skip or shrink, got {self.on_short!r}")
         checks = {
@@ -124,6 +129,7 @@ class ParamStore(Protocol):
         """
         ...
 
+    # With `compress`: `async def nudge(self, delta, weight)`, x <- x + weight delta, queued.
     # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
     # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
     # without it gets plain mixing.
@@ -194,6 +200,8 @@ class Exchanger:
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
+        self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
+        self.compressed = cx.build(cfg, self_id, store, transport, self._decode)
 
     # --- serving -------------------------------------------------------------------------
 
@@ -225,6 +233,10 @@ class Exchanger:
     async def _handle_pushpull(self, body: bytes) -> bytes:
         self._check_serving()
         async with self._bulk_slot():
+            if (reply := await cx.serve_if_compressed(self.compressed, body)) is not None:
+                self.served += 1
+                self.bytes_sent += len(reply)
+                return reply
             # Check theirs and encode ours at once (two threads; hashing and copying release the
             # GIL): each is ~10-20 ms per 100 MB on the critical path of the caller's round.
             # Both finish before the mix is queued: were the mix queued first, a training step
@@ -296,7 +308,7 @@ class Exchanger:
             await run(result)
         except SwarmnodeError as exc:
             failed = True
-            result.note = _join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
+            result.note = join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
         result.duration_s = time.perf_counter() - t0
         self.last_round_s = result.duration_s
         self.max_round_s = max(self.max_round_s, result.duration_s)
@@ -308,7 +320,7 @@ class Exchanger:
             level = logging.INFO
         else:
             level = logging.DEBUG
-        log.log(level, "exchange round: %s", _describe(result))
+        log.log(level, "exchange round: %s", describe(result))
         return result
 
     async def _average_round(self, result: RoundResult) -> None:
@@ -317,17 +329,21 @@ class Exchanger:
             result.note = "no live peer to average with"
             return
         result.asked = [pid for pid, _ in picked]
-        got = await self._pushpull_many(picked, result)
-        if not got:
+        nudged = 0
+        if self.compressed is not None:  # pairs that speak it (gossip.compressed); others plain
+            picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
+            self.bytes_sent += nudged
+        got = await self._pushpull_many(picked, result) if picked else []
+        if not got and not nudged:
             return
         # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
         # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
-        _, own = await self.store.snapshot()  # my group's distances set my push bound
-        await asyncio.to_thread(self.guard.observe, own, got)
-        k = len(got)
-        weight = self.cfg.mix if k == 1 else k / (k + 1)
-        theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
-        await self.store.mix_in(theirs, weight)
+        if k := len(got):
+            _, own = await self.store.snapshot()  # my group's distances set my push bound
+            await asyncio.to_thread(self.guard.observe, own, got)
+            weight = self.cfg.mix if k == 1 else k / (k + 1)
+            theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
+            await self.store.mix_in(theirs, weight)
         await self._outer_step()
         result.applied = True
 
@@ -434,12 +450,12 @@ class Exchanger:
     async def _encode_mine(self) -> bytes:
         frame = getattr(self.store, "snapshot_frame", None)  # optional: one copy, not two
         honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
-        if frame is not None and honest:
+        if frame is not None and honest and self.pull_codec is None:
             return await frame(self.self_id)
         step, vec = await self.store.snapshot()
         if self.outgoing is not None:
             vec = await self.outgoing(step, vec)
-        return await asyncio.to_thread(wire.encode_params, vec, sender=self.self_id, step=step)
+        return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
 
     async def _decode(
         self, data: bytes, *, source: str, quiet: bool = False
@@ -484,18 +500,3 @@ def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:
     return np.asarray(aggregate.RULES[rule](np.stack(rows), f), dtype=np.float32)
-
-
-def _join_notes(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
-def _describe(r: RoundResult) -> str:
-    parts = [f"{r.mode}", f"asked={len(r.asked)}", f"got={len(r.received)}"]
-    parts.append("applied" if r.applied else "not applied")
-    if r.note:
-        parts.append(r.note)
-    for pid, why in r.failures.items():
-        parts.append(f"{pid}: {why}")
-    parts.append(f"{r.duration_s * 1000:.0f} ms")
-    return "; ".join(parts)

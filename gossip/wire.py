@@ -5,9 +5,9 @@ Frame (all offsets from the start of the buffer):
     [4-byte big-endian L] [L bytes: msgpack header] [zero padding to a 64-byte boundary] [payload]
 
 The header is a map: `version`, `type` ("params"), `sender`, `step`, `dtype` (what the array is:
-"float32"), `shape`, `codec` (how the payload encodes it: "raw", or "f16" for a float16 copy at
-half the bytes; values beyond float16's range become Inf and are refused by `validate_params`),
-`nbytes` (payload length), `checksum` ("xxh3") and `crc` (its 8-byte digest). The 100 MB array
+"float32"), `shape`, `codec` (how the payload encodes it: "raw", or a lossy layout of
+`swarmnode.gossip.wire_codecs`: "f16", "i8", "topk", with their own fields), `nbytes`
+(payload length), `checksum` ("xxh3") and `crc` (its 8-byte digest). The 100 MB array
 never goes through msgpack: the payload is the array's own little-endian bytes, and decoding
 returns a zero-copy `np.frombuffer` view into the received buffer (read-only when that buffer is
 `bytes`). The padding puts the payload on a 64-byte boundary of the frame, so the view is aligned.
@@ -18,12 +18,10 @@ and codec come from allow-lists, the declared shape must account for the payload
 and the checksum is verified. `validate_params` then rejects NaN/Inf and wrong sizes, so a
 malformed payload never reaches the model.
 
-Why xxh3 (XXH3-64, the `xxhash` package): on 100 MB here it hashes at ~33 GB/s against ~5.6 GB/s
-for zlib.crc32, ~13 GB/s for crc32c, ~1.6 GB/s for sha256 (scripts/bench_wire.py). A checksum
-is computed twice per frame on the critical path of every exchange (sender, receiver), so at
-crc32's speed it was a fifth of a 100 MB push-pull. It guards against corruption, not against
-an adversary: with `--secret`, `swarmnode.gossip.auth`'s HMAC covers every byte of the frame anyway.
-The header names the checksum so that another can be added; an unknown one is refused.
+Why xxh3 (XXH3-64, `xxhash`): ~33 GB/s on 100 MB here, against ~5.6 GB/s for zlib.crc32 and
+~1.6 GB/s for sha256 (scripts/bench_wire.py); it runs twice per frame on every exchange's
+critical path. It guards against corruption, not an adversary (with `--secret` the HMAC of
+`swarmnode.gossip.auth` covers every byte). The header names it; an unknown one is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +33,10 @@ from typing import Any
 import msgpack
 import numpy as np
 import xxhash
-from swarmnode.kernels.errors import SwarmnodeError
+from swarmnode.gossip import wire_codecs
+from swarmnode.gossip.finite import count_nonfinite
+from swarmnode.gossip.wire_error import WireError
+from swarmnode.kernels.compress import Packed
 
 WIRE_VERSION = 1
 MSG_TYPE = "params"
@@ -43,19 +44,14 @@ LEN_BYTES = 4
 ALIGN = 64  # payload offset alignment: a cache line, and enough for any SIMD load
 # dtype name -> the little-endian numpy dtype the array has once decoded
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype("<f4")}
-# codec name -> the little-endian numpy dtype of the payload on the wire
-CODECS: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
+# dense codec name -> the little-endian numpy dtype of the payload on the wire; the lossy
+# layouts (f16, i8, topk) and their checks are in wire_codecs.py
+CODECS: dict[str, np.dtype] = wire_codecs.DENSE
 # checksum name -> digest of the payload bytes; the first one is what we send
 CHECKSUMS: dict[str, Callable[[memoryview], bytes]] = {
     "xxh3": xxhash.xxh3_64_digest,  # releases the GIL: other threads run while it hashes
 }
 SEND_CHECKSUM = "xxh3"
-
-
-class WireError(SwarmnodeError, ValueError):
-    """A parameter payload is malformed, too large, corrupted, or not a usable model."""
-
-    status = 400
 
 
 @dataclass(frozen=True)
@@ -116,6 +112,27 @@ def encode_into_frame(
     return _build_frame((size,), "raw", fill, sender=sender, extra=extra)
 
 
+def encode_packed(
+    packed: Packed, *, sender: str, step: int, extra: dict[str, Any] | None = None
+) -> memoryview:
+    """Frame a vector encoded by `swarmnode.kernels.compress` (fp16, int8, topk): the header
+    names the wire codec and its fields (`block`, `k`), the payload is the parts' bytes."""
+    codec, fields, parts = wire_codecs.packed_fields(packed)
+    hosts = [np.ascontiguousarray(_to_host(p)).reshape(-1).view(np.uint8) for p in parts]
+    total = sum(h.size for h in hosts)
+
+    def fill(payload: np.ndarray) -> int:
+        at = 0
+        for h in hosts:
+            payload[at : at + h.size] = h
+            at += h.size
+        return step
+
+    return _build_frame(
+        (packed.n,), codec, fill, sender=sender, extra={**(extra or {}), **fields}, nbytes=total
+    )
+
+
 # The step and the digest are known only once the payload is written: they sit in fixed-width
 # slots (a uint64, a bin of the digest's length) patched in place, so the header's length, and
 # with it the payload's offset, is known before the payload is.
@@ -124,12 +141,20 @@ _STEP_MARK = b"\xa4step\xcf"
 
 
 def _build_frame(
-    shape: tuple[int, ...], codec: str, fill: Fill, *, sender: str, extra: dict[str, Any] | None
+    shape: tuple[int, ...],
+    codec: str,
+    fill: Fill,
+    *,
+    sender: str,
+    extra: dict[str, Any] | None,
+    nbytes: int | None = None,
 ) -> memoryview:
-    if codec not in CODECS:
-        raise WireError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
-    wire_dtype = CODECS[codec]
-    nbytes = int(np.prod(shape, dtype=np.int64)) * wire_dtype.itemsize
+    if codec not in wire_codecs.ALL or (nbytes is None and codec not in CODECS):
+        raise WireError(f"unknown codec {codec!r} (known: {', '.join(wire_codecs.ALL)})")
+    wire_dtype = CODECS.get(codec, np.dtype(np.uint8))
+    packed = nbytes is not None  # the caller fills bytes, not elements
+    if nbytes is None:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * wire_dtype.itemsize
     digest = CHECKSUMS[SEND_CHECKSUM]
     digest_len = len(digest(memoryview(b"")))
     header = bytearray(
@@ -137,7 +162,7 @@ def _build_frame(
     )
     offset = _payload_offset(len(header))
     out = np.empty(offset + nbytes, dtype=np.uint8)
-    step = fill(out[offset:].view(wire_dtype))
+    step = fill(out[offset:] if packed else out[offset:].view(wire_dtype))
     if not 0 <= step < _STEP_SLOT:
         raise WireError(f"step {step} does not fit the frame header")
     # rfind: both are the header's last fields; nothing after them can hold these bytes
@@ -173,9 +198,8 @@ def decode_params(
         view = view.cast("B")  # e.g. a memoryview of a float array: count bytes, not items
     header = _read_header(view, caps)
     shape, count = _check_shape(header, caps, expected_size)
-    wire_dtype = CODECS[header["codec"]]
     offset = _payload_offset(header["_header_len"])
-    nbytes = count * wire_dtype.itemsize
+    nbytes = wire_codecs.payload_nbytes(header, count)
     _check_payload_size(header, view, offset, nbytes, caps)
     if any(view[header["_header_len"] + LEN_BYTES : offset]):
         raise WireError("non-zero padding between header and payload")
@@ -184,11 +208,20 @@ def decode_params(
         raise WireError(
             f"checksum mismatch: header says {header['crc'].hex()}, payload is {crc.hex()}"
         )
-    arr = np.frombuffer(view, dtype=wire_dtype, count=count, offset=offset)
-    if wire_dtype != DTYPES[header["dtype"]]:
-        arr = arr.astype(DTYPES[header["dtype"]])
+    if header["codec"] == "raw":
+        arr = np.frombuffer(view, dtype=DTYPES[header["dtype"]], count=count, offset=offset)
+    else:
+        arr = wire_codecs.decode_payload(header, view[offset:], count)
     del header["_header_len"]
     return header, arr.reshape(shape)
+
+
+def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> dict:
+    """The frame's header alone (checked like `decode_params` checks it), payload untouched."""
+    view = memoryview(buf)
+    header = _read_header(view if view.format == "B" else view.cast("B"), caps)
+    del header["_header_len"]
+    return header
 
 
 def validate_params(arr: Any, expected_size: int) -> None:
@@ -205,7 +238,7 @@ def validate_params(arr: Any, expected_size: int) -> None:
         raise WireError(f"parameters must be float32, got {dtype}")
     if tuple(shape) != (expected_size,):
         raise WireError(f"parameters have shape {tuple(shape)}, expected ({expected_size},)")
-    bad = _count_nonfinite(arr)
+    bad = count_nonfinite(arr)
     if bad:
         raise WireError(f"parameters contain {bad} NaN/Inf values")
 
@@ -309,8 +342,9 @@ def _check_header_fields(header: dict[str, Any]) -> None:
         raise WireError(f"expected a {MSG_TYPE!r} payload, got {header['type']!r}")
     if header["dtype"] not in DTYPES:
         raise WireError(f"dtype {header['dtype']!r} not allowed (allowed: {', '.join(DTYPES)})")
-    if header["codec"] not in CODECS:
-        raise WireError(f"codec {header['codec']!r} not allowed (allowed: {', '.join(CODECS)})")
+    if header["codec"] not in wire_codecs.ALL:
+        allowed = ", ".join(wire_codecs.ALL)
+        raise WireError(f"codec {header['codec']!r} not supported (supported: {allowed})")
     if header["checksum"] not in CHECKSUMS:
         raise WireError(f"checksum {header['checksum']!r} not supported")
 
@@ -344,32 +378,3 @@ def _check_payload_size(
         raise WireError(
             f"frame is {len(view)} bytes, header and shape account for {offset + nbytes}"
         )
-
-
-def _count_nonfinite(arr: Any) -> int:
-    """NaN/Inf count; 0 after one BLAS pass for the common, all-finite case.
-
-    a·a is a sum of non-negative squares, so it is NaN or Inf whenever any element is, and
-    cannot cancel to a finite value: a finite a·a proves the array finite (5 ms per 100 MB
-    here, vs 9 ms for isfinite().all()). Only when it is not finite (a bad payload, or
-    squares overflowing float32 for |x| > ~1e15) do we count, in 4M-element chunks.
-    """
-    xp = np_module(arr)
-    flat = arr.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):  # overflow is an expected outcome here
-        if bool(xp.isfinite(xp.dot(flat, flat))):
-            return 0
-    chunk = 1 << 22
-    return sum(
-        int(flat[i : i + chunk].size - int(xp.isfinite(flat[i : i + chunk]).sum()))
-        for i in range(0, flat.shape[0], chunk)
-    )
-
-
-def np_module(arr: Any) -> Any:
-    """numpy, or cupy for a cupy array (without importing cupy where it is absent)."""
-    if isinstance(arr, np.ndarray):
-        return np
-    import cupy  # only reached for a non-numpy array, i.e. where cupy is installed
-
-    return cupy.get_array_module(arr)

@@ -11,7 +11,7 @@ import argparse
 import re
 
 # Fields whose flag is not the field name with dashes: the flag carries its group's name.
-FIELD_ALIASES = {"timeout": "exchange_timeout"}
+FIELD_ALIASES = {"timeout": "exchange_timeout", "mode": "exchange"}
 
 _FIELD = re.compile(r"`([a-z][a-z0-9_]*)`")
 

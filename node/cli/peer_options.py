@@ -177,6 +177,22 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         choices=["skip", "shrink"],
         help="robust round with too few answers: skip it, or lower f to fit",
     )
+    s.add_argument(
+        "--compress",
+        default=_EX.compress,
+        metavar="none|fp16|int8|topk:RATIO",
+        help="what push-pulls carry: compressed differences against a reference shared per "
+        "pair, with error feedback (topk: average mode only); fp16/int8 also quantise the "
+        "models that pulls answer with",
+    )
+    s.add_argument(
+        "--prefer-fast",
+        type=float,
+        default=_PEER.prefer_fast,
+        metavar="FLOOR",
+        help="0: pick exchange partners uniformly; in (0, 1]: prefer partners on quick links "
+        "(measured), a slow one keeping at least FLOOR of a quick one's chance",
+    )
     f = p.add_argument_group("fault injection")
     f.add_argument(
         "--fault",
@@ -216,6 +232,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         timeout=args.exchange_timeout,
         mix=args.mix,
         on_short=args.on_short,
+        compress=args.compress,
     )
     return PeerConfig(
         **common,
@@ -236,5 +253,6 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         fault=args.fault,
         byzantine=args.byzantine,
         slowdown=args.slowdown,
+        prefer_fast=args.prefer_fast,
         ready_file=args.ready_file,
     ).validate()

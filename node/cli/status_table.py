@@ -18,6 +18,8 @@ COLUMNS = (
     ("loss", "loss"),
     ("acc", "acc"),
     ("heard", "last_heard_s"),
+    ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.linkstats)
+    ("link", "mbit_s"),
 )
 
 
@@ -29,7 +31,18 @@ def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
         status.get("members", []),
         key=lambda m: (str(m.get("state", "")), str(m.get("peer_id", ""))),
     )
-    return [me, *(m for m in others if m.get("peer_id") != me.get("peer_id"))]
+    links = me.get("links")
+    by_addr = (
+        {ln.get("addr"): ln for ln in links if isinstance(ln, dict)}
+        if isinstance(links, list)
+        else {}
+    )
+    rows = [me]
+    for m in others:
+        if m.get("peer_id") != me.get("peer_id"):
+            link = by_addr.get(m.get("addr"), {})
+            rows.append({**m, "rtt_ms": link.get("rtt_ms"), "mbit_s": link.get("mbit_s")})
+    return rows
 
 
 def format_status_table(status: dict[str, Any]) -> str:
@@ -46,10 +59,14 @@ def _cell(key: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or key not in ("acc", "loss", "last_heard_s"):
+    if not number or key not in ("acc", "loss", "last_heard_s", "rtt_ms", "mbit_s"):
         return str(value)  # also a value of the wrong type from a peer: shown, not a crash
     if key == "acc":
         return f"{100 * value:.1f}%"
     if key == "loss":
         return f"{value:.4f}"
+    if key == "rtt_ms":
+        return f"{value:.1f} ms"
+    if key == "mbit_s":
+        return f"{value:.1f} Mbit/s"
     return f"{value:.1f}s ago" if value else "now"

@@ -62,6 +62,9 @@ class PeerConfig(NodeConfig):
     fault: str = ""
     byzantine: str | None = None
     slowdown: float = 1.0
+    # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
+    # least this share of a quick one's chance (gossip.linkstats.prefer_fast)
+    prefer_fast: float = 0.0
     ready_file: str | None = None
     max_body_mb: float = 1024.0
     # Admin routes (runtime faults): off unless enabled, and then only for requests signed by
@@ -89,6 +92,7 @@ class PeerConfig(NodeConfig):
             "gossip-interval": self.gossip_interval > 0,
             "fanout": self.fanout >= 1,
             "slowdown": self.slowdown >= 1,
+            "prefer-fast": 0 <= self.prefer_fast <= 1,
             "max-body-mb": self.max_body_mb > 0,
             "body-grace-s": self.body_grace_s > 0,
             "body-min-rate": self.body_min_rate > 0,

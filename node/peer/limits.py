@@ -7,6 +7,7 @@ import random
 from swarmnode.gossip.auth import MAX_HEADER_BYTES as AUTH_HEADER_BYTES
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES
 from swarmnode.gossip.failure import ALIVE, SUSPECT
+from swarmnode.gossip.linkstats import MeasuringTransport, prefer_fast
 from swarmnode.gossip.membership import Membership
 from swarmnode.gossip.wire import max_frame_bytes
 from swarmnode.node.net.intake import IntakeLimits
@@ -14,14 +15,25 @@ from swarmnode.node.peer.config import PeerConfig
 
 
 class MembershipPeers:
-    """The exchange's `PeerDirectory` over membership: uniform over live peers."""
+    """The exchange's `PeerDirectory` over membership: uniform over live peers, or (with
+    `prefer_fast` > 0 and measured links) weighted towards quick links, never starving one."""
 
-    def __init__(self, membership: Membership, rng: random.Random) -> None:
+    def __init__(
+        self,
+        membership: Membership,
+        rng: random.Random,
+        links: MeasuringTransport | None = None,
+        prefer_fast: float = 0.0,
+    ) -> None:
         self.membership = membership
         self.rng = rng
+        self.links = links
+        self.prefer_fast = prefer_fast
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
+        if self.prefer_fast > 0 and self.links is not None:
+            return prefer_fast(live, self.links.links, k, self.rng, floor=self.prefer_fast)
         return self.rng.sample(live, min(k, len(live)))
 
     def is_member(self, peer_id: str) -> bool:

@@ -25,6 +25,7 @@ from swarmnode.fault.inject.spec import parse_fault_spec
 from swarmnode.fault.inject.transport import FaultyTransport
 from swarmnode.gossip.auth import AuthTransport, Signer, auth_handlers
 from swarmnode.gossip.exchange import Exchanger
+from swarmnode.gossip.linkstats import MeasuringTransport
 from swarmnode.gossip.membership import Membership, MembershipConfig
 from swarmnode.gossip.operator import OperatorVerifier
 from swarmnode.kernels.backend import to_numpy
@@ -148,15 +149,15 @@ class Node:
     def _build_network(self) -> None:
         """Transport (faults, auth), membership, byzantine serving, exchanger; their routes."""
         cfg = self.cfg
-        # Built once the address is known: partitions compare it to the others' addresses
-        # (FaultyTransport keeps it from construction; it has no setter).
+        # Built once the address is known: partitions compare it to the others' addresses.
         self.faults = FaultyTransport(
             HttpTransport(max_response_bytes=answer_cap(cfg, self.store.size)),
             parse_fault_spec(cfg.fault),
             cfg.seed,
             self.addr,
         )
-        transport = AuthTransport(self.faults, self.signer) if self.signer else self.faults
+        inner = AuthTransport(self.faults, self.signer) if self.signer else self.faults
+        transport = self.links = MeasuringTransport(inner)  # latency, throughput per partner
         self.membership = Membership(
             self.peer_id,
             self.addr,
@@ -172,7 +173,7 @@ class Node:
             self_id=self.peer_id,
             transport=transport,
             store=self.store,
-            peers=MembershipPeers(self.membership, self.rng),
+            peers=MembershipPeers(self.membership, self.rng, self.links, cfg.prefer_fast),
             outgoing=self.byzantine.outgoing,
             poisoning=lambda: self.byzantine.behaviour is not None,
         )

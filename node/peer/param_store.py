@@ -59,6 +59,14 @@ class WorkerStore:
             return
         fut.add_done_callback(_log_failed_mix)
 
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        """Fold x <- x + w delta (a compressed exchange's gossip step), like `mix_in`."""
+        try:
+            fut = self._folder.submit(self.worker.mix, delta, weight, additive=True)
+        except RuntimeError:  # closed: leaving
+            return
+        fut.add_done_callback(_log_failed_mix)
+
     async def load(self, vector: np.ndarray) -> None:
         """Overwrite the parameters (state sync); returns once they are loaded."""
         xp = self._xp

@@ -20,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
     from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.linkstats import MeasuringTransport
     from swarmnode.gossip.membership import Membership
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
     from swarmnode.node.train.worker import TrainingWorker
@@ -39,6 +40,7 @@ class StatusSource(Protocol):
     membership: Membership
     byzantine: ByzantineServing
     faults: FaultyTransport
+    links: MeasuringTransport
 
     @property
     def exchanger(self) -> Exchanger | None:
@@ -73,9 +75,14 @@ def status_json(node: StatusSource) -> dict[str, Any]:
             "rejected": ex.rejected,
             "last_round_s": ex.last_round_s,
             "max_round_s": ex.max_round_s,
+            "compress": ex.cfg.compress,
+            "full_frames": 0 if ex.compressed is None else ex.compressed.refs.full_frames,
+            "delta_frames": 0 if ex.compressed is None else ex.compressed.refs.delta_frames,
         },
     }
     others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]
+    known = {m["addr"]: m["peer_id"] for m in others}
+    me["links"] = node.links.snapshot(known)  # what this peer measured of each partner's link
     return {"self": me, "members": others}
 
 
@@ -122,6 +129,33 @@ class PeerMetricsCollector:
         for state, n in counts.items():
             members.add_metric([s["peer_id"], state], n)
         yield members
+        yield from _link_metrics(s)
+
+
+def _link_metrics(s: dict[str, Any]) -> Iterator[Any]:
+    """Per partner link: latency, throughput, bytes each way, requests in flight."""
+    labels = ["peer_id", "partner"]
+    gauges = (
+        ("swarmnode_link_rtt_seconds", "rtt_ms", 1e-3, "EWMA latency of small requests"),
+        ("swarmnode_link_throughput_bits_per_second", "mbit_s", 1e6, "EWMA bulk throughput"),
+        ("swarmnode_link_inflight_requests", "inflight", 1, "requests to the partner in flight"),
+    )
+    counters = (
+        ("swarmnode_link_sent_bytes", "bytes_sent", "request bytes sent to the partner"),
+        ("swarmnode_link_received_bytes", "bytes_received", "answer bytes received from it"),
+        ("swarmnode_link_failures", "failures", "requests to the partner that failed"),
+    )
+    for name, key, scale, doc in gauges:
+        g = GaugeMetricFamily(name, doc, labels=labels)
+        for link in s["links"]:
+            value = link[key]
+            g.add_metric([s["peer_id"], link["addr"]], math.nan if value is None else value * scale)
+        yield g
+    for name, key, doc in counters:
+        c = CounterMetricFamily(name, doc, labels=labels)
+        for link in s["links"]:
+            c.add_metric([s["peer_id"], link["addr"]], link[key])
+        yield c
 
 
 def _ready(node: StatusSource) -> bool:

@@ -59,6 +59,26 @@ class MixAccumulator:
             self._pending = True
             self.folded += 1
 
+    def nudge(self, delta: Any, weight: float) -> None:
+        """Fold x <- x + weight * delta into the pending update (a compressed exchange's gossip
+        step on the pair's shared copies, `swarmnode.gossip.compressed`): acc <- acc + w d."""
+        if not 0.0 < weight <= 1.0:
+            raise ValueError(f"nudge weight must be in (0, 1], got {weight}")
+        xp = self._xp
+        d = xp.asarray(delta, dtype=xp.float32).reshape(-1)
+        if d.shape[0] != self._size:
+            raise ValueError(f"nudge of {d.shape[0]} values into a model of {self._size}")
+        with self._lock:
+            if self._acc is None:
+                self._acc = xp.empty(self._size, dtype=xp.float32)
+            if not self._pending:
+                xp.multiply(d, weight, out=self._acc)
+                self._scale = 1.0
+            else:
+                self._acc += xp.float32(weight) * d
+            self._pending = True
+            self.folded += 1
+
     def apply_to(self, x: Any) -> bool:
         """x <- s x + acc, in place (the layers hold views into x); True if anything was pending."""
         with self._lock:

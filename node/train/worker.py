@@ -198,8 +198,9 @@ class TrainingWorker:
                 self._call(fn, fut)
         return fut
 
-    def mix(self, other: Any, weight: float) -> None:
-        """x <- (1 - weight) x + weight other, applied between two steps; returns once folded
+    def mix(self, other: Any, weight: float, *, additive: bool = False) -> None:
+        """x <- (1 - weight) x + weight other (`additive`: x <- x + weight other, a compressed
+        exchange's gossip step), applied between two steps; returns once folded
         into the pending update (tens of ms per 100 MB, never a whole training step). Before the
         thread starts, it is applied here and now; once training has ended it is dropped (and
         counted): the model's last evaluation, which the summary reports, must stay true."""
@@ -207,7 +208,7 @@ class TrainingWorker:
             self.mixes_dropped += 1
             return
         with self._device():
-            self.mixes.add(other, weight)
+            (self.mixes.nudge if additive else self.mixes.add)(other, weight)
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:

@@ -48,6 +48,7 @@ SELF_SCHEMA: dict[str, Any] = {
     "byzantine": (str, type(None)),
     "faults": str,
     "exchange": dict,
+    "links": list,
 }
 EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
 MEMBER_SCHEMA: dict[str, Any] = {
@@ -212,6 +213,15 @@ async def test_status_schema_and_metrics_agree(swarm):
             for state in MEMBER_STATES:
                 want = sum(m["state"] == state for m in status["members"])
                 assert value_of(fam, "swarmnode_members", state=state, **pid) == want, state
+            # each partner this peer has talked to: its link, as this peer measured it
+            members_by_addr = {m["addr"]: m for m in status["members"]}
+            assert me["links"], "no link measured after gossip rounds"
+            for link in me["links"]:
+                m = members_by_addr[link["addr"]]
+                assert link["peer_id"] == m["peer_id"] and link["requests"] > 0
+                assert link["rtt_ms"] is None or link["rtt_ms"] > 0
+                sent = value_of(fam, "swarmnode_link_sent_bytes_total", partner=link["addr"], **pid)
+                assert sent >= link["bytes_sent"] > 0
 
         # A peer that leaves is a `left` tombstone in the others' status and metrics.
         await c.close()

@@ -82,3 +82,35 @@ def test_bad_mixes_are_refused_before_touching_anything(value, weight, match):
     with pytest.raises(ValueError, match=match):
         acc.add(value, weight)
     assert not acc.pending
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ops=st.lists(st.tuples(st.booleans(), st.floats(0.01, 1.0)), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_nudges_and_mixes_fold_in_arrival_order(ops, seed):
+    rng = np.random.default_rng(seed)
+    x0 = rng.normal(size=D).astype(np.float32)
+    vecs = [rng.normal(size=D).astype(np.float32) for _ in ops]
+    expected = x0.astype(np.float64)
+    acc = MixAccumulator(np, D)
+    for (is_nudge, w), v in zip(ops, vecs, strict=True):
+        if is_nudge:
+            expected = expected + w * v.astype(np.float64)
+            acc.nudge(v, w)
+        else:
+            expected = (1 - w) * expected + w * v.astype(np.float64)
+            acc.add(v, w)
+    x = x0.copy()
+    assert acc.apply_to(x)
+    np.testing.assert_allclose(x, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("value", "weight"), [(np.zeros(D + 1, np.float32), 0.5),
+                                               (np.zeros(D, np.float32), 0.0)])  # fmt: skip
+def test_bad_nudges_are_refused(value, weight):
+    acc = MixAccumulator(np, D)
+    with pytest.raises(ValueError):
+        acc.nudge(value, weight)
+    assert not acc.pending

@@ -1,0 +1,87 @@
+"""Payload layouts of the lossy codecs on the wire (`swarmnode.gossip.wire` frames them).
+
+| codec  | header fields | payload (after the 64-byte aligned offset)             | bytes      |
+|--------|---------------|--------------------------------------------------------|------------|
+| `raw`  |               | n float32                                              | 4 n        |
+| `f16`  |               | n float16 (IEEE half)                                  | 2 n        |
+| `i8`   | `block`       | ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
+| `topk` | `k`           | k uint32 indices (strictly increasing, < n), k float32 | 8 k        |
+
+Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
+checks every field against the shape before touching the payload (`block` in [4, 65536],
+`k` <= n / 2, indices in range and increasing, no Inf/NaN half) and returns a dense float32
+vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from swarmnode.gossip.wire_error import WireError
+from swarmnode.kernels import compress
+from swarmnode.kernels.errors import ShapeError
+
+DENSE: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
+PACKED = ("i8", "topk")
+ALL = (*DENSE, *PACKED)
+# kernels.compress codec name -> wire codec name
+WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "topk"}
+MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
+
+
+def _int_field(header: dict[str, Any], key: str, lo: int, hi: int) -> int:
+    value = header.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise WireError(
+            f"payload header field {key!r} must be an integer in [{lo}, {hi}] for codec "
+            f"{header['codec']!r}, got {value!r}"
+        )
+    return value
+
+
+def payload_nbytes(header: dict[str, Any], count: int) -> int:
+    codec = header["codec"]
+    if codec in DENSE:
+        return count * DENSE[codec].itemsize
+    if codec == "i8":
+        block = _int_field(header, "block", MIN_BLOCK, MAX_BLOCK)  # a power of two: int8_decode
+        return count + 4 * (-(-count // block))
+    k = _int_field(header, "k", 0, count // 2)
+    return 8 * k
+
+
+def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> np.ndarray:
+    """The dense float32 vector a non-raw payload stands for (sizes already checked)."""
+    codec = header["codec"]
+    try:
+        if codec == "f16":
+            values = np.frombuffer(payload, dtype="<f2", count=count)
+            return compress.fp16_decode(compress.Packed("fp16", count, {"values": values}))
+        if codec == "i8":
+            block = header["block"]
+            nb = -(-count // block)
+            scales = np.frombuffer(payload, dtype="<f4", count=nb)
+            if not np.isfinite(scales).all():
+                raise WireError("i8 payload has a non-finite block scale")
+            q = np.frombuffer(payload, dtype=np.int8, count=count, offset=4 * nb)
+            parts = {"scales": scales, "q": q}
+            return compress.int8_decode(compress.Packed("int8", count, parts, block=block))
+        k = header["k"]
+        idx = np.frombuffer(payload, dtype="<u4", count=k)
+        values = np.frombuffer(payload, dtype="<f4", count=k, offset=4 * k)
+        if k and (int(idx[-1]) >= count or (k > 1 and not (idx[1:] > idx[:-1]).all())):
+            raise WireError(f"topk indices must increase strictly and stay below {count}")
+        return compress.topk_decode(compress.Packed("topk", count, {"idx": idx, "values": values}))
+    except ShapeError as exc:
+        raise WireError(f"{codec} payload: {exc}") from None
+
+
+def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:
+    """(wire codec, its header fields, the parts in wire order) of an encoded vector."""
+    codec = WIRE_NAME[packed.codec]
+    if codec == "f16":
+        return codec, {}, [packed.parts["values"]]
+    if codec == "i8":
+        return codec, {"block": packed.block}, [packed.parts["scales"], packed.parts["q"]]
+    return codec, {"k": packed.k}, [packed.parts["idx"], packed.parts["values"]]

@@ -1,0 +1,55 @@
+"""What the codec kernels and their cupy twins share: sizes, `Packed`, the input checks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from swarmnode.kernels.errors import ShapeError
+
+CHUNK = 1 << 16  # values per chunk: 256 KiB of float32, a few passes stay in L2
+DEFAULT_BLOCK = 256
+F16_MAX = float(np.finfo(np.float16).max)
+I8_MAX = 127.0
+
+
+@dataclass
+class Packed:
+    """An encoded vector: `parts` in wire order, `n` values once decoded, codec parameters."""
+
+    codec: str
+    n: int
+    parts: dict[str, Any]
+    block: int = 0  # int8 only
+    k: int = 0  # topk only
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(p.nbytes) for p in self.parts.values())
+
+
+def _check_vector(x: Any) -> None:
+    if str(getattr(x, "dtype", "")) != "float32":
+        raise ShapeError(f"codec input must be float32, got {getattr(x, 'dtype', type(x))}")
+    if x.ndim != 1 or not x.flags.c_contiguous:
+        raise ShapeError(f"codec input must be a 1-D contiguous vector, got shape {x.shape}")
+
+
+def topk_count(n: int, ratio: float) -> int:
+    """How many values topk keeps of n (at least one of a non-empty vector)."""
+    if not 0.0 < ratio <= 1.0:
+        raise ShapeError(f"topk ratio must be in (0, 1], got {ratio}")
+    return min(n, max(1, math.ceil(ratio * n))) if n else 0
+
+
+def int8_layout(m: int, block: int) -> tuple[int, int]:
+    """(groups, rows) of a chunk of m values: value o of the chunk is in group o % groups.
+
+    A chunk is read as a (rows, groups) matrix, row-major, zero-padded to fill it: each group
+    (column) is one block of at most `block` values sharing a scale. Strided blocks rather than
+    contiguous runs, because numpy reduces and broadcasts over the rows of a matrix (one SIMD
+    pass per row) several times faster than along its short last axis."""
+    groups = -(-m // block)
+    return groups, -(-m // groups)

@@ -1,0 +1,97 @@
+"""Compressed push-pull between in-memory peers: consensus, conservation, negotiation, busy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.compressed import CompressedPushPull, refuse_compressed
+from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.transport import RemoteError
+
+pytestmark = pytest.mark.timeout(60)
+N = 3000
+
+
+class Store:
+    """A model that applies mixes and nudges at once (no training thread)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x.astype(np.float32)
+        self.size = x.size
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        return 0, self.x.copy()
+
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        self.x += np.float32(weight) * delta
+
+
+async def decode(body: bytes, *, source: str) -> tuple[dict, np.ndarray]:
+    header, vec = wire.decode_params(body, expected_size=N)
+    wire.validate_params(vec, N)
+    return header, vec
+
+
+def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: bool = True):
+    store = Store(x)
+    cpp = CompressedPushPull(
+        spec, self_id=name, size=N, transport=net.transport(name),
+        store=store, decode=decode, timeout=2.0,
+    )  # fmt: skip
+
+    async def handle(body: bytes) -> bytes:
+        header, vec = await decode(body, source="request")
+        if not compressed:
+            refuse_compressed(header)
+        return await cpp.serve(header, vec)
+
+    net.register(name, {"pushpull": handle})
+    return cpp, store
+
+
+@pytest.mark.parametrize("spec", ["topk:0.05", "int8", "fp16"])
+async def test_two_peers_reach_consensus_and_keep_their_sum(spec: str) -> None:
+    net = InMemoryNetwork()
+    rng = np.random.default_rng(0)
+    xa, xb = rng.standard_normal(N), rng.standard_normal(N)
+    a, sa = peer(net, "A", spec, xa)
+    _, sb = peer(net, "B", spec, xb)
+    total = (sa.x + sb.x).astype(np.float64)
+    for _ in range(80):
+        step = await a.pushpull("B", "B", sa.x.copy(), 0.5)
+        await sa.nudge(step, 1.0)
+    np.testing.assert_allclose(sa.x + sb.x, total, atol=1e-4)  # the pair's sum is preserved
+    assert np.abs(sa.x - sb.x).max() < 0.05 * np.abs(xa - xb).max()  # consensus
+    # after the first full frame, every frame is a delta: far fewer bytes than raw for topk
+    assert a.refs.full_frames == 1 and a.refs.delta_frames == 79
+    if spec.startswith("topk"):
+        assert a.bytes_sent < 0.15 * 80 * N * 4  # headers weigh at this small size
+
+
+async def test_uncompressed_partner_refuses_clearly_and_is_remembered() -> None:
+    net = InMemoryNetwork()
+    a, sa = peer(net, "A", "int8", np.ones(N))
+    peer(net, "B", "int8", np.zeros(N), compressed=False)
+    with pytest.raises(RemoteError, match="`compress` none") as err:
+        await a.pushpull("B", "B", sa.x, 0.5)
+    assert err.value.status == 400 and "B" in a.plain and "B" not in a.refs.sent
+
+
+async def test_crossing_exchanges_are_refused_busy_and_keep_the_reference() -> None:
+    net = InMemoryNetwork(latency=0.05)
+    a, sa = peer(net, "A", "int8", np.ones(N))
+    b, sb = peer(net, "B", "int8", np.zeros(N))
+    await a.pushpull("B", "B", sa.x, 0.5)
+    outcomes = await asyncio.gather(
+        a.pushpull("B", "B", sa.x, 0.5), b.pushpull("A", "A", sb.x, 0.5), return_exceptions=True
+    )
+    busy = [o for o in outcomes if isinstance(o, RemoteError)]
+    assert busy and all(o.status == 503 for o in busy)
+    # whoever was refused kept its reference: the next exchange is a delta, not a full frame
+    fulls = a.refs.full_frames + b.refs.full_frames
+    await a.pushpull("B", "B", sa.x, 0.5)
+    await b.pushpull("A", "A", sb.x, 0.5)
+    assert a.refs.full_frames + b.refs.full_frames == fulls

@@ -1,0 +1,106 @@
+"""The exchange with `compress`: compressed rounds between in-memory peers, peers with and
+without compression side by side, pulls in fp16/int8, refused combinations."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
+from swarmnode.gossip.inmemory import InMemoryNetwork
+
+pytestmark = pytest.mark.timeout(60)
+
+D = 5000
+
+
+class Store:
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x.astype(np.float32)
+        self.size = self.x.size
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        return 0, self.x.copy()
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        self.x = ((1 - weight) * self.x + weight * other).astype(np.float32)
+
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        self.x = self.x + np.float32(weight) * delta
+
+
+class RandomPeers:
+    def __init__(self, peers: list[tuple[str, str]], seed: int) -> None:
+        self.peers, self.rng = peers, random.Random(seed)
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        return self.rng.sample(self.peers, min(k, len(self.peers)))
+
+
+def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
+    net = InMemoryNetwork()
+    rng = np.random.default_rng(0)
+    addrs = [f"p{i}:1" for i in range(len(specs))]
+    out = []
+    for i, spec in enumerate(specs):
+        others = [(f"p{j}", a) for j, a in enumerate(addrs) if j != i]
+        ex = Exchanger(
+            ExchangeConfig(mode=mode, compress=spec, pull=len(specs) - 1, aggregator="median"),
+            self_id=f"p{i}", transport=net.transport(addrs[i]),
+            store=Store(rng.standard_normal(D)), peers=RandomPeers(others, i),
+        )  # fmt: skip
+        net.register(addrs[i], ex.handlers())
+        out.append(ex)
+    return out
+
+
+def spread(exs: list[Exchanger]) -> float:
+    xs = np.stack([e.store.x for e in exs])
+    return float(np.abs(xs - xs.mean(axis=0)).mean())
+
+
+@pytest.mark.parametrize("spec", ["topk:0.01", "int8", "fp16"])
+async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) -> None:
+    exs = swarm([spec] * 4)
+    mean0 = np.mean([e.store.x for e in exs], axis=0)
+    before = spread(exs)
+    for _ in range(300 if spec.startswith("topk") else 60):
+        for e in exs:
+            r = await e.round()
+            assert r.applied, r.note or r.failures
+    assert spread(exs) < 0.1 * before
+    np.testing.assert_allclose(np.mean([e.store.x for e in exs], axis=0), mean0, atol=1e-3)
+    refs = exs[0].compressed.refs
+    assert refs.delta_frames > 10 * refs.full_frames
+
+
+async def test_compressed_and_uncompressed_peers_work_together() -> None:
+    exs = swarm(["int8", "none", "topk:0.05"])
+    for _ in range(40):
+        for e in exs:
+            await e.round()
+    assert "p1" in exs[0].compressed.plain and "p1" in exs[2].compressed.plain
+    assert exs[1].rejected == 0  # refused compressed requests are not malformed ones
+    assert spread(exs) < 0.2
+
+
+async def test_pulls_answer_quantised_models() -> None:
+    exs = swarm(["int8", "int8", "int8"], mode="robust")
+    _, vec = await exs[0].pull("p1", "p1:1")
+    np.testing.assert_allclose(vec, exs[1].store.x, atol=0.05)
+    frame = await exs[1]._encode_mine()
+    assert wire.peek_header(frame)["codec"] == "i8"
+    r = await exs[0].round()
+    assert r.applied
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"mode": "robust", "compress": "topk:0.01"}, "topk needs `mode` average"),
+     ({"compress": "zip"}, "unknown codec"), ({"compress": "topk:3"}, "ratio")],
+)  # fmt: skip
+def test_bad_compress_settings_are_refused(kw: dict, match: str) -> None:
+    with pytest.raises(ExchangeError, match=match):
+        ExchangeConfig(**kw).validate()

@@ -1,0 +1,103 @@
+"""Lossy codecs on the wire: round trips, sizes, and every malformed field refused clearly."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.wire import WireError, decode_params, encode_packed
+from swarmnode.kernels import compress
+
+pytestmark = pytest.mark.timeout(60)
+
+N = 10_000
+
+
+def vec(n: int = N) -> np.ndarray:
+    return np.random.default_rng(3).standard_normal(n).astype(np.float32)
+
+
+def frame(codec: str, x: np.ndarray | None = None, **extra: object) -> memoryview:
+    x = vec() if x is None else x
+    name, ratio = compress.parse_codec(codec)
+    return encode_packed(compress.encode(x, name, ratio), sender="a", step=7, extra=extra)
+
+
+@pytest.mark.parametrize(
+    ("codec", "wire_name", "per_value"),
+    [("fp16", "f16", 2.0), ("int8", "i8", 1.0 + 4 / 256), ("topk:0.01", "topk", 0.08)],
+)
+def test_round_trip(codec: str, wire_name: str, per_value: float) -> None:
+    x = vec()
+    header, y = decode_params(frame(codec, x, ref_ver=3), expected_size=N)
+    assert header["codec"] == wire_name and header["step"] == 7 and header["ref_ver"] == 3
+    assert header["nbytes"] <= per_value * N + 4
+    name, ratio = compress.parse_codec(codec)
+    np.testing.assert_array_equal(y, compress.decode(compress.encode(x, name, ratio)))
+    wire.validate_params(y, N)
+
+
+def _rewrite(buf: memoryview, **changes: object) -> bytes:
+    """The frame with header fields changed (payload and checksum kept)."""
+    raw = bytes(buf)
+    hlen = int.from_bytes(raw[:4], "big")
+    header = msgpack.unpackb(raw[4 : 4 + hlen])
+    header.update(changes)
+    new = msgpack.packb(header, use_bin_type=True)
+    pad = wire._payload_offset(len(new)) - 4 - len(new)
+    payload = raw[wire._payload_offset(hlen) :]
+    return len(new).to_bytes(4, "big") + new + bytes(pad) + payload
+
+
+@pytest.mark.parametrize(
+    ("codec", "changes", "message"),
+    [
+        ("int8", {"block": 0}, "'block' must be an integer"),
+        ("int8", {"block": "x"}, "'block' must be an integer"),
+        ("int8", {"block": 128}, "payload bytes, shape needs"),
+        ("topk:0.01", {"k": N}, "'k' must be an integer"),
+        ("topk:0.01", {"k": 99}, "payload bytes, shape needs"),
+        ("topk:0.01", {"codec": "zstd"}, "codec 'zstd' not supported"),
+        ("fp16", {"shape": [N + 1]}, "payload bytes, shape needs"),
+    ],
+)
+def test_bad_fields_are_refused(codec: str, changes: dict, message: str) -> None:
+    with pytest.raises(WireError, match=message):
+        decode_params(_rewrite(frame(codec), **changes))
+
+
+def _payload_patched(buf: memoryview, at: int, value: bytes) -> bytes:
+    """Corrupt the payload and fix the checksum, as a buggy or lying peer would."""
+    raw = bytearray(buf)
+    hlen = int.from_bytes(raw[:4], "big")
+    off = wire._payload_offset(hlen)
+    raw[off + at : off + at + len(value)] = value
+    digest = wire.CHECKSUMS["xxh3"](memoryview(raw)[off:])
+    return _rewrite(memoryview(raw), crc=digest)
+
+
+def test_topk_indices_out_of_range_refused() -> None:
+    bad = _payload_patched(frame("topk:0.01"), 0, np.uint32(N + 5).tobytes())
+    with pytest.raises(WireError, match="indices"):
+        decode_params(bad)
+
+
+def test_f16_inf_refused() -> None:
+    bad = _payload_patched(frame("fp16"), 0, np.float16(np.inf).tobytes())
+    with pytest.raises(WireError, match="Inf or NaN"):
+        decode_params(bad)
+
+
+def test_i8_nan_scale_refused() -> None:
+    bad = _payload_patched(frame("int8"), 0, np.float32(np.nan).tobytes())
+    with pytest.raises(WireError, match="scale"):
+        decode_params(bad)
+
+
+def test_nan_input_decodes_to_a_refused_vector() -> None:
+    x = vec()
+    x[5] = np.nan
+    _, y = decode_params(frame("topk:0.5", x))
+    with pytest.raises(WireError, match="NaN"):
+        wire.validate_params(y, N)

@@ -1,0 +1,112 @@
+"""The numpy codec references: error bounds, exact shapes, odd sizes, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from swarmnode.kernels import compress
+from swarmnode.kernels.errors import ShapeError
+
+pytestmark = pytest.mark.timeout(60)
+
+SIZES = [0, 1, 7, 255, 256, 257, compress.CHUNK - 1, compress.CHUNK + 300, 3 * compress.CHUNK]
+
+
+def vec(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_fp16_round_trip(n: int) -> None:
+    x = vec(n)
+    p = compress.fp16_encode(x)
+    assert p.nbytes == 2 * n
+    np.testing.assert_allclose(compress.decode(p), x, rtol=1e-3, atol=1e-6)
+
+
+def test_fp16_saturates_instead_of_inf() -> None:
+    x = np.array([1e6, -1e6, 3.0], dtype=np.float32)
+    y = compress.decode(compress.fp16_encode(x))
+    assert np.isfinite(y).all()
+    assert y[0] == compress.F16_MAX and y[1] == -compress.F16_MAX
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("block", [64, 256])
+def test_int8_error_is_half_a_step(n: int, block: int) -> None:
+    x = vec(n, 1) * np.float32(3)
+    p = compress.int8_encode(x, block)
+    assert p.parts["scales"].size == -(-n // block)
+    assert p.nbytes == n + 4 * (-(-n // block))
+    y = compress.decode(p)
+    if n:
+        idx = compress.int8_scale_index(n, block)
+        assert np.bincount(idx).max() <= block
+        bound = p.parts["scales"][idx] / 2 + 1e-6
+        assert (np.abs(y - x) <= bound * 1.001).all()
+
+
+def test_int8_zero_block_stays_zero() -> None:
+    x = np.zeros(600, dtype=np.float32)
+    x[300] = 2.0
+    y = compress.decode(compress.int8_encode(x, 256))
+    np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("n", [1, 10, 1000, compress.CHUNK + 5])
+def test_topk_keeps_the_largest(n: int) -> None:
+    x = vec(n, 2)
+    p = compress.topk_encode(x, 0.1)
+    k = compress.topk_count(n, 0.1)
+    assert p.k == k and p.parts["idx"].size == k
+    assert (np.diff(p.parts["idx"].astype(np.int64)) > 0).all()
+    y = compress.decode(p)
+    kept = np.abs(x[p.parts["idx"]]).min()
+    rest = np.delete(np.abs(x), p.parts["idx"])
+    assert rest.size == 0 or rest.max() <= kept
+    np.testing.assert_array_equal(y[p.parts["idx"]], x[p.parts["idx"]])
+
+
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        ("none", ("none", 0.0)),
+        ("fp16", ("fp16", 0.0)),
+        ("int8", ("int8", 0.0)),
+        ("topk:0.01", ("topk", 0.01)),
+    ],
+)
+def test_parse_codec(spec: str, want: tuple[str, float]) -> None:
+    assert compress.parse_codec(spec) == want
+
+
+@pytest.mark.parametrize("spec", ["gzip", "topk", "topk:0", "topk:2", "topk:x", "int8:3"])
+def test_parse_codec_refuses(spec: str) -> None:
+    with pytest.raises(ShapeError):
+        compress.parse_codec(spec)
+
+
+@pytest.mark.parametrize("bad", [np.zeros(4, np.float64), np.zeros((2, 2), np.float32)])
+def test_encoders_refuse_bad_input(bad: np.ndarray) -> None:
+    for codec in ("fp16", "int8", "topk"):
+        with pytest.raises(ShapeError):
+            compress.encode(bad, codec, 0.5)
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 1.0, 1e4])
+def test_fp16_matches_numpy_cast(scale: float) -> None:
+    x = vec(200_001, 5) * np.float32(scale)
+    ours = compress.fp16_encode(x).parts["values"].view(np.uint16).astype(np.int32)
+    ref = np.clip(x, -compress.F16_MAX, compress.F16_MAX).astype(np.float16)
+    diff = np.abs(ours - ref.view(np.uint16).astype(np.int32))
+    assert diff.max() <= 1  # one unit, and only on subnormals
+    assert (np.abs(x[diff > 0]) < 6.11e-5).all()
+    assert (diff > 0).mean() < 1e-3
+    p = compress.Packed("fp16", x.size, {"values": ref})
+    np.testing.assert_array_equal(compress.fp16_decode(p), ref.astype(np.float32))
+
+
+def test_fp16_decode_refuses_inf_and_nan() -> None:
+    h = np.array([1.0, np.inf, np.nan], dtype=np.float16)
+    with pytest.raises(ShapeError, match="Inf or NaN"):
+        compress.fp16_decode(compress.Packed("fp16", 3, {"values": h}))

@@ -1,0 +1,31 @@
+"""The status table shows each member's link as this peer measured it; bad values don't crash."""
+
+from __future__ import annotations
+
+import pytest
+from swarmnode.node.cli.status_table import format_status_table
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_links_shown_per_member() -> None:
+    status = {
+        "self": {"peer_id": "a", "addr": "198.18.1.2:7070", "step": 5, "acc": 0.5,
+                 "links": [{"addr": "198.18.1.3:7070", "rtt_ms": 2.5, "mbit_s": 93.1}]},
+        "members": [
+            {"peer_id": "b", "addr": "198.18.1.3:7070", "state": "alive", "last_heard_s": 0.2},
+            {"peer_id": "c", "addr": "198.18.1.4:7070", "state": "alive", "last_heard_s": 0.1},
+        ],
+    }  # fmt: skip
+    lines = format_status_table(status).splitlines()
+    assert "rtt" in lines[0] and "link" in lines[0]
+    row_b = next(ln for ln in lines if ln.startswith("b "))
+    assert "2.5 ms" in row_b and "93.1 Mbit/s" in row_b
+    row_c = next(ln for ln in lines if ln.startswith("c "))
+    assert row_c.rstrip().endswith("-")
+
+
+@pytest.mark.parametrize("links", [None, "x", [1, None], [{"addr": None, "rtt_ms": "y"}]])
+def test_malformed_links_do_not_crash(links: object) -> None:
+    status = {"self": {"peer_id": "a", "links": links}, "members": [{"peer_id": "b"}]}
+    assert "b" in format_status_table(status)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
+from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
 
@@ -75,6 +76,12 @@ class PeerConfig(NodeConfig):
     # cut off (node/net/intake.py: a trickled body once held the exchange slots).
     body_grace_s: float = 5.0
     body_min_rate: float = float(1 << 20)
+
+    def membership(self) -> MembershipConfig:
+        """The gossip and failure-detector settings these options give."""
+        timings = {"suspect_after": self.suspect_after, "dead_after": self.dead_after}
+        kw = {k: v for k, v in timings.items() if v is not None}  # None: membership's defaults
+        return MembershipConfig.for_interval(self.gossip_interval, fanout=self.fanout, **kw)
 
     def validate(self) -> PeerConfig:
         super().validate()

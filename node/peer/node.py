@@ -26,7 +26,7 @@ from swarmnode.fault.inject.transport import FaultyTransport
 from swarmnode.gossip.auth import AuthTransport, Signer, auth_handlers
 from swarmnode.gossip.exchange import Exchanger
 from swarmnode.gossip.linkstats import MeasuringTransport
-from swarmnode.gossip.membership import Membership, MembershipConfig
+from swarmnode.gossip.membership import Membership
 from swarmnode.gossip.operator import OperatorVerifier
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.kernels.errors import SwarmnodeError
@@ -162,7 +162,7 @@ class Node:
             self.peer_id,
             self.addr,
             transport,
-            self._membership_config(),
+            self.cfg.membership(),
             incarnation=self.incarnation,
             key=self.key,
             admission=build_admission(cfg, self.key, self.addr),
@@ -233,12 +233,6 @@ class Node:
         if cfg.slowdown > 1:
             worker.set_throttle(slowdown=cfg.slowdown)
         return worker
-
-    def _membership_config(self) -> MembershipConfig:
-        cfg = self.cfg
-        timings = {"suspect_after": cfg.suspect_after, "dead_after": cfg.dead_after}
-        kw = {k: v for k, v in timings.items() if v is not None}  # None: membership's defaults
-        return MembershipConfig.for_interval(cfg.gossip_interval, fanout=cfg.fanout, **kw)
 
     def request_stop(self) -> None:
         """Ask the peer to leave (signal-handler safe: only sets a flag)."""

@@ -25,11 +25,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from swarmnode.kernels.backend import array_module
+from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
 from swarmnode.node.train.mixes import MixAccumulator, OuterStep
 from swarmnode.node.train.trainer import DivergedError, Trainer
 
@@ -38,30 +38,6 @@ log = logging.getLogger(__name__)
 # A loss that turns NaN/Inf this few steps after a received model was mixed in is blamed on that
 # model (a poisoned or diverged peer), not on this peer's learning rate.
 MIX_BLAME_STEPS = 50
-
-
-@dataclass(frozen=True)
-class WorkerMetrics:
-    """A consistent view of the worker's progress (all from one moment)."""
-
-    step: int
-    samples_seen: int
-    epoch: int
-    loss: float  # mean train loss over the steps since the previous evaluation
-    test_loss: float
-    test_acc: float
-    eval_step: int  # the step at which test_loss / test_acc were measured (-1: never)
-    samples_per_s: float  # train throughput over the steps since the previous evaluation
-    device: str
-    running: bool
-    elapsed_s: float  # since start()
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-EvalCallback = Callable[[WorkerMetrics], None]
-CheckpointCallback = Callable[[dict[str, Any]], None]
 
 
 class TrainingWorker:

@@ -209,8 +209,9 @@ class Exchanger:
         admitted peers may move my model (a joiner is in the table from its join on)."""
         is_member = getattr(self.peers, "is_member", None)
         if is_member is not None and not (isinstance(sender, str) and is_member(sender)):
-            log.warning("refused %s from %r: `sender` is not a live member", route, sender)
-            raise RemoteError(f"`sender` {sender!r} is not a live member of this swarm", 403)
+            # one log line, by the HTTP layer (with the caller's address), as for any refusal
+            why = f"{route}: `sender` {sender!r} is not a live member of this swarm"
+            raise RemoteError(why, 403)
 
     async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,

@@ -30,78 +30,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 from swarmnode.gossip import aggregate, wire
 from swarmnode.gossip import compressed as cx
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.exchange_config import ExchangeConfig, ExchangeError  # re-exported: the front
+from swarmnode.gossip.exchange_types import Outgoing, ParamStore, PeerDirectory, RoundResult
 from swarmnode.gossip.push_guard import PushGuard
 from swarmnode.gossip.round_log import describe, join_notes
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
-
-
-class ParamStore(Protocol):
-    """The local model as the exchange sees it (implemented by the node over its worker)."""
-
-    size: int
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        """(step, a host float32 copy of the parameters) taken between two training steps."""
-        ...
-
-    # Optional: `async def snapshot_frame(self, sender: str) -> memoryview` — the snapshot
-    # already framed by `swarmnode.gossip.wire.encode_into_frame` (one copy, straight from the model into
-    # the frame). Used instead of snapshot() + encode_params when present and honest.
-
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        """Queue x <- (1 - weight) x + weight other, to be applied between two training steps.
-
-        Returns once the mix is *queued*, not once it is applied: a `snapshot()` taken right
-        after may not contain it yet, and neither an exchange round nor a pushpull answer ever
-        waits for a training step. Mixes are applied in the order they were queued. The store
-        keeps `other` (it must not be changed by the caller afterwards).
-        """
-        ...
-
-    # With `compress`: `async def nudge(self, delta, weight)`, x <- x + weight delta, queued.
-    # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
-    # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
-    # without it gets plain mixing.
-
-
-class PeerDirectory(Protocol):
-    """Who to talk to (implemented over membership)."""
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        """Up to k distinct live peers as (peer_id, address), uniformly at random."""
-        ...
-
-    # Optional: `def is_member(self, peer_id: str) -> bool` — whether a request's declared
-    # sender is a live member; without it (in-process tests) every sender is served.
-
-
-# Transforms my snapshot before it leaves this peer; the identity for honest peers, a poisoning
-# behaviour for byzantine ones (fault/).
-Outgoing = Callable[[int, np.ndarray], Awaitable[np.ndarray]]
-
-
-@dataclass
-class RoundResult:
-    """What one exchange round did; logged and counted in metrics."""
-
-    mode: str
-    asked: list[str] = field(default_factory=list)
-    received: list[str] = field(default_factory=list)
-    failures: dict[str, str] = field(default_factory=dict)
-    applied: bool = False  # a mix was queued into the store (applied at its next step)
-    note: str = ""
-    duration_s: float = 0.0
 
 
 class Exchanger:

@@ -371,11 +371,7 @@ class Node:
         # `failed`, not forever (it used to wait for SIGTERM, refusing joins all the while).
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), FAILED_LINGER_S)
-        log.error(
-            "training had failed (%s); exiting after %.0f s in state 'failed'",
-            error,
-            FAILED_LINGER_S,
-        )
+        log.error("training had failed (%s); exiting after %.0f s 'failed'", error, FAILED_LINGER_S)
         self._stop.set()
 
     async def _rejoin_loop(self) -> None:
@@ -389,8 +385,6 @@ class Node:
                 log.info("re-joined the swarm through the seeds")
             except SwarmnodeError as exc:
                 log.info("re-join attempt failed: %s", exc)
-
-    # --- helpers -------------------------------------------------------------------------
 
     def _save_checkpoint(self, state: dict[str, Any] | None) -> None:
         state = self.worker.state() if state is None else state

@@ -11,17 +11,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import pytest
 from swarmnode.gossip.auth import Signer
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.operator import OperatorKey
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 from swarmnode.node.train.errors import ConfigError
 
+from tests.integration.inprocess import peer_config
 from tests.integration.peers import OPERATOR, operator_pub
 
 pytestmark = pytest.mark.timeout(90)
@@ -31,17 +30,6 @@ SABOTAGE = [
     ("admin/byzantine", encode_control("byzantine", kind="huge")),
     ("admin/slowdown", encode_control("slowdown", factor=1000.0)),
 ]
-
-
-def peer_config(**kw: Any) -> PeerConfig:
-    base: dict[str, Any] = {
-        "model": "mlp:8",
-        "steps": 0,
-        "listen": "127.0.0.1:0",
-        "eval_every": 10**6,
-        "slowdown": 4.0,  # several training threads share this process (and 2 shared cores)
-    }
-    return PeerConfig(**{**base, **kw})
 
 
 @pytest.fixture

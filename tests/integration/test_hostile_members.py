@@ -16,24 +16,13 @@ import pytest
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.peer_key import PeerKey
 from swarmnode.gossip.records import to_wire
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import peer_config
 from tests.signed import signed_entry
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def peer_config(**kw: Any) -> PeerConfig:
-    base: dict[str, Any] = {
-        "model": "mlp:8",
-        "steps": 0,
-        "listen": "127.0.0.1:0",
-        "eval_every": 10**6,
-        "slowdown": 4.0,  # training threads share this process (and 2 shared cores)
-    }
-    return PeerConfig(**{**base, **kw})
 
 
 @pytest.fixture

@@ -16,16 +16,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from statistics import mean
-from typing import Any
 
 import aiohttp
 import numpy as np
 import pytest
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.wire import decode_params, encode_params
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import peer_config
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -33,17 +32,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 WARM_STEPS = 400  # steps every peer trains before the attack (digits MLP: ~90% by then)
 EVALS = 3  # evaluations averaged into one accuracy (one of 360 images moves by ~0.3 points)
 ROUNDS_AFTER = 4  # own exchange rounds every peer runs after the push before "after" is measured
-
-
-def peer_config(**kw: Any) -> PeerConfig:
-    base: dict[str, Any] = {
-        "model": "mlp:8",
-        "steps": 0,
-        "listen": "127.0.0.1:0",
-        "eval_every": 10**6,
-        "slowdown": 4.0,  # three training threads share this process (and 2 shared cores)
-    }
-    return PeerConfig(**{**base, **kw})
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
+from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
 from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
@@ -39,15 +40,7 @@ SECRET = "s"
 
 
 def peer_config(**kw: Any) -> PeerConfig:
-    base: dict[str, Any] = {
-        "model": "mlp:8",
-        "steps": 0,
-        "listen": "127.0.0.1:0",
-        "eval_every": 10**6,
-        "secret": SECRET,
-        "slowdown": 4.0,  # three training threads share this process (and 2 shared cores)
-    }
-    return PeerConfig(**{**base, **kw})
+    return in_process_config(**{"secret": SECRET, **kw})
 
 
 @pytest.fixture

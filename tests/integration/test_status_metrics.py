@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
 from tests.waiting import eventually
 
@@ -67,14 +68,7 @@ MEMBER_SCHEMA: dict[str, Any] = {
 
 
 def peer_config(**kw: Any) -> PeerConfig:
-    base: dict[str, Any] = {
-        "model": "mlp:8",
-        "steps": 0,
-        "listen": "127.0.0.1:0",
-        "eval_every": 20,
-        "slowdown": 4.0,  # three training threads share this process (and 2 shared cores)
-    }
-    return PeerConfig(**{**base, **kw})
+    return in_process_config(**{"eval_every": 20, **kw})
 
 
 @pytest.fixture

@@ -20,21 +20,9 @@ from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.member_table import Member
 from swarmnode.node.peer.byzantine_serving import ByzantineServing, peer_rng
 
-D = 1000
+D = 1000  # parameters per test vector
+
 ROOT = Path(__file__).resolve().parents[2]
-NON_FINITE_KINDS = {"nan", "inf", "garbage"}
-
-
-@pytest.fixture
-def own() -> np.ndarray:
-    return np.random.default_rng(0).standard_normal(D).astype(np.float32)
-
-
-@pytest.fixture
-def honest() -> list[np.ndarray]:
-    rng = np.random.default_rng(1)
-    base = rng.standard_normal(D).astype(np.float32)
-    return [base + 0.1 * rng.standard_normal(D).astype(np.float32) for _ in range(7)]
 
 
 class ArrayStore:

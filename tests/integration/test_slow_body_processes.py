@@ -44,9 +44,10 @@ async def main(addr, n):
     loop = asyncio.get_running_loop()
     while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "on":
         async with SlowBodies(addr, n) as slow:
-            while slow.peak < n:
+            deadline = loop.time() + 30  # all n connections open, or the driver sees no "on"
+            while slow.peak < n and loop.time() < deadline:
                 await asyncio.sleep(0.05)
-            print("on", flush=True)
+            print("on" if slow.peak >= n else f"only {slow.peak} of {n} connections", flush=True)
             await loop.run_in_executor(None, sys.stdin.readline)  # "off"
         print("off", flush=True)  # every connection closed
 

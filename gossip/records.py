@@ -123,9 +123,13 @@ class RecordSigner:
                 chain.append(chain_step(chain[-1]))
             record = _pack(g, self.key, chain[-1])
             proof = Proof(
-                record, self.key.sign(DOMAIN + record), self.key.public, g.heartbeat, chain[-1],
+                record,
+                self.key.sign(DOMAIN + record),
+                self.key.public,
+                g.heartbeat,
                 chain[-1],
-            )  # fmt: skip
+                chain[-1],
+            )
             self._chain, self._sealed_at, self.signed = chain, self._clock(), self.signed + 1
             last = self._last = g._replace(proof=proof)
             return last
@@ -197,9 +201,15 @@ def _open_record(record: bytes) -> _Record:
         raise CodecError(f"member {peer_id!r}: the id is not its key's")
     # read-only: one opened record is shared by every entry that carries the same bytes
     return _Record(
-        g.peer_id, g.addr, g.incarnation, g.heartbeat, signed_state, MappingProxyType(meta),
-        public, tip,
-    )  # fmt: skip
+        g.peer_id,
+        g.addr,
+        g.incarnation,
+        g.heartbeat,
+        signed_state,
+        MappingProxyType(meta),
+        public,
+        tip,
+    )
 
 
 _Fields = tuple[bytes, bytes, Any, float, int, bytes]

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
+from swarmnode.fault.hostile import SlowBodies
 from swarmnode.gossip import wire
 from swarmnode.gossip.auth import AuthTransport, Signer
 from swarmnode.gossip.codec import encode_control
@@ -24,7 +25,7 @@ from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import SlowBodies, admit
+from tests.integration.hostile import admit
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 ATTACKER = """
 import asyncio, sys
-from tests.integration.hostile import SlowBodies
+from swarmnode.fault.hostile import SlowBodies
 
 async def main(addr, n):
     loop = asyncio.get_running_loop()

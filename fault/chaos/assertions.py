@@ -52,7 +52,8 @@ assertions_exchange, assertions_hostile), the keys' validation in assertions_che
     exchange_rate      min_ratio (default 0.9); baseline (s, default: the attack's length);
                        after (hostile event id, default the first); peers (default: honest) --
                        exchange rounds applied a second, summed over the peers, during the
-                       attack / in the `baseline` seconds before it
+                       attack / the mean of the `baseline` seconds before it and after it
+                       (after: when the run lasts >= 3 s beyond the attack)
     hostile_accepted   max (default 0); after (hostile event id, default: every attack) -- what
                        the attackers got through by their own count: sybils listed by an honest
                        peer (the most at once), observations showing a forged claim

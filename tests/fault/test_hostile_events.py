@@ -110,12 +110,30 @@ max = 3
 """
 
 
+def test_the_exchange_rate_baseline_is_before_and_after_the_attack() -> None:
+    sc = parse_scenario_text(BASE + SYBILS + "[[assert]]\nkind = 'exchange_rate'\nbaseline = 5\n")
+    samples = _samples({"a": (4.0, 3.0)})  # 4/s before, 3/s from t = 10 on
+    samples["a"] = [s for s in samples["a"] if s["t"] <= 10] + [
+        {**s, "applied": 40 + 3 * (s["t"] - 10) - (0 if s["t"] <= 15 else (s["t"] - 15))}
+        for s in samples["a"]
+        if s["t"] > 10
+    ]  # 3/s during [10, 15], 2/s after: the load drifted, the attack did nothing
+    rec = _record(samples)
+    rec.hostile[0]["end"] = 15.0
+    (rate,) = evaluate(sc, rec)
+    assert rate.facts["window_rates"] == [pytest.approx(4.0), pytest.approx(2.0)]
+    assert rate.measured == pytest.approx(3.0 / 3.0)
+
+
 def test_the_hostile_assertions_read_the_attack_window() -> None:
     sc = parse_scenario_text(BASE + SYBILS + ASSERTS)
     rec = _record(_samples({"a": (2.0, 1.9), "b": (2.0, 1.9), "c": (2.0, 1.8)}))
     rate, alive, accepted, cap = evaluate(sc, rec)
     assert rate.measured == pytest.approx(5.6 / 6.0) and rate.status == "pass"
-    assert rate.facts["before"] == (0.0, 10.0) and rate.facts["during"] == (10.0, 20.0)
+    # before: [0, 10]; after it, no sample past t = 20: no rate there
+    assert rate.facts["windows"] == [[0.0, 10.0], [20.0, 30.0]]
+    assert rate.facts["window_rates"][1] is None
+    assert rate.facts["during"] == [10.0, 20.0]
     assert alive.per_peer == {"a": 1.0, "c": 1.0} and alive.status == "pass"
     assert accepted.measured == 0 and accepted.status == "pass"
     assert cap.measured == 4 and cap.status == "fail"  # b and three sybils listed

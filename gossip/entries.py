@@ -120,9 +120,10 @@ def parse_entries(
     if len(raw) > limit:
         raise CodecError(f"digest of {len(raw)} entries exceeds the cap of {limit}")
     good, dropped = [], []
+    parse = parse_entry if opener is None else opener
     for item in raw:
         try:
-            good.append((opener or parse_entry)(item))
+            good.append(parse(item))
         except CodecError as exc:
             dropped.append(str(exc))
     return good, dropped

@@ -2,7 +2,8 @@
 
 In order, cheapest first, so that a flood costs as little as possible:
 1. the size cap (`max_digest` entries; longer digests are refused whole);
-2. each entry's form and bounds (`parse_entry`, or `records.open_entry` when signed);
+2. each entry's form and bounds (`parse_entry`, or when signed a `records.RecordOpener`, which
+   remembers the records it opened by their bytes: they are re-gossiped unchanged);
 3. for members the table does not know: the admission mode (`trust`: listed keys only), then
    the source's and the global newcomer rate; a refused newcomer is never verified;
 4. the table merge, which checks a signature only for an entry that would change the table.
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from swarmnode.gossip.admission import Admission
 from swarmnode.gossip.entries import Gossiped, parse_entries, parse_entry
 from swarmnode.gossip.member_table import MemberTable
-from swarmnode.gossip.records import Verifier, open_entry
+from swarmnode.gossip.records import RecordOpener, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ class Intake:
         self.table, self.admission, self.verifier = table, admission, verifier
         self.max_digest = max_digest
         self.forged_digests = 0
-        self._open = open_entry if verifier is not None else parse_entry
+        self.opener = RecordOpener() if verifier is not None else None
+        self._open = parse_entry if self.opener is None else self.opener
 
     def parse(self, raw: object, what: str) -> list[Gossiped]:
         """The well-formed entries of a digest; malformed ones are dropped with one log line."""

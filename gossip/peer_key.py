@@ -23,6 +23,7 @@ from swarmnode.kernels.errors import SwarmnodeError
 PUBLIC_KEY_BYTES = 32
 SIGNATURE_BYTES = 64
 ID_HASH_BYTES = 10  # 80 bits -> 16 base32 characters
+KEY_FILE = "peer.key"  # where a peer keeps its key, in its checkpoint dir (`key_file_text`)
 _PUBLIC_HEX_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
@@ -77,6 +78,10 @@ class PeerKey:
         if len(raw) != 32:
             raise PeerKeyError(f"a private key is 32 bytes, got {len(raw)}")
         return cls(Ed25519PrivateKey.from_private_bytes(raw))
+
+    def key_file_text(self) -> bytes:
+        """The content of a `peer.key` file: the private key in hex, one line (mode 0600)."""
+        return self.private_bytes().hex().encode() + b"\n"
 
     def private_bytes(self) -> bytes:
         return self._private.private_bytes(

@@ -27,15 +27,17 @@ chain: `Verifier.check` does that, only for entries that would change the receiv
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import msgpack
 from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.entries import Gossiped, Proof, parse_entry
+from swarmnode.gossip.entries import MAX_COUNTER, Gossiped, Proof, parse_entry
 from swarmnode.gossip.failure import ALIVE, LEFT, STATES
 from swarmnode.gossip.peer_key import (
     PUBLIC_KEY_BYTES,
@@ -121,9 +123,13 @@ class RecordSigner:
                 chain.append(chain_step(chain[-1]))
             record = _pack(g, self.key, chain[-1])
             proof = Proof(
-                record, self.key.sign(DOMAIN + record), self.key.public, g.heartbeat, chain[-1],
+                record,
+                self.key.sign(DOMAIN + record),
+                self.key.public,
+                g.heartbeat,
                 chain[-1],
-            )  # fmt: skip
+                chain[-1],
+            )
             self._chain, self._sealed_at, self.signed = chain, self._clock(), self.signed + 1
             last = self._last = g._replace(proof=proof)
             return last
@@ -153,17 +159,21 @@ def to_wire(g: Gossiped) -> list[Any]:
     return [g.peer_id, g.addr, g.incarnation, g.heartbeat, g.state, g.age, dict(g.meta)]
 
 
-def open_entry(raw: object) -> Gossiped:
-    """Parse one signed entry (see the module doc); signature and chain are *not* checked."""
-    if not isinstance(raw, (list, tuple)) or len(raw) != _SIGNED_FIELDS:
-        raise CodecError("unsigned member entry: this swarm takes only signed records")
-    record, signature, state, age, heartbeat, reveal = raw
-    if not isinstance(record, bytes) or not 0 < len(record) <= MAX_RECORD_BYTES:
-        raise CodecError("a member record must be 1-2048 bytes")
-    if not isinstance(signature, bytes) or len(signature) != SIGNATURE_BYTES:
-        raise CodecError("a member signature must be 64 bytes")
-    if not isinstance(reveal, bytes) or len(reveal) != CHAIN_BYTES:
-        raise CodecError(f"a heartbeat proof must be {CHAIN_BYTES} bytes")
+class _Record(NamedTuple):
+    """What a record's bytes say, validated (everything but the relayer's fields)."""
+
+    peer_id: str
+    addr: str
+    incarnation: int
+    base: int
+    signed_state: str
+    meta: Mapping[str, Any]
+    public: bytes
+    tip: bytes
+
+
+def _open_record(record: bytes) -> _Record:
+    """Unpack and check one record's bytes: form, bounds, and that the id is the key's."""
     try:
         fields = msgpack.unpackb(
             record,
@@ -179,28 +189,113 @@ def open_entry(raw: object) -> Gossiped:
     if not isinstance(fields, list) or len(fields) != _RECORD_FIELDS:
         raise CodecError(f"a member record must be an array of {_RECORD_FIELDS} fields")
     peer_id, addr, incarnation, base, signed_state, meta, public, tip = fields
-    if state not in STATES:
-        raise CodecError(f"member {peer_id!r}: unknown state {state!r}")
     if signed_state not in (ALIVE, LEFT):
         raise CodecError(f"member {peer_id!r}: a record is signed alive or left")
-    if signed_state == LEFT:
-        state = LEFT  # the owner said goodbye: no hint undoes that
-    elif state == LEFT:
-        raise CodecError(f"member {peer_id!r}: marked left without its own signed leave")
-    g = parse_entry([peer_id, addr, incarnation, heartbeat, state, age, meta])
-    if (
-        not isinstance(base, int)
-        or isinstance(base, bool)
-        or not 0 <= g.heartbeat - base <= (CHAIN_LENGTH)
-    ):
-        raise CodecError(f"member {peer_id!r}: heartbeat {g.heartbeat} is outside its chain")
+    # the base is a heartbeat: the same bounds (the entry's own heartbeat is checked per entry)
+    g = parse_entry([peer_id, addr, incarnation, base, ALIVE, 0.0, meta])
     if not isinstance(tip, bytes) or len(tip) != CHAIN_BYTES:
         raise CodecError(f"member {peer_id!r}: a chain tip must be {CHAIN_BYTES} bytes")
     if not isinstance(public, bytes) or len(public) != PUBLIC_KEY_BYTES:
         raise CodecError(f"member {peer_id!r}: a public key must be {PUBLIC_KEY_BYTES} bytes")
     if peer_id_of(public) != peer_id:
         raise CodecError(f"member {peer_id!r}: the id is not its key's")
-    return g._replace(proof=Proof(record, signature, public, base, tip, reveal))
+    # read-only: one opened record is shared by every entry that carries the same bytes
+    return _Record(
+        g.peer_id,
+        g.addr,
+        g.incarnation,
+        g.heartbeat,
+        signed_state,
+        MappingProxyType(meta),
+        public,
+        tip,
+    )
+
+
+_Fields = tuple[bytes, bytes, Any, float, int, bytes]
+
+
+def _split(raw: object) -> _Fields:
+    """The six fields of a signed entry, each checked for type (and size) but not yet against
+    its record: after this, equal fields parse to equal entries."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != _SIGNED_FIELDS:
+        raise CodecError("unsigned member entry: this swarm takes only signed records")
+    record, signature, state, age, heartbeat, reveal = raw
+    if not isinstance(record, bytes) or not 0 < len(record) <= MAX_RECORD_BYTES:
+        raise CodecError("a member record must be 1-2048 bytes")
+    if not isinstance(signature, bytes) or len(signature) != SIGNATURE_BYTES:
+        raise CodecError("a member signature must be 64 bytes")
+    if not isinstance(reveal, bytes) or len(reveal) != CHAIN_BYTES:
+        raise CodecError(f"a heartbeat proof must be {CHAIN_BYTES} bytes")
+    if not isinstance(heartbeat, int) or isinstance(heartbeat, bool):
+        raise CodecError(f"bad heartbeat {heartbeat!r}")
+    if not isinstance(age, (int, float)) or isinstance(age, bool) or not 0 <= age < math.inf:
+        raise CodecError(f"bad tombstone age {age!r}")
+    return record, signature, state, age, heartbeat, reveal
+
+
+def _entry(rec: _Record, fields: _Fields) -> Gossiped:
+    """The entry that an opened record and the relayer's fields (hint, age, heartbeat) make."""
+    record, signature, state, age, heartbeat, reveal = fields
+    if state not in STATES:
+        raise CodecError(f"member {rec.peer_id!r}: unknown state {state!r}")
+    if rec.signed_state == LEFT:
+        state = LEFT  # the owner said goodbye: no hint undoes that
+    elif state == LEFT:
+        raise CodecError(f"member {rec.peer_id!r}: marked left without its own signed leave")
+    if not rec.base <= heartbeat <= min(rec.base + CHAIN_LENGTH, MAX_COUNTER):
+        raise CodecError(f"member {rec.peer_id!r}: heartbeat {heartbeat} is outside its chain")
+    proof = Proof(record, signature, rec.public, rec.base, rec.tip, reveal)
+    return Gossiped(
+        rec.peer_id, rec.addr, rec.incarnation, heartbeat, state, float(age), rec.meta, proof
+    )
+
+
+def open_entry(raw: object) -> Gossiped:
+    """Parse one signed entry (see the module doc); signature and chain are *not* checked."""
+    fields = _split(raw)
+    return _entry(_open_record(fields[0]), fields)
+
+
+class RecordOpener:
+    """`open_entry` with the opened records remembered by their exact bytes (bounded LRU).
+
+    A record is re-gossiped unchanged by every peer, ~6 times an interval, for up to 30 s
+    (`PROGRESS_RESEAL_S`); opening it (msgpack, the bounds, the SHA-256 and base32 of the id)
+    was most of the signed gossip path's CPU. The cache holds only what a record's bytes
+    determine, keyed by all of them, so a hit gives what a fresh parse would; the relayer's
+    fields (hint, age, heartbeat, chain value) are checked on every entry, except that an entry
+    whose six fields equal the last one built from that record (the same beat relayed by
+    several peers) is that entry again. Signatures and chains are still `Verifier`'s. Records
+    that fail to open are not remembered; a flood of good ones only evicts (LRU), which costs
+    the honest records a fresh parse, never a wrong answer.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        # record bytes -> [its opened fields, the last entry's six fields, that entry]
+        self._opened: OrderedDict[bytes, list[Any]] = OrderedDict()
+        self.hits = 0  # records found opened (for benches and tests)
+        self.misses = 0
+
+    def __call__(self, raw: object) -> Gossiped:
+        fields = _split(raw)
+        record = fields[0]
+        slot = self._opened.get(record)
+        if slot is None:
+            self.misses += 1
+            slot = [_open_record(record), None, None]
+            self._opened[record] = slot
+            if len(self._opened) > self.capacity:
+                self._opened.popitem(last=False)
+        else:
+            self.hits += 1
+            self._opened.move_to_end(record)
+            if slot[1] == fields:
+                return slot[2]  # type: ignore[no-any-return]
+        g = _entry(slot[0], fields)
+        slot[1], slot[2] = fields, g
+        return g
 
 
 class Verifier:

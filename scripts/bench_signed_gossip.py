@@ -7,12 +7,15 @@ owner bumps its heartbeat and its training step (progress meta, as a training pe
 0.25 s), and the receiver takes `--digests` digests (push-pull at fanout 3: ~6 an interval)
 holding every owner's current entry: decode, parse, admit, verify, merge, then encodes its own
 answer. Owners sign outside the timed part (in a swarm each pays for its own record once); the
-receiver's own signing is inside it. Three schemes:
+receiver's own signing is inside it. Four schemes:
 
 - unsigned: the plain 7-field entries (the in-process simulation's form);
 - per-beat: every heartbeat a freshly signed record (the 2026-11-24 branch: one Ed25519
   verification per member per interval);
-- chain: the record signed once, heartbeats on its hash chain, progress re-signed every 30 s;
+- chain-uncached: the record signed once, heartbeats on its hash chain, progress re-signed
+  every `--progress-reseal` s (30), every entry's record opened afresh (before 2026-11-24's
+  `RecordOpener`);
+- chain: the same, with records opened once and remembered by their bytes (`RecordOpener`);
 
 Prints gossip CPU per interval (ms and % of a core) and the share spent in sign and verify,
 twice: timed around `Verifier.check` and our own `RecordSigner.entry` (inflated by the timers'
@@ -34,11 +37,13 @@ from swarmnode.gossip.records import (
     RecordSigner,
     Verifier,
     chain_step,
+    open_entry,
     seal,
     to_wire,
 )
 
 INTERVAL_S = 0.5
+SCHEMES = ("unsigned", "per-beat", "chain-uncached", "chain")
 
 
 class Clock:
@@ -62,7 +67,7 @@ class TimedVerifier(Verifier):
             self.spent += time.process_time() - t0
 
 
-def run(n: int, rounds: int, digests: int, scheme: str) -> dict[str, float]:
+def run(n: int, rounds: int, digests: int, scheme: str, reseal_s: float) -> dict[str, float]:
     clock = Clock()
     signed = scheme != "unsigned"
     me = PeerKey.generate()
@@ -76,6 +81,8 @@ def run(n: int, rounds: int, digests: int, scheme: str) -> dict[str, float]:
     )
     if signed:
         m.verifier = m.intake.verifier = TimedVerifier()
+        if scheme == "chain-uncached":
+            m.intake._open = open_entry
         own = RecordSigner(me, clock=clock)
         own_spent = [0.0]
 
@@ -88,7 +95,7 @@ def run(n: int, rounds: int, digests: int, scheme: str) -> dict[str, float]:
 
         m.table._seal = timed_entry
     keys = [PeerKey.generate() for _ in range(n)]
-    signers = [RecordSigner(k, clock=clock) for k in keys]
+    signers = [RecordSigner(k, clock=clock, progress_reseal_s=reseal_s) for k in keys]
     total = 0.0
     for r in range(rounds):
         clock.now += INTERVAL_S
@@ -153,6 +160,9 @@ def main() -> int:
     ap.add_argument("--members", default="16,256")
     ap.add_argument("--rounds", type=int, default=240)
     ap.add_argument("--digests", type=int, default=6)
+    ap.add_argument(
+        "--progress-reseal", type=float, default=30.0, help="owners' progress re-sign period, s"
+    )
     args = ap.parse_args()
     unit = unit_costs()
     print(
@@ -163,12 +173,12 @@ def main() -> int:
     for n in (int(x) for x in args.members.split(",")):
         base = None
         totals, counts = {}, {}
-        for scheme in ("unsigned", "per-beat", "chain"):
-            r = run(n, args.rounds, args.digests, scheme)
+        for scheme in SCHEMES:
+            r = run(n, args.rounds, args.digests, scheme, args.progress_reseal)
             base = base or r["ms_per_interval"]
             totals[scheme] = r["ms_per_interval"]
             print(
-                f"{n:5d} members  {scheme:9s} {r['ms_per_interval']:8.2f} ms/interval "
+                f"{n:5d} members  {scheme:14s} {r['ms_per_interval']:8.2f} ms/interval "
                 f"({r['core_pct']:5.1f}% of a core, x{r['ms_per_interval'] / base:.2f})  "
                 f"sign+verify {r['crypto_pct_of_gossip']:5.1f}% of it, "
                 f"{r['verifies_per_interval']:.2f} Ed25519 verifies/interval",
@@ -176,7 +186,7 @@ def main() -> int:
             )
             counts[scheme] = r
         # the timers around each check inflate the share above: count x unit cost does not
-        for scheme in ("per-beat", "chain"):
+        for scheme in SCHEMES[1:]:
             c = counts[scheme]
             crypto = (
                 c["verifies_per_interval"] * unit["verify"]

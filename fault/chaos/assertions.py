@@ -4,7 +4,7 @@ Every check reads a `RunRecord` (the per-peer `/v1/status` samples, the model di
 executed timeline) and returns one result with the measured value, the threshold and a verdict,
 so a unit test can feed it synthetic samples. This module is the front: `evaluate` runs a
 scenario's assertions; the checks live by family (assertions_accuracy, assertions_swarm,
-assertions_exchange), the keys' validation in assertions_check, the shared data in record. Kinds and their keys (`[[assert]]` tables):
+assertions_exchange, assertions_hostile), the keys' validation in assertions_check, the shared data in record. Kinds and their keys (`[[assert]]` tables):
 
     final_accuracy     min (required, 0-1); peers (default: honest peers running at the end);
                        window (s, default 0: the last sample) -- lowest final test accuracy
@@ -43,6 +43,20 @@ assertions_exchange), the keys' validation in assertions_check, the shared data 
                        most one deadline; the allowance covers only the round's own work around
                        that wait (snapshot, encode, decode, mix: a few ms for the digits MLP, the
                        rest is thread scheduling on a shared CPU). The report lists both parts.
+    member_cap         max (default 1024, the table's cap); peers (default: honest peers) --
+                       the most members any of them listed in one sample
+    victim_alive       min_share (default 0.95); peer (default: the forged-records victim, else
+                       the attacked peer); after (hostile event id, default the first) -- the
+                       lowest share, over the other honest peers, of their samples during the
+                       attack that list the victim alive
+    exchange_rate      min_ratio (default 0.9); baseline (s, default: the attack's length);
+                       after (hostile event id, default the first); peers (default: honest) --
+                       exchange rounds applied a second, summed over the peers, during the
+                       attack / the mean of the `baseline` seconds before it and after it
+                       (after: when the run lasts >= 3 s beyond the attack)
+    hostile_accepted   max (default 0); after (hostile event id, default: every attack) -- what
+                       the attackers got through by their own count: sybils listed by an honest
+                       peer (the most at once), observations showing a forged claim
 
 Any kind takes `must_fail = true`: the bar is expected to fail ("failed as expected").
 """
@@ -60,6 +74,12 @@ from swarmnode.fault.chaos.assertions_accuracy import (
 )
 from swarmnode.fault.chaos.assertions_check import SCHEMAS, validate_assertion
 from swarmnode.fault.chaos.assertions_exchange import exchange_progress, max_wait
+from swarmnode.fault.chaos.assertions_hostile import (
+    exchange_rate,
+    hostile_accepted,
+    member_cap,
+    victim_alive,
+)
 from swarmnode.fault.chaos.assertions_swarm import membership, merge, reconverge
 from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers
 
@@ -79,6 +99,10 @@ EVALUATORS: dict[str, Evaluator] = {
     "max_wait": max_wait,
     "merge": merge,
     "exchange_progress": exchange_progress,
+    "member_cap": member_cap,
+    "victim_alive": victim_alive,
+    "exchange_rate": exchange_rate,
+    "hostile_accepted": hostile_accepted,
 }
 assert EVALUATORS.keys() == SCHEMAS.keys()  # a kind is validated and evaluated, or neither
 

@@ -18,6 +18,7 @@ from swarmnode.fault.chaos.record import (
     first_event,
     rejoined,
 )
+from swarmnode.gossip.member_table import DEFAULT_MAX_MEMBERS
 
 if TYPE_CHECKING:
     from swarmnode.fault.chaos.scenario import Scenario
@@ -54,6 +55,9 @@ def _check_references(kind: str, params: dict[str, Any], scenario: Scenario) -> 
         "membership": ("kill", "terminate"),
         "reconverge": ("heal",),
         "merge": ("heal",),
+        "victim_alive": ("hostile",),
+        "exchange_rate": ("hostile",),
+        "hostile_accepted": ("hostile",),
     }.get(kind)
     if actions is None:
         pass
@@ -98,6 +102,16 @@ def _v_peers(value: Any, key: str, scenario: Scenario) -> list[str]:
         if v not in names:
             raise ScenarioError(f"unknown peer name {v!r} in '{key}'")
     return list(value)
+
+
+def _v_peer(value: Any, key: str, scenario: Scenario) -> str:
+    return _v_peers([value], key, scenario)[0]
+
+
+def _v_count(value: Any, key: str, _s: Scenario) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ScenarioError(f"'{key}' must be a whole number >= 0, got {value!r}")
+    return value
 
 
 def _v_event(value: Any, key: str, scenario: Scenario) -> str:
@@ -149,4 +163,17 @@ SCHEMAS: dict[str, dict[str, tuple[_Check, Any]]] = {
     "max_wait": {"allowance": (_v_seconds, WAIT_ALLOWANCE), "peers": (_v_peers, None)},
     "merge": {"within": (_v_seconds, 30.0), "after": (_v_event, None)},
     "exchange_progress": {"max_stall": (_v_seconds, _default_stall), "peers": (_v_peers, None)},
+    "member_cap": {"max": (_v_count, DEFAULT_MAX_MEMBERS), "peers": (_v_peers, None)},
+    "victim_alive": {
+        "min_share": (_v_unit, 0.95),
+        "peer": (_v_peer, None),
+        "after": (_v_event, None),
+    },
+    "exchange_rate": {
+        "min_ratio": (_v_unit, 0.9),
+        "baseline": (_v_seconds, None),
+        "after": (_v_event, None),
+        "peers": (_v_peers, None),
+    },
+    "hostile_accepted": {"max": (_v_count, 0), "after": (_v_event, None)},
 }

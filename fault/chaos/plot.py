@@ -67,6 +67,7 @@ def build_figure(report: Mapping[str, Any]) -> Any:
         loss_ax.set_ylabel("train loss")
         axes[-1].set_xlabel("seconds since all peers were ready")
         _mark_events(axes, report.get("timeline", []))
+        _mark_attacks(axes, report.get("hostile") or [])
         if acc_ax.get_legend_handles_labels()[0]:  # a run that failed early has no curve
             acc_ax.legend(loc="lower right", fontsize="small", ncol=2)
         verdict = report.get("result", "?").upper()
@@ -118,6 +119,14 @@ def _mark_events(axes: Any, timeline: list[dict[str, Any]]) -> None:
             fontsize="x-small",
             color=color,
         )
+
+
+def _mark_attacks(axes: Any, attacks: list[dict[str, Any]]) -> None:
+    """A hostile actor's span, shaded: from its start to its end (its event's line marks the
+    start and names it)."""
+    for attack in attacks:
+        for ax in axes:
+            ax.axvspan(attack["start"], attack["end"], color="tab:orange", alpha=0.12, lw=0)
 
 
 def _same_moment(

@@ -41,6 +41,8 @@ class RunRecord:
     peer_ids: dict[str, list[str]]
     final_state: dict[str, str]
     end_t: float
+    # each hostile actor's report (swarmnode.fault.chaos.hostile): kind, peer, start, end, ...
+    hostile: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def event_time(self, scenario: Scenario, index: int) -> float:
         for entry in self.timeline:

@@ -14,6 +14,7 @@
      "samples": {NAME: [{"t", "ok", "step", "acc", "loss", ...} | {"t", "ok": false, "why"}]},
      "distances": [{"t", "max", "n", "missing"[, "byzantine": {NAME: {"nearest", "from_mean",
                     "honest_from_mean", "std_shift"} | null}]}],   # see probe.relative_position
+     "hostile": [{"kind", "peer", "id", "start", "end", "outcome", "accepted", ...}],  # attackers
      "assertions": [{"kind", "description", "measured", "threshold", "op", "status", "ok",
                      "detail", "per_peer", "facts", ...}],
      "plot": "plot.png"|null}
@@ -178,6 +179,7 @@ def build_report(
         },
         "samples": record.samples,
         "distances": record.distances,
+        "hostile": record.hostile,
         "assertions": [r.to_json() for r in results],
         "plot": None,
     }

@@ -74,7 +74,14 @@ class ChaosRunner:
         self.supervisor = Supervisor(
             scenario, self.report_dir, self.command, self.secret, self.operator.public_pem()
         )
-        self.events = Timeline(self.supervisor, self.clock, operator=self.operator, say=self._say)
+        self.events = Timeline(
+            self.supervisor,
+            self.clock,
+            operator=self.operator,
+            say=self._say,
+            honest=self.honest,
+            signer=self.signer,
+        )
         self.sampler = Sampler(
             scenario,
             self.supervisor.peers,
@@ -156,6 +163,7 @@ class ChaosRunner:
             peer_ids={n: p.peer_ids for n, p in self.peers.items()},
             final_state=final_state,
             end_t=end_t,
+            hostile=self.events.hostile.reports,
         )
 
     def context(self) -> RunContext:
@@ -180,9 +188,12 @@ class ChaosRunner:
                 await self.events.do_event(index, event)
             await self.clock.sleep_until(self.scenario.duration)
         finally:
-            for task in tasks:
-                task.cancel()
-            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await self.events.hostile.stop()  # attackers first: the last sample is after
+            finally:
+                for task in tasks:
+                    task.cancel()
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         for outcome in outcomes:  # a sampler bug must not pass silently
             if isinstance(outcome, Exception):
                 raise outcome

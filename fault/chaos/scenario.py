@@ -14,6 +14,9 @@ starts at once has written its ready file; every `at` is seconds after that.
     ready_timeout = 60        # seconds a starting peer has to write its ready file
     stop_grace = 5            # seconds between SIGTERM and SIGKILL when the run ends
     secret = "..."            # swarm secret for every peer (default: $SWARMNODE_SECRET if set)
+    admission = "trust"       # a closed swarm: the runner makes every peer's key before its
+                              # first start and passes `--admission trust --trust FILE` listing
+                              # them (default: the peers' own default, by the secret)
 
     [node]                    # `swarmnode start` flags shared by every peer: key = value gives
     model = "mlp:64"          # `--key value`; `true` gives a bare `--key`, `false` leaves it out,
@@ -102,14 +105,14 @@ NODE_FLAGS = frozenset(
 RUNNER_FLAGS = frozenset(
     {
         "listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "name",
-        "secret",
+        "secret", "admission", "trust",
     }
 )  # fmt: skip
 
 
 _SCENARIO_KEYS = {
     "name", "description", "duration", "sample_every", "sample_timeout", "params_every",
-    "ready_timeout", "stop_grace", "secret",
+    "ready_timeout", "stop_grace", "secret", "admission",
 }  # fmt: skip
 _TOP_KEYS = {"scenario", "node", "peer", "event", "assert"}
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -147,6 +150,7 @@ class Scenario:
     stop_grace: float = 5.0
     source: str = "<string>"
     secret: str | None = dataclasses.field(default=None, repr=False)  # never printed
+    trust: bool = False  # `admission = "trust"`: the runner lists every peer's key
 
     def peer(self, name: str) -> PeerSpec:
         for p in self.peers:
@@ -223,6 +227,9 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     if "secret" in sc and secret is None:
         raise ScenarioError("[scenario]: 'secret' must not be empty")
     description = string(sc, "description", "[scenario]", default="")
+    admission = string(sc, "admission", "[scenario]", default="")
+    if admission not in ("", "trust"):
+        raise ScenarioError(f"[scenario]: admission = {admission!r}: only 'trust' is set here")
 
     node = _flags(table(data, "node"), "[node]")
     raw_peers = data.get("peer")
@@ -266,6 +273,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
         stop_grace=stop_grace,
         source=source,
         secret=secret,
+        trust=admission == "trust",
     )
     asserts = []
     for i, raw in enumerate(raw_asserts):

@@ -17,6 +17,7 @@ from swarmnode.fault.chaos.scenario_values import (
     peer_name,
     string,
 )
+from swarmnode.fault.hostile import HOSTILE_KINDS
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")
 SWARM_ACTIONS = ("partition", "heal")
-ACTIONS = PEER_ACTIONS + ADMIN_ACTIONS + SWARM_ACTIONS
+HOSTILE_ACTIONS = ("hostile",)  # an attacker the runner drives itself (swarmnode.fault.hostile)
+ACTIONS = PEER_ACTIONS + ADMIN_ACTIONS + SWARM_ACTIONS + HOSTILE_ACTIONS
 # Keys an event may carry beyond at/action/id/label, by action.
 _EVENT_KEYS = {
     **{a: {"peer"} for a in PEER_ACTIONS},
@@ -35,7 +37,10 @@ _EVENT_KEYS = {
     "slowdown": {"peer", "factor"},
     "partition": {"groups"},
     "heal": set(),
+    "hostile": {"peer", "kind", "victim", "count", "rate", "duration"},
 }
+# What a hostile event's `count` means, and its default, by kind (`rate`: messages a second).
+HOSTILE_COUNT = {"sybil-flood": 1000, "slow-bodies": 100, "forged-records": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +52,10 @@ class Event:
     kind: str | None = None  # byzantine
     factor: float | None = None  # slowdown
     groups: tuple[tuple[str, ...], ...] = ()  # partition
+    victim: str | None = None  # hostile forged-records: whose records are forged
+    count: int = 0  # hostile: sybils, or slow connections
+    rate: float = 0.0  # hostile: messages a second
+    duration: float = 0.0  # hostile: seconds the attack lasts
     id: str | None = None
     label: str = ""
 
@@ -89,6 +98,8 @@ def parse_event(index: int, raw: Any, names: set[str], duration: float) -> Event
         fields["factor"] = number(raw, "factor", where, required=True, lo=1.0, hi=1000.0)
     elif action == "partition":
         fields["groups"] = groups_value(raw.get("groups"), names, where)
+    elif action == "hostile":
+        fields.update(_hostile_fields(raw, fields, names, duration, where))
     event_id = raw.get("id")
     if event_id is not None and (not isinstance(event_id, str) or not event_id):
         raise ScenarioError(f"{where}: 'id' must be a non-empty string")
@@ -96,8 +107,36 @@ def parse_event(index: int, raw: Any, names: set[str], duration: float) -> Event
     label = raw.get("label")
     if label is not None and not isinstance(label, str):
         raise ScenarioError(f"{where}: 'label' must be a string")
-    fields["label"] = label or " ".join(x for x in (action, fields.get("peer")) if x)
+    default = " ".join(x for x in (action, fields.get("peer")) if x)
+    if action == "hostile":
+        default = f"{fields['kind']} on {fields['peer']}"
+    fields["label"] = label or default
     return Event(**fields)
+
+
+def _hostile_fields(
+    raw: Mapping[str, Any], fields: dict[str, Any], names: set[str], duration: float, where: str
+) -> dict[str, Any]:
+    """kind (required), victim (forged-records: required, not the target), count, rate and
+    duration (default: to the end of the run)."""
+    kind = string(raw, "kind", where, required=True)
+    if kind not in HOSTILE_KINDS:
+        raise ScenarioError(f"{where}: unknown kind {kind!r} (known: {', '.join(HOSTILE_KINDS)})")
+    out: dict[str, Any] = {"kind": kind}
+    if kind == "forged-records":
+        out["victim"] = peer_name(raw.get("victim"), names, f"{where} 'victim'")
+        if out["victim"] == fields["peer"]:
+            raise ScenarioError(f"{where}: the victim must be another peer than the target")
+    elif "victim" in raw:
+        raise ScenarioError(f"{where}: 'victim' is for kind = 'forged-records'")
+    count = number(raw, "count", where, default=HOSTILE_COUNT[kind], lo=1, hi=100_000)
+    if count != int(count):
+        raise ScenarioError(f"{where}: 'count' must be a whole number, got {count:g}")
+    out["count"] = int(count)
+    out["rate"] = number(raw, "rate", where, default=2.0, lo=0.0, hi=100.0, open_lo=True)
+    left = duration - fields["at"]
+    out["duration"] = number(raw, "duration", where, default=left, lo=0.0, hi=left, open_lo=True)
+    return out
 
 
 def check_timeline(events: list[Event], peers: list[PeerSpec]) -> None:
@@ -113,6 +152,7 @@ def check_timeline(events: list[Event], peers: list[PeerSpec]) -> None:
         "fault": ("running",),
         "byzantine": ("running",),
         "slowdown": ("running",),
+        "hostile": ("running",),
     }
     after = {"kill": "down", "terminate": "down", "freeze": "frozen", "thaw": "running"}
     after |= {"restart": "running", "join": "running"}

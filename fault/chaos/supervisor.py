@@ -25,6 +25,7 @@ from pathlib import Path
 from swarmnode.fault.chaos.errors import ChaosError
 from swarmnode.fault.chaos.processes import PeerProcess, one_thread_env, start_peer
 from swarmnode.fault.chaos.scenario import PeerSpec, Scenario, flag_argv
+from swarmnode.gossip.peer_key import KEY_FILE, PeerKey
 
 SECRET_VAR = "SWARMNODE_SECRET"  # what `swarmnode start` reads when --secret is not given
 LOG_TAIL_LINES = 6
@@ -121,6 +122,8 @@ class Supervisor:
         ]
         if seeds:
             args += ["--join", ",".join(seeds)]
+        if self.scenario.trust:
+            args += ["--admission", "trust", "--trust", str(self._trust_file())]
         if self.operator_pem is not None:  # admin requests are signed with the runner's key
             pub = self.peers_dir / "operator.pub"
             if not pub.exists():
@@ -144,6 +147,24 @@ class Supervisor:
         p.expected_exit = False
         p.argv = started.argv
         return p
+
+    def _trust_file(self) -> Path:
+        """A closed swarm: every peer's key, made before its first start (a peer keeps the
+        key it finds in its checkpoint dir), listed in one trust file."""
+        path = self.peers_dir / "trust.keys"
+        if not path.exists():
+            lines = []
+            for p in self.peers.values():
+                key = PeerKey.generate()
+                p.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(
+                    p.checkpoint_dir / KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600
+                )
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(key.key_file_text())
+                lines.append(f"{key.public_hex}  # {p.name}")
+            path.write_text("\n".join(lines) + "\n")
+        return path
 
     async def wait_ready(self, started: list[ScenarioPeer]) -> float:
         """Wait until each started peer has written its ready file; return the seconds taken."""

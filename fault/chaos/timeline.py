@@ -1,8 +1,8 @@
 """The timeline of a chaos run: each scheduled event carried out, at its time, and recorded.
 
 Lifecycle events (kill, terminate, freeze, thaw, restart, join) go to the supervisor; fault,
-partition, byzantine and slowdown events are admin requests to the peers (signed with the swarm
-secret when there is one). A partition is sent to every running peer as a fault spec by current
+partition, byzantine and slowdown events are admin requests to the peers (signed by the run's
+operator key); hostile events start an attacker (swarmnode.fault.chaos.hostile). A partition is sent to every running peer as a fault spec by current
 addresses, so a peer that restarts (new address) or thaws (missed changes) is sent it again.
 Every entry records the actual time, and an event that could not be carried out records why.
 """
@@ -17,10 +17,12 @@ from typing import Any
 import aiohttp
 from swarmnode.fault.chaos import probe
 from swarmnode.fault.chaos.errors import ChaosError
+from swarmnode.fault.chaos.hostile import HostileActors
 from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer, Supervisor
 from swarmnode.fault.inject.spec import FaultConfig, make_partition, parse_fault_spec
+from swarmnode.gossip.auth import Signer
 from swarmnode.gossip.operator import OperatorKey
 
 ADMIN_TIMEOUT = 3.0
@@ -36,6 +38,8 @@ class Timeline:
         *,
         operator: OperatorKey | None,
         say: Callable[[str], None],
+        honest: set[str] | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.peers = supervisor.peers
@@ -47,6 +51,8 @@ class Timeline:
         self.partition: tuple[tuple[str, ...], ...] = ()
         self.peer_faults: dict[str, FaultConfig] = {}
         self._faults_touched = False
+        honest = set(self.peers) if honest is None else honest
+        self.hostile = HostileActors(self.peers, honest, clock, signer=signer, say=say)
 
     def record_deaths(self) -> None:
         """Record a child that died without being told to."""
@@ -151,6 +157,9 @@ class Timeline:
     async def _ev_slowdown(self, e: Event) -> str:
         p = self._peer(e, "running")
         return await self._admin(p, "slowdown", probe.slowdown_body(e.factor or 1.0))
+
+    async def _ev_hostile(self, e: Event) -> str:
+        return self.hostile.start(e, self._peer(e, "running"))
 
     def fault_for(self, name: str) -> FaultConfig:
         """The peer's own fault spec with the current partition (by current addresses)."""

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmnode.gossip.peer_key import PeerKey, PeerKeyError, parse_public_key
+from swarmnode.gossip.peer_key import KEY_FILE, PeerKey, PeerKeyError, parse_public_key
 from swarmnode.node.train.checkpoint import lock_checkpoint_dir
 from swarmnode.node.train.config import check_writable_dir
 from swarmnode.node.train.errors import ConfigError
 
 IDENTITY_FILE = "peer.json"
-KEY_FILE = "peer.key"
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -87,7 +86,7 @@ def _load_or_create_key(directory: Path) -> PeerKey:
             # created 0600 from the start: the private key is never readable by others
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(key.private_bytes().hex().encode() + b"\n")
+                fh.write(key.key_file_text())
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:

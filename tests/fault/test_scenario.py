@@ -238,6 +238,7 @@ DOCUMENTED = {
     "byzantine-alie-krum", "byzantine-alie-mean", "byzantine-ipm-krum", "byzantine-ipm-mean",
     "byzantine-alie-krum-short", "byzantine-alie-mean-short", "byzantine-ipm-krum-short",
     "byzantine-ipm-mean-short", "byzantine-signflip-mean", "clean-krum", "clean-krum-short",
+    "sybil-flood", "slow-bodies", "forged-records",
 }  # fmt: skip
 
 

@@ -3,7 +3,7 @@
 Before: 4 connections trickling a 19 KB `pushpull`/`params` body at one byte per 2 s took the 4
 admission slots before any byte was read or authenticated; the victim served 2 exchanges in 20 s
 instead of ~240, with or without a secret. Here an in-process `Node` with a swarm secret is
-attacked by 100 such connections (tests/integration/hostile.py, reconnecting whenever cut) while
+attacked by 100 such connections (swarmnode.fault.hostile.SlowBodies, reconnecting whenever cut) while
 an honest peer's signed exchanges are timed against the same peer unattacked, in alternating
 windows (the box is shared: alternation cancels slow drifts in its load).
 """
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
+from swarmnode.fault.hostile import SlowBodies
 from swarmnode.gossip import wire
 from swarmnode.gossip.auth import AuthTransport, Signer
 from swarmnode.gossip.codec import encode_control
@@ -24,7 +25,7 @@ from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import SlowBodies, admit
+from tests.integration.hostile import admit
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,7 +2,7 @@
 
 Before: 4 connections trickling a 19 KB body took the victim's 4 admission slots; it served 2
 exchanges in 20 s instead of ~240, and a joiner could not sync from it (exit 2), with or without
-a secret. Here 100 such connections (tests/integration/hostile.py, reconnecting whenever cut)
+a secret. Here 100 such connections (swarmnode.fault.hostile.SlowBodies, reconnecting whenever cut)
 come from a separate process, as they would from another host, and:
 
 - the honest exchange rate with the victim (signed push-pulls and pulls from this process) stays
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 ATTACKER = """
 import asyncio, sys
-from tests.integration.hostile import SlowBodies
+from swarmnode.fault.hostile import SlowBodies
 
 async def main(addr, n):
     loop = asyncio.get_running_loop()

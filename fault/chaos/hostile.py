@@ -1,0 +1,105 @@
+"""The hostile actors of a chaos run (`action = "hostile"`): each attack an owned task.
+
+An event starts one actor of swarmnode.fault.hostile against its target peer; it runs for the
+event's `duration`, or until the timeline ends, when `stop()` cancels the ones still running and
+awaits them all. When the swarm has a secret the attacker holds it (an insider: the worst case
+the membership and request layers must survive). Each actor's report, with the times it ran,
+goes into `reports` (the report's `hostile` list), which the hostile assertions read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from swarmnode.fault.chaos.errors import ChaosError
+from swarmnode.fault.chaos.sampler import Clock
+from swarmnode.fault.chaos.scenario import Event
+from swarmnode.fault.chaos.supervisor import ScenarioPeer
+from swarmnode.fault.hostile import ForgedRecords, SlowBodies, SybilFlood
+from swarmnode.gossip.auth import Signer
+
+
+class HostileActors:
+    def __init__(
+        self,
+        peers: dict[str, ScenarioPeer],
+        honest: set[str],
+        clock: Clock,
+        *,
+        signer: Signer | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self.peers, self.honest, self.clock = peers, honest, clock
+        self.signer, self.say = signer, say
+        self.reports: list[dict[str, Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, e: Event, target: ScenarioPeer) -> str:
+        assert target.addr is not None and e.kind is not None
+        actor = self._actor(e, target)
+        name = f"chaos-hostile-{len(self._tasks)}"
+        self._tasks.append(asyncio.create_task(self._run(actor, e), name=name))
+        return f"{e.count} x {e.kind} for {e.duration:g} s"
+
+    def _actor(self, e: Event, target: ScenarioPeer) -> Any:
+        addr = target.addr or ""
+        if e.kind == SlowBodies.kind:
+            return SlowBodies(addr, e.count)
+        if e.kind == SybilFlood.kind:
+            return SybilFlood(
+                addr, e.count, e.rate, signer=self.signer, observers=self._observers()
+            )
+        assert e.victim is not None
+        victim = self.peers[e.victim]
+        if victim.peer_id is None:
+            raise ChaosError(f"victim {victim.name} has no peer id yet")
+        return ForgedRecords(
+            addr,
+            victim.peer_id,
+            e.rate,
+            signer=self.signer,
+            observers=self._observers(but=victim.name),
+        )
+
+    def _observers(self, but: str | None = None) -> Callable[[], list[str]]:
+        """The honest peers running at the time of each look (the victim lists not itself)."""
+        return lambda: [
+            p.addr
+            for p in self.peers.values()
+            if p.name in self.honest and p.name != but and p.state == "running" and p.addr
+        ]
+
+    async def _run(self, actor: Any, e: Event) -> None:
+        start = self.clock.now()
+        outcome = "done"
+        try:
+            await actor.run(e.duration)
+        except asyncio.CancelledError:
+            outcome = "stopped at the end of the run"
+            raise
+        finally:
+            report = {
+                "kind": e.kind,
+                "peer": e.peer,
+                "id": e.id,
+                "start": round(start, 3),
+                "end": round(self.clock.now(), 3),
+                "outcome": outcome,
+                **actor.report(),
+            }
+            self.reports.append(report)
+            self.say(
+                f"chaos: t={report['end']:.1f}s {e.kind} on {e.peer} ended ({outcome}): "
+                f"accepted {report['accepted']}"
+            )
+
+    async def stop(self) -> None:
+        """Cancel the actors still running and await every one; an actor's crash is raised."""
+        for task in self._tasks:
+            task.cancel()
+        outcomes = await asyncio.gather(*self._tasks, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise ChaosError(f"a hostile actor failed: {outcome!r}") from outcome

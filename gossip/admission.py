@@ -26,6 +26,7 @@ from swarmnode.gossip.entries import MembershipError
 from swarmnode.gossip.peer_key import peer_id_of
 
 MODES = ("open", "secret", "trust")
+DECLARED = "id:"  # a source named by the sender's declared id: no address (in-memory network)
 MAX_SOURCES = 4096  # buckets kept; the least recently used source is forgotten first
 
 # The remote address of the request being handled, set by the HTTP layer's wiring (a middleware
@@ -33,6 +34,11 @@ MAX_SOURCES = 4096  # buckets kept; the least recently used source is forgotten 
 REMOTE_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "swarmnode_remote_source", default=None
 )
+
+
+def address_of(source: str) -> str | None:
+    """The remote address a source names, or None for a declared id (which the sender chose)."""
+    return None if source.startswith(DECLARED) else source
 
 
 class TokenBucket:

@@ -7,7 +7,8 @@
   handling; a request that fails counts as its timeout.
 - throughput: an EWMA of (bytes out + bytes in) / duration over *bulk* requests (parameter
   exchanges), in bits per second.
-- bytes sent and received, requests, failures, and the requests in flight now.
+- bytes sent and received, requests, failures, and the requests in flight now;
+- failures in a row, which back the partner off (`backoff`, gossip/backoff.py).
 
 `prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
 expected exchange time over its own, floored at `floor`, so that quick partners are picked more
@@ -22,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from swarmnode.gossip.backoff import Backoff, kind_of
 from swarmnode.gossip.transport import Transport, TransportError
 
 SMALL_BYTES = 64 * 1024
@@ -69,9 +71,12 @@ def _ewma(old: float | None, new: float) -> float:
 class MeasuringTransport:
     """A `Transport` that measures every request by destination (see the module doc)."""
 
-    def __init__(self, inner: Transport) -> None:
+    def __init__(self, inner: Transport, backoff: Backoff | None = None) -> None:
         self.inner = inner
         self.links: dict[str, LinkStat] = {}
+        # partners that do not answer are sampled rarely (gossip/backoff.py); fed here, where
+        # every request of the peer passes, and read by the samplers
+        self.backoff = backoff or Backoff()
 
     def stat(self, addr: str) -> LinkStat:
         if addr not in self.links:
@@ -89,11 +94,13 @@ class MeasuringTransport:
             answer = await self.inner.request(addr, route, body, timeout=timeout)
         except TransportError:
             s.failures += 1
+            self.backoff.failed(addr, kind_of(route))
             if sent < SMALL_BYTES:
                 s.rtt_s = _ewma(s.rtt_s, timeout)
             raise
         finally:
             s.inflight -= 1
+        self.backoff.answered(addr, kind_of(route))
         took = max(time.perf_counter() - t0, 1e-6)
         got = len(answer)
         s.bytes_received += got

@@ -25,10 +25,11 @@ more than `MAX_HEARTBEAT_JUMP` ahead of what we hold is refused and logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from swarmnode.gossip.entries import MAX_COUNTER, Gossiped, Proof
 from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, TOMBSTONES
+from swarmnode.gossip.member_cap import host_of
 from swarmnode.gossip.member_views import Timing
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,29 @@ class MergeRules:
 
     def knows(self, peer_id: str) -> bool:
         return peer_id in self._entries or peer_id == self.self_id
+
+    def live_addrs(self, now: float) -> Iterator[tuple[str, str]]:
+        """(peer id, addr) of every live entry (neither a tombstone nor silent past `dead_after`
+        by now): what the per-host cap counts."""
+        since = now - self.dead_after
+        return (
+            (e.peer_id, e.addr)
+            for e in self._entries.values()
+            if e.tomb is None and e.last_advance > since
+        )
+
+    def enlists(self, g: Gossiped) -> bool:
+        """Whether merging `g` could make its member live at a host where it is not live now: a
+        newcomer, a new life over a tombstone, or a move. Only those meet the per-host cap
+        (`swarmnode.gossip.member_cap`); a beat of a member in place never does."""
+        if g.state not in (ALIVE, SUSPECT) or g.peer_id == self.self_id:
+            return False
+        e = self._entries.get(g.peer_id)
+        if e is None:
+            return True
+        if e.tomb is not None:
+            return g.incarnation > e.incarnation
+        return g.addr != e.addr and host_of(g.addr) != host_of(e.addr)
 
     def _refuse(self, g: Gossiped, why: str) -> None:
         self.refused += 1

@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from swarmnode.gossip.admission import REMOTE_SOURCE, Admission
+from swarmnode.gossip.admission import DECLARED, REMOTE_SOURCE, Admission
+from swarmnode.gossip.backoff import CONTROL, Backoff
 from swarmnode.gossip.codec import (
     MAX_CONTROL_BYTES,
     CodecError,
@@ -39,6 +40,7 @@ from swarmnode.gossip.codec import (
 from swarmnode.gossip.entries import Gossiped, MembershipError, parse_entry
 from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
 from swarmnode.gossip.intake import Intake
+from swarmnode.gossip.member_cap import HostCap
 from swarmnode.gossip.member_table import Change, Member, MemberTable
 from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.gossip.membership_join import JoinLeave, JoinTimeout
@@ -50,6 +52,7 @@ from swarmnode.gossip.transport import Handler, RemoteError, Transport, Transpor
 log = logging.getLogger(__name__)
 
 GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
+GOSSIP_BACKOFF_AFTER = 3  # failed gossips in a row before a live member is backed off
 
 
 ChangeCallback = Callable[[Change], None]
@@ -75,6 +78,7 @@ class Membership(JoinLeave):
         rng: random.Random | None = None,
         key: PeerKey | None = None,
         admission: Admission | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         if not isinstance(self_id, str) or not self_id:
             raise MembershipError(f"peer id must be a non-empty string, got {self_id!r}")
@@ -84,6 +88,7 @@ class Membership(JoinLeave):
             raise MembershipError(f"incarnation must be an integer >= 0, got {incarnation!r}")
         self.cfg = (config or MembershipConfig()).validate()
         self.transport = transport
+        self.backoff = backoff  # fed by the transport (linkstats); None: gossip to anyone live
         self._clock = clock
         self.rng = rng or random.Random()
         # With a key the table is signed: our entry travels sealed, others' only verified.
@@ -102,7 +107,13 @@ class Membership(JoinLeave):
             new_member_burst=self.cfg.new_member_burst,
         )
         self.verifier = Verifier() if key is not None else None
-        self.intake = Intake(self.table, self.admission, self.verifier, self.cfg.max_digest)
+        self.intake = Intake(
+            self.table,
+            self.admission,
+            self.verifier,
+            self.cfg.max_digest,
+            HostCap(self.cfg.max_members_per_host, remember=4 * self.cfg.max_members),
+        )
         self._listeners: list[ChangeCallback] = []
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -161,7 +172,7 @@ class Membership(JoinLeave):
         """Who rate limits charge: the remote address if the transport told us, else the
         sender's declared id (then the global newcomer bucket is what bounds a flood)."""
         remote = REMOTE_SOURCE.get()
-        return remote if remote is not None else f"id:{str(msg.get('sender'))[:64]}"
+        return remote if remote is not None else f"{DECLARED}{str(msg.get('sender'))[:64]}"
 
     async def _on_gossip(self, body: bytes) -> bytes:
         msg = decode_control(body, "gossip")
@@ -179,11 +190,14 @@ class Membership(JoinLeave):
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
         if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
             raise RemoteError("this peer is leaving the swarm: join through another", 503)
-        if not self.table.knows(joiner.peer_id):
-            if not self.admission.listable(joiner.peer_id):
-                raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
-            if not self.admission.take_newcomer(self._source(msg), self._now()):
-                raise RemoteError("too many new members from this source: retry later", 429)
+        source, new = self._source(msg), not self.table.knows(joiner.peer_id)
+        if new and not self.admission.listable(joiner.peer_id):
+            raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
+        if not self.intake.fits(joiner, source, self._now()):
+            cap = self.cfg.max_members_per_host
+            raise RemoteError(f"too many members at {joiner.addr} or from its source ({cap})", 429)
+        if new and not self.admission.take_newcomer(source, self._now()):
+            raise RemoteError("too many new members from this source: retry later", 429)
         if self.verifier is not None and not self.verifier.check(joiner):
             raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
         self._absorb([joiner])
@@ -300,7 +314,7 @@ class Membership(JoinLeave):
         self.table.bump()
         self._notify(self.table.sweep(now))
         targets = sample_peers(
-            self.table.members(now, GOSSIP_TARGET_STATES),
+            self._reachable(self.table.members(now, GOSSIP_TARGET_STATES)),
             self.cfg.fanout,
             self.rng,
             exclude=self._inflight.keys(),
@@ -323,6 +337,15 @@ class Membership(JoinLeave):
                 task = asyncio.create_task(self._exchange(m, body), name=f"gossip->{m.peer_id}")
                 self._inflight[m.peer_id] = task
         return targets
+
+    def _reachable(self, members: list[Member]) -> list[Member]:
+        """Without members backed off after `GOSSIP_BACKOFF_AFTER` failed gossips in a row (live
+        by relayed beats, never answering: sybils); not after one, so a blip does not silence us.
+        The dead probe is never backed off (it heals partitions)."""
+        if self.backoff is None:
+            return members
+        waiting = self.backoff.waiting
+        return [m for m in members if not waiting(m.addr, CONTROL, GOSSIP_BACKOFF_AFTER)]
 
     async def gossip_round(self) -> int:
         """`tick()` and wait for its exchanges; the number that were answered (for tests)."""

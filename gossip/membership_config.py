@@ -8,6 +8,7 @@ from typing import Any
 
 from swarmnode.gossip.entries import MembershipError
 from swarmnode.gossip.failure import timing_problems
+from swarmnode.gossip.member_cap import DEFAULT_PER_HOST
 from swarmnode.gossip.member_table import Timing
 
 
@@ -38,6 +39,10 @@ class MembershipConfig:
     # or the status page past it), and each source brings at most `new_member_rate` newcomers
     # a second (burst `new_member_burst`); see `swarmnode.gossip.admission`.
     max_members: int = 1024
+    # ... and each host (advertised, or the source that introduced a member) keeps at most
+    # `max_members_per_host` live members: rates bound how fast, this how many (an insider
+    # holding the secret could otherwise list 1,000 sybils); see `swarmnode.gossip.member_cap`
+    max_members_per_host: int = DEFAULT_PER_HOST
     new_member_rate: float = 32.0
     new_member_burst: int = 512
 
@@ -56,6 +61,10 @@ class MembershipConfig:
             problems.append(f"max_digest must be an integer >= 2, got {self.max_digest!r}")
         if not (isinstance(self.max_members, int) and self.max_members >= 1):
             problems.append(f"`max_members` must be an integer >= 1, got {self.max_members!r}")
+        if not (isinstance(self.max_members_per_host, int) and self.max_members_per_host >= 1):
+            problems.append(
+                f"`max_members_per_host` must be an integer >= 1, got {self.max_members_per_host!r}"
+            )
         if not (self.new_member_rate > 0 and self.new_member_burst >= 1):
             problems.append("`new_member_rate` must be > 0 and `new_member_burst` >= 1")
         if problems:

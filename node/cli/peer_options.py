@@ -55,6 +55,16 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "signed into its member record and shown by status; not unique, not an identity",
     )
     s.add_argument(
+        "--max-members-per-host",
+        type=int,
+        default=_PEER.max_members_per_host,
+        metavar="N",
+        help="list at most N live members per host (their advertised host, and the address "
+        "that introduced them): bounds the identities one machine, e.g. an insider holding "
+        "--secret, can fill the table with; peers sharing an address (one host, one NAT) "
+        "share it too, so keep N above the peers you run behind one address",
+    )
+    s.add_argument(
         "--admission",
         choices=("open", "secret", "trust"),
         default=None,
@@ -244,6 +254,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         name=args.name,
         gossip_interval=args.gossip_interval,
         fanout=args.fanout,
+        max_members_per_host=args.max_members_per_host,
         exchange=exchange,
         secret=args.secret,
         admission=args.admission,

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
+from swarmnode.gossip.member_cap import DEFAULT_PER_HOST
 from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
@@ -54,6 +55,8 @@ class PeerConfig(NodeConfig):
     name: str | None = None  # human-readable, signed into the member meta; not an identity
     gossip_interval: float = 0.5
     fanout: int = 3
+    # live members per host (advertised, or introducing address): swarmnode.gossip.member_cap
+    max_members_per_host: int = DEFAULT_PER_HOST
     suspect_after: float | None = None  # None: the membership module's defaults
     dead_after: float | None = None
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
@@ -81,7 +84,12 @@ class PeerConfig(NodeConfig):
         """The gossip and failure-detector settings these options give."""
         timings = {"suspect_after": self.suspect_after, "dead_after": self.dead_after}
         kw = {k: v for k, v in timings.items() if v is not None}  # None: membership's defaults
-        return MembershipConfig.for_interval(self.gossip_interval, fanout=self.fanout, **kw)
+        return MembershipConfig.for_interval(
+            self.gossip_interval,
+            fanout=self.fanout,
+            max_members_per_host=self.max_members_per_host,
+            **kw,
+        )
 
     def validate(self) -> PeerConfig:
         super().validate()
@@ -98,6 +106,7 @@ class PeerConfig(NodeConfig):
             "join-timeout": self.join_timeout > 0,
             "gossip-interval": self.gossip_interval > 0,
             "fanout": self.fanout >= 1,
+            "max-members-per-host": self.max_members_per_host >= 1,
             "slowdown": self.slowdown >= 1,
             "prefer-fast": 0 <= self.prefer_fast <= 1,
             "max-body-mb": self.max_body_mb > 0,

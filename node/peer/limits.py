@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from swarmnode.gossip.auth import MAX_HEADER_BYTES as AUTH_HEADER_BYTES
+from swarmnode.gossip.backoff import BULK
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES
 from swarmnode.gossip.failure import ALIVE, SUSPECT
 from swarmnode.gossip.linkstats import MeasuringTransport, prefer_fast
@@ -16,7 +17,8 @@ from swarmnode.node.peer.config import PeerConfig
 
 class MembershipPeers:
     """The exchange's `PeerDirectory` over membership: uniform over live peers, or (with
-    `prefer_fast` > 0 and measured links) weighted towards quick links, never starving one."""
+    `prefer_fast` > 0 and measured links) weighted towards quick links, never starving one;
+    either way without the partners backed off after failed exchanges."""
 
     def __init__(
         self,
@@ -32,6 +34,11 @@ class MembershipPeers:
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
+        if self.links is not None:
+            # partners whose last exchanges failed wait out their back-off (gossip/backoff.py):
+            # members that never answer (sybils) cost a try per back-off, not a share of rounds
+            waiting = self.links.backoff.waiting
+            live = [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
         if self.prefer_fast > 0 and self.links is not None:
             return prefer_fast(live, self.links.links, k, self.rng, floor=self.prefer_fast)
         return self.rng.sample(live, min(k, len(live)))

@@ -166,6 +166,7 @@ class Node:
             incarnation=self.incarnation,
             key=self.key,
             admission=build_admission(cfg, self.key, self.addr),
+            backoff=transport.backoff,
         )
         self.byzantine = ByzantineServing(cfg.byzantine, self)
         self.exchanger = Exchanger(

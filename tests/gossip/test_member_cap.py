@@ -1,0 +1,142 @@
+"""The per-host cap (issue 10): live members per advertised host and per introducing address
+are bounded, whatever path brings them (a join, a digest, a relay, a join answer), and members
+already listed keep their place. Unsigned entries on the in-memory network and a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+from swarmnode.gossip.admission import REMOTE_SOURCE
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.entries import Gossiped
+from swarmnode.gossip.failure import ALIVE, DEAD
+from swarmnode.gossip.member_cap import host_of
+from swarmnode.gossip.membership import Membership, MembershipConfig
+from swarmnode.gossip.records import to_wire
+from swarmnode.gossip.transport import RemoteError
+
+from tests.gossip.membership_harness import Swarm
+
+pytestmark = pytest.mark.timeout(60)
+
+CAP = 5
+CFG = MembershipConfig(max_members_per_host=CAP)
+
+
+def entry(i: int, host: str = "10.9.9.9", inc: int = 1, state: str = ALIVE) -> Gossiped:
+    return Gossiped(f"s{i}", f"{host}:{7000 + i}", inc, 1, state, 0.0, {})
+
+
+async def gossip_from(m: Membership, source: str, entries: list[Gossiped]) -> None:
+    token = REMOTE_SOURCE.set(source)  # what the HTTP layer's middleware sets
+    try:
+        body = encode_control("gossip", sender="x", members=[to_wire(e) for e in entries])
+        await m.handlers()["gossip"](body)
+    finally:
+        REMOTE_SOURCE.reset(token)
+
+
+def listed(m: Membership, prefix: str = "s") -> int:
+    return sum(1 for x in m.members() if x.peer_id.startswith(prefix) and x.state == ALIVE)
+
+
+@pytest.mark.parametrize(
+    ("addr", "host"),
+    [("10.0.0.1:7070", "10.0.0.1"), ("[::1]:7070", "::1"), ("Host.Example:1", "host.example")],
+)
+def test_host_of(addr: str, host: str) -> None:
+    assert host_of(addr) == host
+
+
+async def test_one_host_keeps_at_most_the_cap_whoever_relays_it() -> None:
+    m = Swarm(CFG).add(0)
+    # 100 members advertising one host, sent by five different relayers (honest relays too)
+    for r in range(5):
+        await gossip_from(m, f"10.1.1.{r}", [entry(i) for i in range(20 * r, 20 * r + 20)])
+    assert listed(m) == CAP
+    assert m.intake.cap.refused == 100 - CAP
+
+
+async def test_one_source_introduces_at_most_the_cap_whatever_hosts_they_claim() -> None:
+    m = Swarm(CFG).add(0)
+    await gossip_from(m, "10.6.6.6", [entry(i, host=f"10.7.0.{i}") for i in range(50)])
+    assert listed(m) == CAP
+    # another source still brings its own: the cap bounds each source, not the swarm
+    await gossip_from(m, "10.6.6.7", [entry(i, host=f"10.7.1.{i}") for i in range(50, 60)])
+    assert listed(m) == 2 * CAP
+
+
+async def test_members_in_place_keep_it_and_a_freed_slot_is_taken_again() -> None:
+    swarm = Swarm(CFG)
+    m = swarm.add(0)
+    await gossip_from(m, "10.1.1.1", [entry(i) for i in range(CAP)])
+    await gossip_from(m, "10.1.1.2", [entry(i) for i in range(CAP, 2 * CAP)])  # full: refused
+    before = {x.peer_id for x in m.members()}
+    assert before == {f"s{i}" for i in range(CAP)}
+    beats = [Gossiped(f"s{i}", f"10.9.9.9:{7000 + i}", 1, 2, ALIVE, 0.0, {}) for i in range(CAP)]
+    await gossip_from(m, "10.1.1.3", beats)  # the members in place still beat
+    assert all(m.get(f"s{i}").heartbeat == 2 for i in range(CAP))
+    swarm.fake.advance(10.0)  # s0..: silent past dead_after (which grows with the swarm): dead
+    await gossip_from(m, "10.1.1.2", [entry(CAP)])
+    assert m.get(f"s{CAP}").state == ALIVE
+
+
+async def test_a_tombstone_revived_at_a_new_incarnation_meets_the_cap() -> None:
+    m = Swarm(CFG).add(0)
+    await gossip_from(m, "10.1.1.1", [entry(i) for i in range(CAP)])
+    # tombstones are listed without counting; reviving them must not bypass the cap
+    await gossip_from(m, "10.1.1.2", [entry(i, state=DEAD) for i in range(CAP, CAP + 3)])
+    await gossip_from(m, "10.1.1.2", [entry(i, inc=2) for i in range(CAP, CAP + 3)])
+    assert listed(m) == CAP
+    assert all(m.get(f"s{i}").state == DEAD for i in range(CAP, CAP + 3))
+
+
+async def test_a_move_to_a_full_host_is_refused() -> None:
+    m = Swarm(CFG).add(0)
+    await gossip_from(m, "10.1.1.1", [entry(i) for i in range(CAP)])
+    await gossip_from(m, "10.1.1.2", [entry(99, host="10.8.8.8")])
+    moved = Gossiped("s99", "10.9.9.9:7999", 2, 1, ALIVE, 0.0, {})
+    await gossip_from(m, "10.1.1.2", [moved])
+    assert m.get("s99").addr == "10.8.8.8:7099"
+
+
+async def test_a_join_past_the_cap_is_answered_429_naming_it() -> None:
+    m = Swarm(CFG).add(0)
+    token = REMOTE_SOURCE.set("10.6.6.6")
+    try:
+        for i in range(CAP):
+            body = encode_control("join", member=to_wire(entry(i, host=f"10.7.0.{i}")))
+            await m.handlers()["join"](body)
+        body = encode_control("join", member=to_wire(entry(CAP, host="10.7.0.99")))
+        with pytest.raises(RemoteError, match=r"too many members .*\(5\)") as err:
+            await m.handlers()["join"](body)
+        assert err.value.status == 429
+    finally:
+        REMOTE_SOURCE.reset(token)
+    assert listed(m) == CAP
+
+
+async def test_a_join_answer_obeys_the_host_cap_but_not_its_seeds_source_cap() -> None:
+    swarm = Swarm(MembershipConfig(max_members_per_host=CAP, max_members=64))
+    seed = swarm.add(0)
+    # the seed lists 3 x CAP members on 3 hosts, learnt from its own peers, each host full
+    for h in range(3):
+        await gossip_from(
+            seed, f"10.2.2.{h}", [entry(i, host=f"10.3.3.{h}") for i in range(h * 10, h * 10 + CAP)]
+        )
+    joiner = swarm.add(1)
+    await joiner.join([seed.addr], timeout=5.0)
+    assert listed(joiner) == 3 * CAP  # all from one seed: solicited, so no source cap
+    # while a digest from the seed's address with a fourth host's members is capped
+    await gossip_from(joiner, "10.0.0.0", [entry(i, host=f"10.4.4.{i}") for i in range(100, 120)])
+    assert listed(joiner) == 3 * CAP + CAP
+
+
+async def test_the_in_memory_network_has_no_source_address_only_hosts() -> None:
+    # without an address (a declared id) only the host cap applies: the 200-peer in-process
+    # swarm of test_membership joins through one seed without a source
+    m = Swarm(CFG).add(0)
+    body = encode_control(
+        "gossip", sender="x", members=[to_wire(entry(i, host=f"10.7.0.{i}")) for i in range(20)]
+    )
+    await m.handlers()["gossip"](body)
+    assert listed(m) == 20

@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import PeerStartError, start_peer  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
-from swarmnode.gossip.auth import AuthTransport, Signer  # noqa: E402
+from swarmnode.gossip.auth import Signer  # noqa: E402
+from swarmnode.gossip.auth_transport import AuthTransport  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
 from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
-from swarmnode.gossip.auth import AuthTransport, Signer
+from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.auth_transport import AuthTransport
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.transport import TransportError
 from swarmnode.node.net.transport import HttpTransport

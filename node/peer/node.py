@@ -125,7 +125,8 @@ class Node:
         self.store = WorkerStore(self.worker)
         # Signs our exchange requests with our key (and everything with the secret); checks
         # theirs against the member table's keys, filled in once membership exists.
-        self.signer = Signer(cfg.secret or None, key=self.key, signed_routes=SIGNED_ROUTES)
+        routes = SIGNED_ROUTES if cfg.sign_exchange else ()
+        self.signer = Signer(cfg.secret or None, key=self.key, signed_routes=routes)
         self.operator = OperatorVerifier.load(cfg.admin_key) if cfg.enable_admin else None
 
     async def _serve_http(self) -> None:

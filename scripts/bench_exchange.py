@@ -205,7 +205,8 @@ def main() -> int:
                     node.wait_ready()
                     bench = NodeBench(node)
                     benches.append(bench)
-                    loop.run(bench.connect())
+                    if node is not nodes[-1]:  # the latency node's member joins when used
+                        loop.run(bench.connect())
                 big = benches[0]
                 size = big.frame_bytes  # raw and http move exactly the node's frame
                 info = {"model": args.node_model, "params": big.n_params}
@@ -233,6 +234,9 @@ def main() -> int:
                 lat = a.run(b, "http", 4 * args.latency_params, args.latency_reps)["wall"]
             if with_node:
                 small = benches[-1]
+                # joined now, not minutes ago: a member silent all through the 100 MB rounds
+                # would have been declared dead and forgotten by its node meanwhile
+                loop.run(small.connect())
                 for _ in range(3):
                     loop.run(small.round())  # warm-up
                 node_lat = [loop.run(small.round())[0] for _ in range(args.latency_reps)]

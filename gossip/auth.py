@@ -143,9 +143,10 @@ class Signer:
         """Whether requests on `route` travel in an envelope (answers: only with a secret)."""
         return self._secret is not None or route in self.signed_routes
 
-    def tap(self) -> StreamDigest:
-        """A streaming digest for a large envelope that is about to arrive."""
-        return StreamDigest(PREFIX_BYTES)
+    def tap(self, route: str = "") -> StreamDigest | None:
+        """A streaming digest for a large envelope about to arrive on `route` (None where
+        requests are not enveloped: nothing would use the digest)."""
+        return StreamDigest(PREFIX_BYTES) if not route or self.wraps(route) else None
 
     # --- sealing -------------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ def build_app(
     read_bufsize: int = BULK_READ_BUFSIZE,
     admission: Mapping[str, int] | None = None,
     intake: IntakeLimits | None = None,
-    tap: Callable[[], Tap] | None = None,
+    tap: Callable[[str], Tap | None] | None = None,
 ) -> web.Application:
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
@@ -69,8 +69,8 @@ def build_app(
     Every body is first delivered under `intake`'s deadline and byte budget (node/net/intake.py
     says why); only then does a request take a slot: `admission` maps a bulk route to how many
     of its requests may be handled at once, and `intake.per_remote` caps those from one remote
-    address. One more is answered 503. `tap()`, if given, makes a `Tap` that watches each large
-    body arrive (gossip.auth's streaming digest); the handler finds it in `BODY_TAP`.
+    address. One more is answered 503. `tap(route)`, if given, makes a `Tap` (or None) that watches
+    each large body on that route arrive (gossip.auth's streaming digest); the handler finds it in `BODY_TAP`.
     """
     logger = logger or log
     limits = intake or IntakeLimits()
@@ -92,7 +92,7 @@ def build_app(
             return _reject(logger, request, route, 404, f"unknown route /v1/{route}")
         meter = budget.meter()
         length = request.content_length
-        watch = tap() if tap is not None and (length or 0) > INLINE_BYTES else None
+        watch = tap(route) if tap is not None and (length or 0) > INLINE_BYTES else None
         try:
             return await _deliver_then_handle(request, route, handler, meter, watch)
         finally:

@@ -35,6 +35,7 @@ import numpy as np
 from swarmnode.gossip import aggregate, wire
 from swarmnode.gossip import compressed as cx
 from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.exchange_access import check_pusher, check_sender
 from swarmnode.gossip.exchange_config import ExchangeConfig, ExchangeError  # re-exported: the front
 from swarmnode.gossip.exchange_types import Outgoing, ParamStore, PeerDirectory, RoundResult
 from swarmnode.gossip.push_guard import PushGuard
@@ -98,12 +99,17 @@ class Exchanger:
         """Serve again (a joiner whose state sync is done)."""
         self.refusing = None
 
+    async def serve_model(self) -> bytes:
+        """My model as a pull is answered (the operator's read: node/peer/admin_routes.py)."""
+        self._check_serving()
+        return await self._encode_mine()
+
     def _check_serving(self) -> None:
         if self.refusing is not None:
             raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
 
     async def _handle_pull(self, body: bytes) -> bytes:
-        decode_control(body, "pull")
+        check_sender(self.peers, decode_control(body, "pull").get("sender"), "params")
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
@@ -113,6 +119,7 @@ class Exchanger:
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
         self._check_serving()
+        check_pusher(self.peers, body)  # a live member, in its own name (gossip/exchange_access)
         async with self._bulk_slot():
             if (reply := await cx.serve_if_compressed(self.compressed, body)) is not None:
                 self.served += 1
@@ -134,7 +141,6 @@ class Exchanger:
                     raise outcome
             header, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            self._check_member(header.get("sender"), "pushpull")
             await self._mix_clipped(theirs, str(header.get("sender")))
             self.served += 1
             self.bytes_sent += len(reply)
@@ -144,15 +150,6 @@ class Exchanger:
                 header.get("step"),
             )
             return reply
-
-    def _check_member(self, sender: object, route: str) -> None:
-        """403 for a model pushed by a peer that is not a live member of my table: only
-        admitted peers may move my model (a joiner is in the table from its join on)."""
-        is_member = getattr(self.peers, "is_member", None)
-        if is_member is not None and not (isinstance(sender, str) and is_member(sender)):
-            # one log line, by the HTTP layer (with the caller's address), as for any refusal
-            why = f"{route}: `sender` {sender!r} is not a live member of this swarm"
-            raise RemoteError(why, 403)
 
     async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,

@@ -27,6 +27,7 @@ from typing import Any
 from swarmnode.gossip.transport import (
     ARRIVED_AT,
     Handler,
+    Parts,
     PeerUnreachable,
     RemoteError,
     RequestTimeout,
@@ -128,7 +129,7 @@ async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Coun
         raise RemoteError(f"{dst} {route}: internal error", 500) from None
     finally:
         ARRIVED_AT.reset(arrived)
-    if not isinstance(answer, (bytes, bytearray, memoryview)):
+    if not isinstance(answer, (bytes, bytearray, memoryview, Parts)):
         stats["remote_errors"] += 1
         log.error("handler %s at %s returned %s, not bytes", route, dst, type(answer).__name__)
         raise RemoteError(f"{dst} {route}: internal error", 500)

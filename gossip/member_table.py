@@ -180,6 +180,11 @@ class MemberTable(MergeRules):
             e.meta,
         )
 
+    def public_key(self, peer_id: str) -> bytes | None:
+        """The public key in `peer_id`'s signed record (None: unknown, or an unsigned table)."""
+        e = self._entries.get(peer_id)
+        return e.proof.public if e is not None and e.proof is not None else None
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -8,14 +8,14 @@ run unchanged against hundreds of simulated peers and against real processes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Protocol
+from typing import Any, Protocol
 
 from swarmnode.kernels.errors import SwarmnodeError
 
 # A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
-# the response body. Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
+# the response body (bytes-like, or `Parts`). Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
 Handler = Callable[[bytes], Awaitable[bytes]]
 
 # While a server-side handler runs: the "host:port" its request arrived at (over HTTP, the
@@ -23,6 +23,58 @@ Handler = Callable[[bytes], Awaitable[bytes]]
 # to know which of a peer's names a request was sent to (gossip.auth's receiver check) reads
 # it here. Empty outside a handler.
 ARRIVED_AT: ContextVar[str] = ContextVar("swarmnode_arrived_at", default="")
+
+# While a server-side handler runs: the peer id whose Ed25519 key signed the request (set by
+# gossip.auth once the signature checked out against that member's key). Empty when the
+# request was not signed by a member key (the in-memory network, unsigned routes).
+SIGNED_BY: ContextVar[str] = ContextVar("swarmnode_signed_by", default="")
+
+
+class Tap(Protocol):
+    """Watches a large body arrive (gossip.auth's streaming digest): `feed(buf, end)` is called
+    on the event loop after bytes up to `end` of the one buffer `buf` were filled."""
+
+    def feed(self, buf: memoryview, end: int) -> None: ...
+
+    def abort(self) -> None: ...
+
+    async def settle(self) -> None: ...
+
+
+# The tap that a transport feeds the body it reads next: set by the caller (gossip.auth) around
+# `request` for the answer, and by the HTTP app around a handler for the request it read.
+BODY_TAP: ContextVar[Tap | None] = ContextVar("swarmnode_body_tap", default=None)
+
+
+class Parts:
+    """A body made of several buffers sent back to back (an envelope's header, then the
+    payload): transports write them one after the other, so a 100 MB payload is never copied
+    just to put a header in front of it. `bytes(parts)` joins them (small bodies, tests)."""
+
+    __slots__ = ("buffers", "nbytes")
+
+    def __init__(self, *buffers: Any) -> None:
+        self.buffers = tuple(_as_bytes_view(b) for b in buffers)
+        self.nbytes = sum(b.nbytes for b in self.buffers)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return iter(self.buffers)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.buffers)
+
+
+def _as_bytes_view(data: Any) -> memoryview:
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def body_views(body: Any) -> tuple[memoryview, ...]:
+    """The buffers of a body: a `Parts`' own, or the one bytes-like as a byte view."""
+    return body.buffers if isinstance(body, Parts) else (_as_bytes_view(body),)
 
 
 class TransportError(SwarmnodeError):

@@ -4,6 +4,7 @@
     .venv/bin/python scripts/bench_exchange.py          # node: 25.0M float32 (100 MB) each way
     .venv/bin/python scripts/bench_exchange.py --node-model mlp:2000,900 --rounds 3   # ~2M smoke
     .venv/bin/python scripts/bench_exchange.py --modes raw,http --params 5000000  # transport only
+    .venv/bin/python scripts/bench_exchange.py --modes raw,node,signed,secret   # signing cost
 
 The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw`:
 
@@ -55,11 +56,12 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_exchange_node import NodeBench, NodeProcess, workdir
+from bench_exchange_node import NODE_MODES, NodeBench, NodeProcess, workdir
 
 WARMUP_ROUNDS = 3
 PEER = Path(__file__).resolve().parent / "_bench_peer.py"
 TARGET = 0.5  # node throughput as a fraction of raw
+SIGN_TARGET = 1.05  # a signed exchange's time over the unsigned one's (issue 10)
 FULL_PARAMS = 25_000_000  # the size the target is set for
 
 
@@ -159,26 +161,20 @@ def main() -> int:
         help="the nodes' --slowdown: their training threads sleep (1 - 1/S) of the time",
     )
     ap.add_argument("--node-device", default="cpu", help="the nodes' --device")
-    ap.add_argument(
-        "--secret",
-        action="store_true",
-        help="node mode with a swarm secret: every request sealed, every answer opened",
-    )
     args = ap.parse_args()
-    if args.secret:
-        os.environ["BENCH_SECRET"] = "bench-secret"  # read by bench_exchange_node
     signal.signal(signal.SIGTERM, _sigterm)
 
     modes = args.modes.split(",")
-    unknown = set(modes) - {"raw", "http", "naive", "node"}
+    unknown = set(modes) - {"raw", "http", "naive", *NODE_MODES}
     if unknown:
         ap.error(f"unknown modes: {', '.join(sorted(unknown))}")
-    with_node = "node" in modes
+    node_modes = [m for m in modes if m in NODE_MODES]
+    with_node = bool(node_modes)
     # The naive baseline runs last, between its own pair of processes: its 100 MB `bytes` copies
     # (160k page faults per request) left the fast path up to 3x slower in CPU for a while after,
     # even in other processes, when the modes were interleaved.
-    fast = [m for m in modes if m not in ("naive", "node")]
-    helper_modes = [m for m in modes if m != "node"]
+    fast = [m for m in modes if m not in ("naive", *NODE_MODES)]
+    helper_modes = [m for m in modes if m not in NODE_MODES]
     wall: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     peers: list[Peer] = []
@@ -191,13 +187,15 @@ def main() -> int:
     with workdir() as tmp, asyncio.Runner() as loop:
         try:
             if with_node:  # started first: building a 25M model takes a while
-                for model, name in ((args.node_model, "node"), (args.latency_model, "latency")):
+                runs = [(args.node_model, m) for m in node_modes]
+                for model, mode in [*runs, (args.latency_model, node_modes[0])]:
                     nodes.append(
                         NodeProcess(
                             model,
                             slowdown=args.slowdown,
                             device=args.node_device,
-                            workdir=Path(tmp) / name,
+                            workdir=Path(tmp) / f"{mode}-{len(nodes)}",
+                            mode=mode,
                         )
                     )
             if helper_modes:
@@ -207,16 +205,19 @@ def main() -> int:
                     node.wait_ready()
                     bench = NodeBench(node)
                     benches.append(bench)
-                    loop.run(bench.connect())
+                    if node is not nodes[-1]:  # the latency node's member joins when used
+                        loop.run(bench.connect())
                 big = benches[0]
                 size = big.frame_bytes  # raw and http move exactly the node's frame
                 info = {"model": args.node_model, "params": big.n_params}
+                mode_bench = dict(zip(node_modes, benches, strict=False))
                 # warm-up, unrecorded: pool connected, code imported, and the first few hundred
                 # MB of buffers touched (on a VM the first touch of memory the guest never used
                 # costs host page faults, up to 25x a reused page here: the start of a peer's
                 # life, not its steady state)
                 for _ in range(WARMUP_ROUNDS):
-                    loop.run(big.round())
+                    for bench in mode_bench.values():
+                        loop.run(bench.round())
             if peers:
                 a, b = peers
                 for m in fast:  # warm-up, unrecorded: pools connected, buffers touched
@@ -224,15 +225,18 @@ def main() -> int:
             for _ in range(args.rounds):
                 for m in fast:
                     measure(peers[0], peers[1], m, size, wall, cpu)
-                if with_node:
-                    w, c = loop.run(benches[0].round())
-                    wall["node"].append(w)
-                    cpu["node"].append(c)
+                for m, bench in mode_bench.items() if with_node else ():
+                    w, c = loop.run(bench.round())
+                    wall[m].append(w)
+                    cpu[m].append(c)
             if "http" in modes:
                 a, b = peers
                 lat = a.run(b, "http", 4 * args.latency_params, args.latency_reps)["wall"]
             if with_node:
-                small = benches[1]
+                small = benches[-1]
+                # joined now, not minutes ago: a member silent all through the 100 MB rounds
+                # would have been declared dead and forgotten by its node meanwhile
+                loop.run(small.connect())
                 for _ in range(3):
                     loop.run(small.round())  # warm-up
                 node_lat = [loop.run(small.round())[0] for _ in range(args.latency_reps)]
@@ -290,7 +294,9 @@ def report(
         "raw": "raw socket push-pull between two helper processes",
         "http": "HttpTransport -> echo route (transport only)",
         "naive": "default aiohttp client/server (transport only)",
-        "node": "Exchanger.round() -> swarmnode start (end to end)",
+        "node": "Exchanger.round() -> swarmnode start, unsigned (end to end)",
+        "signed": "the same, requests signed by the member key (open admission)",
+        "secret": "the same with --secret: signed, HMAC, answers sealed",
     }
     raw_wall = statistics.median(wall["raw"]) if wall.get("raw") else None
     raw_cpu = statistics.median(cpu["raw"]) if cpu.get("raw") else None
@@ -320,6 +326,7 @@ def report(
             f"{args.latency_reps} reps: median {statistics.median(node_lat) * 1e3:.2f} ms, "
             f"p90 {pct(node_lat, 0.9) * 1e3:.2f} ms"
         )
+    signing_overhead(modes, wall, cpu)
     if "node" in modes and raw_wall:
         frac = raw_wall / statistics.median(wall["node"])
         verdict = "PASS" if frac >= TARGET else "MISS"
@@ -331,6 +338,26 @@ def report(
             print(f"  (a smoke size: the target is set for {FULL_PARAMS / 1e6:.0f}M parameters)")
     elif "node" not in modes:
         print("no verdict: the target is for the node mode, which was not run")
+
+
+def signing_overhead(
+    modes: list[str], wall: dict[str, list[float]], cpu: dict[str, list[float]]
+) -> None:
+    """The signed modes against the unsigned node path measured in the same run (issue 10's
+    target: signing and verifying cost at most 5% of the exchange)."""
+    if "node" not in modes:
+        return
+    base, base_cpu = statistics.median(wall["node"]), statistics.median(cpu["node"])
+    for m in ("signed", "secret"):
+        if m in modes:
+            med, c = statistics.median(wall[m]), statistics.median(cpu[m])
+            pairs = [s / u for s, u in zip(wall[m], wall["node"], strict=True)]
+            verdict = "PASS" if med / base <= SIGN_TARGET else "MISS"
+            print(
+                f"{verdict}: {m} / unsigned node = {med / base:.3f} wall (medians; per round "
+                f"{statistics.median(pairs):.3f}, range {min(pairs):.3f}-{max(pairs):.3f}), "
+                f"{c / base_cpu:.3f} CPU (target <= {SIGN_TARGET:.2f})"
+            )
 
 
 if __name__ == "__main__":

@@ -38,14 +38,21 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import PeerStartError, start_peer  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
-from swarmnode.gossip.auth import AuthTransport, Signer  # noqa: E402
+from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
+from swarmnode.gossip.auth_transport import AuthTransport  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
 from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
+from swarmnode.gossip.membership import Membership  # noqa: E402
+from swarmnode.gossip.peer_key import PeerKey  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
 
-
-def _secret() -> str:
-    return os.environ.get("BENCH_SECRET", "")  # set by bench_exchange.py --secret
+SECRET = "bench-secret"
+# The node modes, each against a `swarmnode start` of its own, all in one run:
+#   node    unsigned: the node started with --unsigned-exchange-for-bench (the path before
+#           issue 10 item 3: no envelope on params/pushpull)
+#   signed  open admission: requests signed by the bench's member key (Ed25519 over BLAKE3)
+#   secret  --secret: the same signature and the swarm secret's HMAC, answers sealed too
+NODE_MODES = ("node", "signed", "secret")
 
 
 START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while
@@ -96,14 +103,18 @@ class OnePeer:
 class NodeProcess:
     """A `swarmnode start` child process (swarmnode.fault.chaos.processes); always `close()` it."""
 
-    def __init__(self, model: str, *, slowdown: float, device: str, workdir: Path) -> None:
+    def __init__(
+        self, model: str, *, slowdown: float, device: str, workdir: Path, mode: str = "node"
+    ) -> None:
         self.model = model
+        self.mode = mode
         args = [
             *("--steps", "0", "--model", model, "--data", "digits", "--device", device),
             *("--slowdown", str(slowdown), "--exchange", "average"),
             *("--sync-every", "1000000000", "--eval-every", "1000000000"),
             *("--exchange-timeout", str(EXCHANGE_TIMEOUT_S)),
-            *(["--secret", _secret()] if _secret() else []),
+            *(["--unsigned-exchange-for-bench"] if mode == "node" else []),
+            *(["--secret", SECRET] if mode == "secret" else []),
         ]
         # The shell's environment as it is: a lone node measured against this process keeps the
         # BLAS threads it would have, unlike the peers of a swarm sharing a few cores.
@@ -141,16 +152,26 @@ class NodeBench:
 
     def __init__(self, node: NodeProcess) -> None:
         self.node = node
+        self.key = PeerKey.generate()  # the bench is a member of the node's swarm, like a peer
+        secret = SECRET if node.mode == "secret" else None
+        routes = () if node.mode == "node" else SIGNED_ROUTES
+        self.signer = Signer(secret, key=self.key, signed_routes=routes, name="127.0.0.1:9")
+        self.member: Membership | None = None
         self.transport: Any = None
         self.ex: Exchanger | None = None
         self.frame_bytes = 0
         self.n_params = 0
 
     async def connect(self) -> None:
-        """Pull the node's model once (its size; a near-identical start for ours)."""
-        probe = _signed(HttpTransport())
+        """Join the node's swarm (its table then holds our key), pull its model once (its size;
+        a near-identical start for ours)."""
+        self.member = Membership(
+            self.key.peer_id, "127.0.0.1:9", self._signed(HttpTransport()), key=self.key
+        )
+        await self.member.join([self.node.addr], timeout=EXCHANGE_TIMEOUT_S)
+        probe = self._signed(HttpTransport())
         try:
-            body = encode_control("pull", sender="bench")
+            body = encode_control("pull", sender=self.key.peer_id)
             answer = await probe.request(self.node.addr, "params", body, timeout=EXCHANGE_TIMEOUT_S)
         finally:
             await probe.close()
@@ -161,11 +182,12 @@ class NodeBench:
             n, dtype=np.float32
         )
         self.n_params = n
-        self.frame_bytes = len(wire.encode_params(mine, sender="bench", step=0))
-        self.transport = _signed(HttpTransport(max_response_bytes=wire.max_frame_bytes(n)))
+        self.frame_bytes = len(wire.encode_params(mine, sender=self.key.peer_id, step=0))
+        cap = wire.max_frame_bytes(n) + 1024  # an envelope's header on top of the frame
+        self.transport = self._signed(HttpTransport(max_response_bytes=cap))
         self.ex = Exchanger(
             ExchangeConfig(mode="average", timeout=EXCHANGE_TIMEOUT_S, mix=0.5),
-            self_id="bench",
+            self_id=self.key.peer_id,
             transport=self.transport,
             store=BenchStore(mine),
             peers=OnePeer(self.node.peer_id, self.node.addr),
@@ -173,27 +195,36 @@ class NodeBench:
 
     async def round(self) -> tuple[float, float]:
         """(wall seconds of one `Exchanger.round()`, CPU seconds of both processes)."""
-        assert self.ex is not None
-        cpu0 = _own_cpu() + self.node.cpu_seconds()
-        t0 = time.perf_counter()
-        result = await self.ex.round()
-        wall = time.perf_counter() - t0
-        cpu = _own_cpu() + self.node.cpu_seconds() - cpu0
+        assert self.ex is not None and self.member is not None
+        for _ in range(3):
+            # Untimed: a fresh heartbeat keeps us a live member. Between rounds this loop does
+            # not run, and if the node declared us dead meanwhile (a loaded box), the first
+            # answer says so and the next round carries our refutation (membership's usual way
+            # back); a round refused as "not a live member" is not timed, only retried.
+            for _ in range(2):
+                await self.member.gossip_round()
+            cpu0 = _own_cpu() + self.node.cpu_seconds()
+            t0 = time.perf_counter()
+            result = await self.ex.round()
+            wall = time.perf_counter() - t0
+            cpu = _own_cpu() + self.node.cpu_seconds() - cpu0
+            if result.applied or "not a live member" not in str(result.failures):
+                break
         if not result.applied:
             raise RuntimeError(f"exchange with the node failed: {result.failures or result.note}")
         self.ex.store.apply_pending()  # type: ignore[attr-defined]  # untimed: "between steps"
         return wall, cpu
 
     async def close(self) -> None:
+        if self.member is not None:
+            await self.member.close()
+            await self.member.transport.close()
         if self.transport is not None:
             await self.transport.close()
 
-
-def _signed(transport: HttpTransport) -> Any:
-    """With a secret (bench_exchange.py --secret), requests are sealed and answers opened,
-    exactly as a peer started with --secret does."""
-    secret = _secret()
-    return AuthTransport(transport, Signer(secret, name="127.0.0.1:9")) if secret else transport
+    def _signed(self, transport: HttpTransport) -> Any:
+        """Requests sealed and answers opened exactly as a peer of this mode does."""
+        return AuthTransport(transport, self.signer)
 
 
 def _own_cpu() -> float:

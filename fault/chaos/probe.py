@@ -4,10 +4,10 @@ Every request carries a short deadline and never raises for a peer's failure: a 
 peer gives a `missing` sample with the reason, so the sampling loop never blocks on one peer.
 Decoding parameters and computing distances are numpy work: they run in a worker thread.
 
-In a swarm with a secret, params answers 401 to anything unsigned: the
-caller passes its `swarmnode.gossip.auth.Signer` and the request is sealed for its route exactly as
-`AuthTransport` seals a peer's own (addressed to that peer), and the answer is opened before it
-is used. Admin requests are signed by the run's operator key (gossip/operator.py) instead.
+Parameters are read through `admin/params`, signed by the run's operator key like every admin
+request (gossip/operator.py): `params` serves only members, whose keys sign their requests,
+and the probe is none. A caller with a swarm `Signer` may still pull `params` as before (a test
+of that refusal, or a tool holding a member's key).
 GET /v1/status is public and never signed.
 """
 
@@ -84,15 +84,25 @@ def condense(status: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def fetch_params(
-    session: aiohttp.ClientSession, addr: str, timeout: float, signer: Signer | None = None
+    session: aiohttp.ClientSession,
+    addr: str,
+    timeout: float,
+    signer: Signer | None = None,
+    operator: OperatorKey | None = None,
 ) -> tuple[np.ndarray | None, str]:
-    """A peer's current parameters (POST /v1/params, a `swarmnode.gossip.wire` payload), or (None, why)."""
-    body = encode_control("pull", sender=PROBE_SENDER)
-    data, nonce, why = await _post(session, addr, "params", body, timeout, signer)
+    """A peer's current parameters (a `swarmnode.gossip.wire` payload), or (None, why): from
+    `admin/params` with an `operator` key, else from `params` (sealed with `signer`)."""
+    if operator is not None:
+        body = operator.sign("admin/params", encode_control("params", sender=PROBE_SENDER), to=addr)
+        data, nonce, why = await _post(session, addr, "admin/params", body, timeout, None)
+    else:
+        body = encode_control("pull", sender=PROBE_SENDER)
+        data, nonce, why = await _post(session, addr, "params", body, timeout, signer)
     if data is None:
         return None, why
     try:
-        vec = await asyncio.to_thread(_open_params, signer, data, nonce)
+        opener = None if operator is not None else signer  # admin answers travel bare
+        vec = await asyncio.to_thread(_open_params, opener, data, nonce)
     except AuthError as exc:
         return None, f"unauthenticated answer: {exc}"
     except Exception as exc:  # a malformed payload is the peer's fault: record it, go on

@@ -88,6 +88,7 @@ class ChaosRunner:
             self.honest,
             self.clock,
             signer=self.signer,
+            operator=self.operator,
             before_sample=self.events.record_deaths,
             say=self._say,
             quiet=quiet,

@@ -19,6 +19,7 @@ from swarmnode.fault.chaos import probe
 from swarmnode.fault.chaos.scenario import Scenario
 from swarmnode.fault.chaos.supervisor import ScenarioPeer
 from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.operator import OperatorKey
 
 PARAMS_TIMEOUT = 5.0
 
@@ -54,6 +55,7 @@ class Sampler:
         clock: Clock,
         *,
         signer: Signer | None,
+        operator: OperatorKey | None = None,
         before_sample: Callable[[], None],
         say: Callable[[str], None],
         quiet: bool,
@@ -63,6 +65,7 @@ class Sampler:
         self.honest = honest
         self.clock = clock
         self.signer = signer
+        self.operator = operator  # reads the models through admin/params
         self.before_sample = before_sample
         self.say = say
         self.quiet = quiet
@@ -119,7 +122,9 @@ class Sampler:
         timeout = max(PARAMS_TIMEOUT, self.scenario.sample_timeout)
         pulled = await asyncio.gather(
             *(
-                probe.fetch_params(self.session, p.addr or "", timeout, signer=self.signer)
+                probe.fetch_params(
+                    self.session, p.addr or "", timeout, self.signer, operator=self.operator
+                )
                 for p in peers
             )
         )

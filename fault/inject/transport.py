@@ -32,7 +32,7 @@ from typing import Any
 
 from swarmnode.fault.inject.partition import is_blocked
 from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError
-from swarmnode.gossip.transport import PeerUnreachable, RequestTimeout, Transport
+from swarmnode.gossip.transport import Parts, PeerUnreachable, RequestTimeout, Transport
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +229,9 @@ def _checked(config: FaultConfig) -> FaultConfig:
     return config
 
 
-def _flip_bytes(data: bytes | bytearray | memoryview, rng: random.Random) -> bytes:
+def _flip_bytes(data: bytes | bytearray | memoryview | Parts, rng: random.Random) -> bytes:
     """A copy of `data` with 1..MAX_CORRUPT_BYTES distinct bytes XOR-ed with a non-zero value."""
-    buf = bytearray(data)
+    buf = bytearray(bytes(data) if isinstance(data, Parts) else data)  # an envelope's buffers
     count = rng.randint(1, min(MAX_CORRUPT_BYTES, len(buf)))
     for pos in rng.sample(range(len(buf)), count):
         buf[pos] ^= rng.randint(1, 255)

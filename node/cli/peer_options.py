@@ -98,6 +98,13 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         help="swarm secret: every message carries an HMAC-SHA256 with it, bound to its "
         "route and receiver (default: $SWARMNODE_SECRET)",
     )
+    s.add_argument(  # a benchmark's baseline, not an option for a swarm: hidden from --help
+        "--unsigned-exchange-for-bench",
+        dest="sign_exchange",
+        action="store_false",
+        default=_PEER.sign_exchange,
+        help=argparse.SUPPRESS,
+    )
     s.add_argument(
         "--enable-admin",
         action="store_true",
@@ -260,6 +267,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         admission=args.admission,
         trust_file=args.trust,
         enable_admin=args.enable_admin,
+        sign_exchange=args.sign_exchange,
         admin_key=args.admin_key,
         fault=args.fault,
         byzantine=args.byzantine,

@@ -14,7 +14,7 @@ loopback TCP for a 100 MB push-pull):
 - the per-connection read buffer is raised from 64 KiB to `BULK_READ_BUFSIZE`: at 64 KiB the
   body stream pauses and resumes the socket after every 128 KiB, hundreds of selector
   round trips per model;
-- large answers go out as a `StreamResponse` with a Content-Length, written in `SLICE_BYTES`
+- large answers go out as a `StreamResponse` with a Content-Length, written in 1 MiB
   memoryview slices with a drain after each: one `web.Response(body=...)` write makes
   Python < 3.12 join headers and body (a 100 MB copy) and then copy the unsent rest into the
   transport's buffer (a second one), all on the event loop.
@@ -29,17 +29,16 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from swarmnode.gossip.transport import ARRIVED_AT, Handler
+from swarmnode.gossip.transport import ARRIVED_AT, BODY_TAP, Handler, Tap, body_views
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.body import BodyError
 from swarmnode.node.net.intake import ByteBudget, IntakeLimits, Meter, RemoteSlots, read_on_time
-from swarmnode.node.net.transport import read_sized_body
+from swarmnode.node.net.transport import INLINE_BYTES, read_sized_body, write_sliced
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/octet-stream"
 BULK_READ_BUFSIZE = 4 << 20  # per-connection StreamReader limit (aiohttp pauses at 2x this)
-SLICE_BYTES = 1 << 20  # large answers are written in slices of this size
 STREAM_ABOVE = 256 << 10  # answers larger than this take the sliced path
 DEFAULT_CAP = 1 << 20  # a route missing from a per-route cap mapping (and no "*") gets this
 
@@ -55,6 +54,7 @@ def build_app(
     read_bufsize: int = BULK_READ_BUFSIZE,
     admission: Mapping[str, int] | None = None,
     intake: IntakeLimits | None = None,
+    tap: Callable[[str], Tap | None] | None = None,
 ) -> web.Application:
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
@@ -69,7 +69,8 @@ def build_app(
     Every body is first delivered under `intake`'s deadline and byte budget (node/net/intake.py
     says why); only then does a request take a slot: `admission` maps a bulk route to how many
     of its requests may be handled at once, and `intake.per_remote` caps those from one remote
-    address. One more is answered 503.
+    address. One more is answered 503. `tap(route)`, if given, makes a `Tap` (or None) that watches
+    each large body on that route arrive (gossip.auth's streaming digest); the handler finds it in `BODY_TAP`.
     """
     logger = logger or log
     limits = intake or IntakeLimits()
@@ -90,19 +91,26 @@ def build_app(
         if handler is None:
             return _reject(logger, request, route, 404, f"unknown route /v1/{route}")
         meter = budget.meter()
+        length = request.content_length
+        watch = tap(route) if tap is not None and (length or 0) > INLINE_BYTES else None
         try:
-            return await _deliver_then_handle(request, route, handler, meter)
+            return await _deliver_then_handle(request, route, handler, meter, watch)
         finally:
             meter.release()  # the body (and the answer built from it) is no longer ours
+            if watch is not None:  # its hashing jobs read the body: none outlives the request
+                watch.abort()
+                await watch.settle()
 
     async def _deliver_then_handle(
-        request: web.Request, route: str, handler: Handler, meter: Meter
+        request: web.Request, route: str, handler: Handler, meter: Meter, watch: Tap | None
     ) -> web.StreamResponse:
         cap = _cap(max_body_bytes, route)
+        length = request.content_length
+        feed = watch.feed if watch is not None else None
         try:
             body = await read_on_time(
-                lambda: read_sized_body(request.content, request.content_length, cap, meter.take),
-                request.content_length,
+                lambda: read_sized_body(request.content, length, cap, meter.take, feed),
+                length,
                 cap,
                 limits,
             )
@@ -115,6 +123,15 @@ def build_app(
         except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
             why = f"connection lost while reading the body: {exc}"
             return _reject(logger, request, route, 400, why)
+        token = BODY_TAP.set(watch)  # the handler (gossip.auth) takes the digest from it
+        try:
+            return await _admit_then_handle(request, route, handler, body)
+        finally:
+            BODY_TAP.reset(token)
+
+    async def _admit_then_handle(
+        request: web.Request, route: str, handler: Handler, body: Any
+    ) -> web.StreamResponse:
         gate = gates.get(route)
         if gate is None:
             return await _handle(request, route, handler, body)
@@ -161,17 +178,19 @@ def local_addr(request: web.Request) -> str:
 async def _answer(
     request: web.Request, route: str, answer: Any, logger: logging.Logger
 ) -> web.StreamResponse:
-    """Small answers in one write; large ones streamed in memoryview slices (no copies)."""
-    view = memoryview(answer).cast("B")  # a bytes-like of any format, as bytes
-    if view.nbytes <= STREAM_ABOVE:
-        body = answer if isinstance(answer, bytes) else view.tobytes()
+    """Small answers in one write; large ones (bytes-like or `Parts`: an envelope's head and
+    the body) streamed in memoryview slices (no copies)."""
+    views = body_views(answer)  # a bytes-like of any format, as bytes
+    size = sum(v.nbytes for v in views)
+    if size <= STREAM_ABOVE:
+        body = answer if isinstance(answer, bytes) else b"".join(views)
         return web.Response(body=body, content_type=CONTENT_TYPE)
     resp = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
-    resp.content_length = view.nbytes
+    resp.content_length = size
     try:
         await resp.prepare(request)
-        for start in range(0, view.nbytes, SLICE_BYTES):
-            await resp.write(view[start : start + SLICE_BYTES])  # drains once past 64 KiB
+        for view in views:
+            await write_sliced(resp, view)
         await resp.write_eof()
     except ConnectionError as exc:  # the caller left before taking the whole answer
         logger.warning(

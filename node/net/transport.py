@@ -24,7 +24,13 @@ import numpy as np
 from aiohttp import StreamReader
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
-from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout
+from swarmnode.gossip.transport import (
+    BODY_TAP,
+    PeerUnreachable,
+    RemoteError,
+    RequestTimeout,
+    body_views,
+)
 from swarmnode.node.net.body import BodyError, read_body
 
 CONTENT_TYPE = "application/octet-stream"
@@ -38,7 +44,7 @@ class HttpTransport:
     """POST `http://{addr}/v1/{route}` with a raw body; the answer comes back in one buffer.
 
     `body` may be any C-contiguous bytes-like object (bytes, bytearray, memoryview, a numpy
-    array); it is sent without copying, so the caller must not change it until `request`
+    array) or a `gossip.transport.Parts` (sent back to back); it is sent without copying, so the caller must not change it until `request`
     returns. The answer is `bytes` up to `INLINE_BYTES`, else a writable `memoryview` (format
     "B") over one freshly allocated buffer that the caller owns.
     """
@@ -97,7 +103,13 @@ class HttpTransport:
                 raw = await resp.content.read(MAX_ERROR_TEXT)  # one line, not a novel
                 text = " ".join(raw.decode("utf-8", "replace").split())
                 raise RemoteError(f"{where} answered {resp.status}: {text}", resp.status)
-            return await read_sized_body(resp.content, resp.content_length, self.max_response_bytes)
+            tap = BODY_TAP.get()  # an envelope's digest, hashed while the answer arrives
+            return await read_sized_body(
+                resp.content,
+                resp.content_length,
+                self.max_response_bytes,
+                tap=tap.feed if tap is not None else None,
+            )
 
     async def close(self) -> None:
         """Close the pool. Idempotent; a closed transport raises `PeerUnreachable`."""
@@ -108,7 +120,7 @@ class HttpTransport:
 
 
 class _SlicedPayload(Payload):
-    """A bytes-like request body, written in memoryview slices with a drain after each.
+    """A request body (bytes-like or `Parts`), written in memoryview slices, a drain after each.
 
     aiohttp's `BytesPayload` writes the whole buffer at once: on Python < 3.12 that joins it
     with the headers (a full copy) and copies whatever the socket did not take at once into the
@@ -116,13 +128,13 @@ class _SlicedPayload(Payload):
     """
 
     def __init__(self, body: Any) -> None:
-        view = memoryview(body).cast("B")  # TypeError for a non-contiguous buffer: a caller bug
-        super().__init__(view, content_type=CONTENT_TYPE)
-        self._size = view.nbytes
+        views = body_views(body)  # TypeError for a non-contiguous buffer: a caller bug
+        super().__init__(views, content_type=CONTENT_TYPE)
+        self._size = sum(v.nbytes for v in views)
         self._autoclose = True  # nothing to release: the caller owns the buffer
 
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return bytes(self._value).decode(encoding, errors)
+        return b"".join(self._value).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
         await self.write_with_length(writer, None)
@@ -130,11 +142,17 @@ class _SlicedPayload(Payload):
     async def write_with_length(
         self, writer: AbstractStreamWriter, content_length: int | None
     ) -> None:
-        view: memoryview = self._value
-        if content_length is not None:
-            view = view[:content_length]
-        for start in range(0, view.nbytes, SLICE_BYTES):
-            await writer.write(view[start : start + SLICE_BYTES])  # drains once past 64 KiB
+        left = self._size if content_length is None else content_length
+        for view in self._value:
+            view = view[:left]
+            left -= view.nbytes
+            await write_sliced(writer, view)
+
+
+async def write_sliced(writer: Any, view: memoryview) -> None:
+    """`view` in SLICE_BYTES memoryview slices (a small one in one write: an envelope's head)."""
+    for start in range(0, view.nbytes, SLICE_BYTES):
+        await writer.write(view[start : start + SLICE_BYTES])  # drains once past 64 KiB
 
 
 async def read_sized_body(
@@ -142,6 +160,7 @@ async def read_sized_body(
     length: int | None,
     cap: int,
     on_chunk: Callable[[int], None] | None = None,
+    tap: Callable[[memoryview, int], None] | None = None,
 ) -> bytes | memoryview:
     """A whole HTTP body (request or response), `BodyError` (413) past `cap` before reading.
 
@@ -152,7 +171,8 @@ async def read_sized_body(
     itself (268 ms vs 25 ms here) and more than the whole raw-socket transfer. Bodies without a
     Content-Length (chunked) take `swarmnode.node.net.body.read_body`, which enforces the cap as they
     stream. `on_chunk(n)` is told of every n bytes delivered, before they are kept (the server's
-    byte budget: it may raise to refuse them).
+    byte budget: it may raise to refuse them). `tap(buf, end)` is told, for a large body, that
+    `buf` holds the body's bytes up to `end` (a streaming digest: gossip/stream_digest.py).
     """
     if length is None:
         return bytes(await read_body(stream, None, cap, on_chunk))
@@ -179,4 +199,6 @@ async def read_sized_body(
             on_chunk(len(chunk))
         buf[pos:end] = chunk
         pos = end
+        if tap is not None:
+            tap(buf, pos)
     return buf

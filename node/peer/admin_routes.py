@@ -1,4 +1,5 @@
-"""Runtime fault control: `POST /v1/admin/{fault,byzantine,slowdown}`.
+"""Runtime fault control: `POST /v1/admin/{fault,byzantine,slowdown}`; `admin/params` reads the
+model (the chaos probe's distances: `params` serves members only, and the operator is none).
 
 The chaos runner turns faults on and off in running peers through these routes. They exist to
 sabotage a peer, so they are off unless the peer was started with them enabled (`enable_admin`;
@@ -25,6 +26,7 @@ from swarmnode.node.net.intake import IntakeLimits, read_on_time
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
+    from swarmnode.gossip.exchange import Exchanger
     from swarmnode.gossip.operator import OperatorVerifier
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
     from swarmnode.node.train.worker import TrainingWorker
@@ -39,21 +41,24 @@ class AdminTarget(Protocol):
     faults: FaultyTransport
     byzantine: ByzantineServing
     worker: TrainingWorker
+    exchanger: Exchanger
 
 
 MAX_ADMIN_BYTES = 64 * 1024
 
 
 def admin_routes(node: AdminTarget) -> list[web.RouteDef]:
-    """The three admin routes; the caller adds them only when admin is enabled."""
+    """The admin routes; the caller adds them only when admin is enabled."""
     return [
         web.post("/v1/admin/fault", _guarded(node, "admin/fault", _set_fault)),
         web.post("/v1/admin/byzantine", _guarded(node, "admin/byzantine", _set_byzantine)),
         web.post("/v1/admin/slowdown", _guarded(node, "admin/slowdown", _set_slowdown)),
+        web.post("/v1/admin/params", _guarded(node, "admin/params", _read_params)),
     ]
 
 
-Action = Callable[[AdminTarget, dict[str, Any]], Awaitable[dict[str, Any]]]
+# an action answers a map (sent as an "ok" control message) or raw bytes (a parameter frame)
+Action = Callable[[AdminTarget, dict[str, Any]], Awaitable[Any]]
 
 
 def _guarded(
@@ -82,7 +87,8 @@ def _guarded(
             finally:
                 ARRIVED_AT.reset(arrived)
             msg = decode_control(body, route.split("/")[1])
-            reply = encode_control("ok", **await action(node, msg))
+            result = await action(node, msg)
+            reply = encode_control("ok", **result) if isinstance(result, dict) else result
         except SwarmnodeError as exc:
             return _reject(request, route, getattr(exc, "status", 400), str(exc))
         except ConnectionError as exc:  # the caller hung up mid-body
@@ -109,6 +115,10 @@ async def _set_byzantine(node: AdminTarget, msg: dict[str, Any]) -> dict[str, An
     node.byzantine.set(kind)
     log.warning("byzantine behaviour set at runtime: %s", kind or "honest")
     return {"byzantine": node.byzantine.kind}
+
+
+async def _read_params(node: AdminTarget, msg: dict[str, Any]) -> bytes:
+    return bytes(await node.exchanger.serve_model())
 
 
 async def _set_slowdown(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any]:

@@ -1,19 +1,25 @@
 """What a peer says about itself outside its status page: the member meta it gossips (its
-`--name` and training progress, signed into its member record) and the ready file."""
+`--name` and training progress, signed into its member record), the ready file, and its
+knocks on the seeds when it finds itself alone."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.aio import finite_or_none
 
 if TYPE_CHECKING:
     from swarmnode.node.peer.node import Node
 
+log = logging.getLogger(__name__)
+
+REJOIN_EVERY_S = 5.0
 META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
 
 
@@ -45,3 +51,16 @@ def write_ready_file(node: Node) -> None:
     info = {"peer_id": node.peer_id, "name": node.name, "addr": node.addr, "pid": os.getpid()}
     tmp.write_text(json.dumps(info))
     os.replace(tmp, path)
+
+
+async def rejoin_loop(node: Node) -> None:
+    """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
+    while True:
+        await asyncio.sleep(REJOIN_EVERY_S)
+        if node.state != "alive" or node.membership.live_peers():
+            continue  # a failed peer has left on purpose
+        try:
+            await node.membership.join(node.cfg.join, timeout=REJOIN_EVERY_S)
+            log.info("re-joined the swarm through the seeds")
+        except SwarmnodeError as exc:
+            log.info("re-join attempt failed: %s", exc)

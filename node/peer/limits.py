@@ -49,6 +49,11 @@ class MembershipPeers:
         m = self.membership.get(peer_id)
         return m is not None and m.state in (ALIVE, SUSPECT)
 
+    def public_key(self, peer_id: str) -> bytes | None:
+        """The key that must sign `peer_id`'s exchange requests (gossip.auth): only a member's,
+        taken from its own signed record, so no one can push or pull in another's name."""
+        return self.membership.table.public_key(peer_id) if self.is_member(peer_id) else None
+
 
 def body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
     """Per-route caps, checked before a body is read: only pushpull carries a model inbound,

@@ -4,7 +4,7 @@ It speaks the outside contract of a real peer (docs/architecture.md, "The peer p
 from outside") and nothing more: `--listen` (port 0 works), `--ready-file`, `--checkpoint-dir`
 (keeps the peer id across restarts), `--name` (shown in the status and the ready file), `--join`; GET /v1/status with a step and an accuracy that
 move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the status; POST
-/v1/params when swarmnode.gossip.wire exists. Membership is a toy: each peer polls the status of every
+/v1/params and /v1/admin/params when swarmnode.gossip.wire exists. Membership is a toy: each peer polls the status of every
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
 Being a real process, it obeys SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a clean exit, code 0).
 
@@ -230,6 +230,8 @@ async def main(argv: list[str]) -> int:
         handler = peer.sealed(f"admin/{kind}", kind, getattr(peer, f"post_{kind}"))
         app.router.add_post(f"/v1/admin/{kind}", handler)
     app.router.add_post("/v1/params", peer.sealed("params", "pull", peer.post_params))
+    # the chaos probe reads models as the operator (real peers serve `params` to members only)
+    app.router.add_post("/v1/admin/params", peer.sealed("admin/params", "params", peer.post_params))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, _, port = args.listen.rpartition(":")

@@ -357,7 +357,12 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
 
             vec, why = await probe.fetch_params(session, node.addr, 5.0)
             assert vec is None and why.startswith("HTTP 401"), why
+            # holding the secret is not being a member: `params` serves members' keys only
             vec, why = await probe.fetch_params(session, node.addr, 5.0, Signer("s3"))
+            assert vec is None and why.startswith("HTTP 403"), why
+            vec, why = await probe.fetch_params(session, node.addr, 5.0, operator=other)
+            assert vec is None and why.startswith("HTTP 401"), why
+            vec, why = await probe.fetch_params(session, node.addr, 5.0, operator=operator)
             assert why == "" and vec is not None and vec.size == node.store.size
     finally:
         await node.close()

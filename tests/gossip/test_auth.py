@@ -14,14 +14,13 @@ import pytest
 from swarmnode.gossip import auth
 from swarmnode.gossip.auth import (
     AuthError,
-    AuthTransport,
     ReplayGuard,
     Signer,
     UnauthenticatedRequest,
     UnauthenticatedResponse,
-    auth_handlers,
     nonce_of,
 )
+from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
 from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.transport import RemoteError, TransportError
 from swarmnode.kernels.errors import SwarmnodeError
@@ -75,21 +74,20 @@ def test_empty_body_round_trips(sender: Signer, receiver: Signer) -> None:
     assert receiver.open("leave", sender.seal("leave", b"")) == b""
 
 
-def test_tag_is_hmac_sha256_over_route_names_time_nonce_and_body_digest(clock) -> None:
+def test_tag_is_hmac_sha256_over_route_and_the_digest_of_names_time_nonce_and_body(clock) -> None:
     sealed = bytes(Signer(SECRET, name="a:1", clock=clock).seal("gossip", b"body", to="b:2"))
-    ts, nonce, tag = sealed[4:12], sealed[12:28], sealed[28:60]
-    assert sealed[60:68] == b"\x03a:1\x03b:2" and sealed[68:] == b"body"
-    assert auth.header_length(sealed) == 68
+    tag, sig, rest = sealed[4:36], sealed[36:100], sealed[100:]
+    nonce = rest[8:24]
+    assert sig == bytes(64)  # no member signs a gossip request
+    assert rest[24:33] == b"\x03a:1\x03b:2\x00" and rest[33:] == b"body"
+    assert auth.header_length(sealed) == 133
     msg = (
         auth.DOMAIN
         + len(b"gossip").to_bytes(2, "big")
         + b"gossip"
         + b"\0"
-        + ts
-        + nonce
-        + b"\x03a:1\x03b:2"
-        + (4).to_bytes(8, "big")
-        + blake3.blake3(b"body").digest()
+        + len(rest).to_bytes(8, "big")
+        + blake3.blake3(rest).digest()
     )
     assert hmac.compare_digest(tag, hmac.new(SECRET.encode(), msg, hashlib.sha256).digest())
     assert sealed[:4] == auth.MAGIC and nonce == nonce_of(sealed)
@@ -162,12 +160,12 @@ def _tamper(data: bytes | memoryview, pos: int) -> bytes:
 
 def test_unsigned_message_is_refused(receiver: Signer) -> None:
     with pytest.raises(AuthError, match="not authenticated"):
-        receiver.open("gossip", b"\x82\xa7version\x01\xa4type\xa6gossip" + bytes(64))
+        receiver.open("gossip", b"\x82\xa7version\x01\xa4type\xa6gossip" + bytes(128))
 
 
 def test_forged_tag_is_refused(sender: Signer, receiver: Signer) -> None:
     sealed = bytes(sender.seal("gossip", b"x"))
-    forged = sealed[:28] + bytes(32) + sealed[60:]
+    forged = sealed[:4] + bytes(32) + sealed[36:]
     with pytest.raises(AuthError, match="authentication code"):
         receiver.open("gossip", forged)
 
@@ -185,12 +183,12 @@ def test_replay_is_refused(sender: Signer, receiver: Signer) -> None:
         receiver.open("gossip", sealed)
 
 
-@pytest.mark.parametrize("where", ["body", "timestamp", "nonce", "magic"])
+@pytest.mark.parametrize("where", ["body", "timestamp", "nonce", "magic", "signature"])
 def test_replay_with_any_changed_byte_fails_the_tag(
     sender: Signer, receiver: Signer, where: str
 ) -> None:
     sealed = sender.seal("gossip", b"the body")
-    pos = {"body": 62, "timestamp": 11, "nonce": 20, "magic": 0}[where]
+    pos = {"body": 130, "timestamp": 105, "nonce": 115, "magic": 0, "signature": 62}[where]
     with pytest.raises(AuthError):
         receiver.open("gossip", _tamper(sealed, pos))
     receiver.open("gossip", sealed)  # the failed attempts did not burn the nonce
@@ -298,7 +296,7 @@ def _bad_requests(sender: Signer, clock: FakeClock) -> dict[str, bytes]:
     good = bytes(sender.seal("gossip", b"payload"))
     return {
         "unsigned": b"payload",
-        "forged": good[:28] + bytes(32) + good[60:],
+        "forged": good[:4] + bytes(32) + good[36:],
         "wrong-secret": bytes(Signer("nope", clock=clock).seal("gossip", b"payload")),
         "changed-body": good[:-1] + b"X",
         "truncated": good[:40],

@@ -22,6 +22,11 @@ ADMIN_ROUTES = ("admin/fault", "admin/byzantine", "admin/slowdown")
 # --- bodies --------------------------------------------------------------------------------
 
 
+TESTER = key_of(7)
+PUSHER_KEY = key_of(8)  # signs the model routes' requests; admitted as a member by `node`
+PUSHER = PUSHER_KEY.peer_id  # the `sender` of the hand-built frames
+
+
 def frame(header: object, payload: bytes, *, pad_byte: bytes = b"\0") -> bytes:
     """A parameter frame built by hand (not by swarmnode.gossip.wire), so the header can be anything."""
     head = msgpack.packb(header, use_bin_type=True)
@@ -33,7 +38,7 @@ def header_for(payload: bytes, shape: object, **override: object) -> dict[str, o
     h: dict[str, object] = {
         "version": 1,
         "type": "params",
-        "sender": "tester",
+        "sender": PUSHER,
         "step": 1,
         "dtype": "float32",
         "shape": shape,
@@ -51,10 +56,6 @@ def params_frame(vec: np.ndarray, **override: object) -> bytes:
     return frame(header_for(payload, list(vec.shape), **override), payload)
 
 
-TESTER = key_of(7)
-PUSHER = "tester"  # the `sender` of the hand-built frames; admitted as a member by `node`
-
-
 def entry(peer_id: str | None = None, state: str = "alive", hb: int = 1, **kw: object) -> list:
     """A record signed by the tester's key; with another `peer_id` it is a forgery."""
     return signed_entry(TESTER, peer_id=peer_id, state=state, hb=hb, **kw)
@@ -66,7 +67,7 @@ def valid_body(route: str, size: int) -> bytes:
         "gossip": lambda: encode_control("gossip", sender="tester", members=[]),
         "join": lambda: encode_control("join", member=entry()),
         "leave": lambda: encode_control("leave", member=entry(state="left", hb=2)),
-        "params": lambda: encode_control("pull", sender="tester"),
+        "params": lambda: encode_control("pull", sender=PUSHER),
         "pushpull": lambda: params_frame(np.zeros(size, np.float32)),
         "admin/fault": lambda: encode_control("fault", spec="none"),
         "admin/byzantine": lambda: encode_control("byzantine", kind=None),
@@ -119,7 +120,11 @@ def pushpull_cases(size: int) -> list[tuple[str, bytes]]:
         ("dtype float64", params_frame(ok, dtype="float64")),
         ("unknown codec", params_frame(ok, codec="zip")),
         ("bad checksum", params_frame(ok, crc=b"\0\0\0\0")),
-        ("non-zero padding", frame(header_for(payload, [size]), payload, pad_byte=b"\1")),
+        # step 12345: a header length that leaves padding to fill (at 658 parameters, 62 bytes)
+        (
+            "non-zero padding",
+            frame(header_for(payload, [size], step=12345), payload, pad_byte=b"\1"),
+        ),
         ("truncated payload", good[: len(good) - 8]),
         ("truncated header", good[:10]),
         ("NaN parameter", params_frame(nan)),

@@ -20,6 +20,7 @@ from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
+from tests.integration.member_client import MemberClient
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -30,10 +31,10 @@ def peer_config(**kw: Any) -> PeerConfig:
     return PeerConfig(**{**base, **kw})
 
 
-async def post(addr: str, route: str, body: bytes) -> tuple[int, bytes]:
+async def post(addr: str, route: str, body: bytes, client: MemberClient) -> tuple[int, bytes]:
+    """A request by `client`, signed by its key (the model routes serve members only)."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        async with http.post(f"http://{addr}/v1/{route}", data=body) as resp:
-            return resp.status, await resp.read()
+        return await client.post(http, addr, route, body)
 
 
 class HeldStep:
@@ -62,11 +63,14 @@ async def test_a_joiner_refuses_to_serve_its_fresh_model_until_its_state_sync_is
             Node.create(peer_config(join=[seed.addr], fault="delay=1500ms"))
         )
         member = await eventually(lambda: seed.membership.live_peers(), 20, "the joiner to join")
-        status, body = await post(member[0].addr, "params", encode_control("pull", sender="t"))
+        # the seed asks (a member of the joiner's table from the join on)
+        as_seed = MemberClient(key=seed.key)
+        pull = encode_control("pull", sender=seed.peer_id)
+        status, body = await post(member[0].addr, "params", pull, as_seed)
         assert status == 503 and b"joining" in body, (status, body)
         joiner = await joiner_task
         try:
-            status, body = await post(joiner.addr, "params", encode_control("pull", sender="t"))
+            status, body = await post(joiner.addr, "params", pull, as_seed)
             assert status == 200
             header, _ = decode_params(body)
             assert header["sender"] == joiner.peer_id
@@ -115,11 +119,11 @@ async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
         node.worker.set_throttle(delay_s=60.0)
         await eventually(lambda: node.worker.steps_run > 0, 10, "a step before the pause")
         theirs = np.full(node.store.size, 0.25, dtype=np.float32)
-        admit(node, "t")
+        client = MemberClient()
+        admit(node, client)
         t0 = time.monotonic()
-        status, body = await post(
-            node.addr, "pushpull", bytes(encode_params(theirs, sender="t", step=1))
-        )
+        push = bytes(encode_params(theirs, sender=client.peer_id, step=1))
+        status, body = await post(node.addr, "pushpull", push, client)
         assert status == 200 and time.monotonic() - t0 < 5.0, status
         _, mine = decode_params(body)
         mine = mine.copy()
@@ -158,7 +162,8 @@ async def test_port_zero_and_advertise_give_the_address_others_dial():
             lambda: {m.peer_id: m.addr for m in a.membership.live_peers()}, 10, "b"
         )
         assert seen == {b.peer_id: f"localhost:{port}"}
-        status, _ = await post(b.addr, "params", encode_control("pull", sender="t"))
+        pull = encode_control("pull", sender=a.peer_id)
+        status, _ = await post(b.addr, "params", pull, MemberClient(key=a.key))
         assert status == 200  # the advertised address really reaches b
     finally:
         await b.close()

@@ -3,9 +3,9 @@
 The attack that worked: pull x from /v1/params, set every hidden bias to -1e4 (the target t),
 push 2 t - x to `pushpull`. An unbounded receiver mixes it at 1/2 and lands on t; its next
 rounds spread t to the rest of the swarm. Three real peers (`Node`s, aiohttp on 127.0.0.1,
-training on digits) take the push under the declared id of a member (ids are public in
-/v1/status); the honest peers' accuracy must not fall by more than a point. A push declared by
-a non-member is refused outright (403).
+training on digits) take the push from a byzantine member (it holds a member's key and signs
+as that member: pushing in another's name is refused, test_hostile_exchange.py); the honest
+peers' accuracy must not fall by more than a point. A push by a non-member is refused (403).
 
 `unguarded` runs the same attack with the bound switched off (the exchange as it was): it shows
 the test sees the attack (the figures for docs/benchmarks.md come from both).
@@ -25,6 +25,7 @@ from swarmnode.gossip.wire import decode_params, encode_params
 from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config
+from tests.integration.member_client import MemberClient
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -68,9 +69,11 @@ async def _accuracy(nodes: list[Node]) -> float:
     return mean(accs)
 
 
-async def _post(http: aiohttp.ClientSession, node: Node, route: str, body: bytes) -> tuple:
-    async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
-        return resp.status, await resp.read()
+async def _post(
+    http: aiohttp.ClientSession, node: Node, route: str, body: bytes, client: MemberClient
+) -> tuple:
+    """A request by `client`, signed by its key (the model routes serve members only)."""
+    return await client.post(http, node.addr, route, body)
 
 
 def _poisoned(node: Node, x: np.ndarray) -> np.ndarray:
@@ -84,16 +87,19 @@ def _poisoned(node: Node, x: np.ndarray) -> np.ndarray:
 
 
 async def _attack(nodes: list[Node], http: aiohttp.ClientSession) -> tuple[float, float]:
-    """(accuracy before, accuracy after) the poisoned push to nodes[0], declared as nodes[1]."""
+    """(accuracy before, accuracy after) the poisoned push to nodes[0] by an insider holding
+    nodes[1]'s key (a byzantine member: its own signature, its own id)."""
+    insider = MemberClient(key=nodes[1].key)
     await eventually(
         lambda: all(n.trainer.step_count >= WARM_STEPS for n in nodes), 120, "warm-up steps"
     )
     before = await _accuracy(nodes)
-    status, body = await _post(http, nodes[0], "params", encode_control("pull", sender="x"))
+    pull = encode_control("pull", sender=nodes[1].peer_id)
+    status, body = await _post(http, nodes[0], "params", pull, insider)
     assert status == 200
     _, x = decode_params(body)
     push = encode_params(_poisoned(nodes[0], np.asarray(x)), sender=nodes[1].peer_id, step=1)
-    status, _ = await _post(http, nodes[0], "pushpull", bytes(push))
+    status, _ = await _post(http, nodes[0], "pushpull", bytes(push), insider)
     assert status == 200  # answered like any push: the bound decides what is mixed
     rounds = [n.exchanger.rounds for n in nodes]
     await eventually(
@@ -127,12 +133,13 @@ async def test_a_push_from_a_non_member_is_refused(swarm) -> None:
     a = swarm[0]
     _, x = await a.store.snapshot()
     async with aiohttp.ClientSession() as http:
-        for sender in ("hostile", "", a.peer_id + "x"):
+        stranger = MemberClient()  # a key no member table holds
+        for sender in (stranger.peer_id, "", a.peer_id + "x"):
             push = encode_params(x, sender=sender, step=1)
-            status, body = await _post(http, a, "pushpull", bytes(push))
+            status, body = await _post(http, a, "pushpull", bytes(push), stranger)
             assert status == 403, body
-        # a member's push is served
-        status, _ = await _post(
-            http, a, "pushpull", bytes(encode_params(x, sender=swarm[2].peer_id, step=1))
-        )
+        # a member's push, signed by its key, is served
+        member = MemberClient(key=swarm[2].key)
+        push = bytes(encode_params(x, sender=swarm[2].peer_id, step=1))
+        status, _ = await _post(http, a, "pushpull", push, member)
         assert status == 200

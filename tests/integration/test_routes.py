@@ -25,8 +25,9 @@ from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
+from tests.integration.member_client import MemberClient
 from tests.integration.peers import operator_pub, signed_admin
-from tests.integration.route_bodies import ADMIN_ROUTES, PUSHER, cases_for, valid_body
+from tests.integration.route_bodies import ADMIN_ROUTES, PUSHER_KEY, cases_for, valid_body
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -53,7 +54,7 @@ async def node(tmp_path) -> AsyncIterator[Node]:
         # Freeze the model: with the training thread stopped, mixes are dropped and nothing else
         # writes the parameters, so "unchanged" can be checked exactly.
         assert await asyncio.to_thread(peer.worker.stop, 30.0)
-        admit(peer, PUSHER)  # the pushes here test body handling, not who may push
+        admit(peer, MEMBER)  # the pulls and pushes here test body handling, not who may
         yield peer
     finally:
         await peer.close()
@@ -68,11 +69,17 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 # --- requests and checks -------------------------------------------------------------------
 
 
+MEMBER = MemberClient(key=PUSHER_KEY)
+
+
 def signed(route: str, body: object, node: Node) -> object:
-    """Admin bodies are signed by the operator, so what is tested is the route's own parsing
-    (unsigned ones never get that far: test_admin_auth.py)."""
+    """Admin bodies are signed by the operator, model routes' by a member, so what is tested is
+    the route's own parsing (unsigned ones never get that far: test_admin_auth.py,
+    test_hostile_exchange.py)."""
     if route in ADMIN_ROUTES and isinstance(body, bytes):
         return signed_admin(route, body, node.addr)
+    if isinstance(body, bytes):
+        return MEMBER.seal(node.addr, route, body)
     return body
 
 
@@ -120,7 +127,8 @@ async def assert_untouched(http: aiohttp.ClientSession, node: Node, frozen: np.n
     now = node.params_host()
     assert np.isfinite(now).all()
     np.testing.assert_array_equal(now, frozen)
-    async with http.post(f"http://{node.addr}/v1/params", data=valid_body("params", 0)) as resp:
+    pull = signed("params", valid_body("params", 0), node)
+    async with http.post(f"http://{node.addr}/v1/params", data=pull) as resp:
         assert resp.status == 200
         _, served = wire.decode_params(await resp.read(), expected_size=frozen.size)
     np.testing.assert_array_equal(served, frozen)

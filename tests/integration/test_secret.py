@@ -22,7 +22,13 @@ import aiohttp
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
-from swarmnode.gossip.auth import FIXED_BYTES, HEADER_BYTES, Signer, header_length, nonce_of
+from swarmnode.gossip.auth import (
+    HEADER_BYTES,
+    SIGNED_ROUTES,
+    Signer,
+    header_length,
+    nonce_of,
+)
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.config import PeerConfig
@@ -30,6 +36,7 @@ from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
 from tests.integration.inprocess import peer_config as in_process_config
+from tests.integration.member_client import MemberClient
 from tests.integration.peers import ENV
 from tests.signed import key_of, signed_entry
 from tests.waiting import eventually
@@ -37,6 +44,7 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.timeout(90)
 
 SECRET = "s"
+CLIENT = MemberClient(SECRET)  # a member of the swarm (admitted to the frozen peer)
 
 
 def peer_config(**kw: Any) -> PeerConfig:
@@ -127,7 +135,7 @@ async def frozen(nodes) -> Node:
     nodes.append(node)
     # Training stopped: the parameters change only if a request changes them.
     assert await asyncio.to_thread(node.worker.stop, 30.0)
-    admit(node, "t")  # the pushes here test the envelope, not who may push
+    admit(node, CLIENT)  # the pushes here test the envelope, not who may push
     return node
 
 
@@ -138,9 +146,10 @@ def entry(variant: int) -> list[object]:
 def request_body(route: str, size: int, variant: int) -> bytes:
     """A well-formed body for `route`; variants differ, so a changed body is detectable."""
     if route == "params":
-        return encode_control("pull", sender=f"tester-{variant}")
+        return encode_control("pull", sender=CLIENT.peer_id, variant=variant)
     if route == "pushpull":
-        return bytes(wire.encode_params(np.full(size, variant, np.float32), sender="t", step=1))
+        vec = np.full(size, variant, np.float32)
+        return bytes(wire.encode_params(vec, sender=CLIENT.peer_id, step=1))
     if route == "gossip":
         return encode_control("gossip", sender="t", members=[entry(variant)])
     return encode_control("slowdown", factor=float(variant + 1))
@@ -150,7 +159,7 @@ def malformed_body(route: str, size: int) -> bytes:
     if route == "pushpull":
         bad = np.zeros(size, np.float32)
         bad[1] = np.nan
-        return bytes(wire.encode_params(bad, sender="t", step=1))
+        return bytes(wire.encode_params(bad, sender=CLIENT.peer_id, step=1))
     if route == "admin/slowdown":
         return encode_control("slowdown", factor=math.nan)
     return b"\xc1 not msgpack"
@@ -168,8 +177,13 @@ async def send(http: aiohttp.ClientSession, node: Node, route: str, body: bytes)
     return answer
 
 
+def member_signer(secret: str, **kw: Any) -> Signer:
+    """A signer as a member peer of the swarm has: the secret and the member's key."""
+    return Signer(secret, key=CLIENT.key, signed_routes=SIGNED_ROUTES, **kw)
+
+
 def forged(sealed: bytes) -> bytes:
-    tag_byte = FIXED_BYTES - 1  # the last byte of the tag
+    tag_byte = 4 + 31  # the last byte of the tag
     return sealed[:tag_byte] + bytes([sealed[tag_byte] ^ 1]) + sealed[tag_byte + 1 :]
 
 
@@ -177,7 +191,7 @@ def forged(sealed: bytes) -> bytes:
 async def test_unsigned_forged_and_replayed_requests_are_refused(route, frozen, caplog):
     caplog.set_level(logging.INFO)
     node, size = frozen, frozen.store.size
-    signer = Signer(SECRET, name="127.0.0.1:9")  # a peer of the swarm, sending to `node`
+    signer = member_signer(SECRET, name="127.0.0.1:9")  # a member of the swarm, to `node`
     to = node.addr
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         # A genuine request works, and its answer is sealed for it.
@@ -191,13 +205,13 @@ async def test_unsigned_forged_and_replayed_requests_are_refused(route, frozen, 
         attacks = {
             "unsigned": fresh,
             "forged tag": forged(bytes(signer.seal(route, fresh, to=to))),
-            "wrong secret": bytes(Signer("not-" + SECRET).seal(route, fresh, to=to)),
+            "wrong secret": bytes(member_signer("not-" + SECRET).seal(route, fresh, to=to)),
             "sealed for another route": bytes(signer.seal(other, fresh, to=to)),
             # what a capture on its way to another peer is: issue 10's cross-peer replay
             "sealed for another peer": bytes(signer.seal(route, fresh, to="127.0.0.1:1")),
             "sealed for nobody": bytes(signer.seal(route, fresh)),
             "sealed two minutes ago": bytes(
-                Signer(SECRET, clock=lambda: time.time() - 120).seal(route, fresh, to=to)
+                member_signer(SECRET, clock=lambda: time.time() - 120).seal(route, fresh, to=to)
             ),
             "truncated envelope": bytes(signer.seal(route, fresh, to=to))[: HEADER_BYTES - 5],
             "replayed verbatim": captured,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from swarmnode.fault.hostile import SlowBodies
 from swarmnode.gossip import wire
-from swarmnode.gossip.auth import AuthTransport, Signer
+from swarmnode.gossip.auth_transport import AuthTransport
 from swarmnode.gossip.codec import encode_control
 from swarmnode.gossip.transport import TransportError
 from swarmnode.node.net.transport import HttpTransport
@@ -26,6 +26,7 @@ from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
+from tests.integration.member_client import MemberClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,10 +61,11 @@ class Honest:
 
     def __init__(self, victim: Node) -> None:
         self.victim = victim
-        self.transport = AuthTransport(HttpTransport(), Signer(SECRET, name="127.0.0.1:9"))
-        size = victim.store.size
-        self.push = bytes(wire.encode_params(np.zeros(size, np.float32), sender="h", step=1))
-        self.pull = encode_control("pull", sender="h")
+        self.member = MemberClient(SECRET)  # a member: its model requests carry its signature
+        self.transport = AuthTransport(HttpTransport(), self.member.signer)
+        size, me = victim.store.size, self.member.peer_id
+        self.push = bytes(wire.encode_params(np.zeros(size, np.float32), sender=me, step=1))
+        self.pull = encode_control("pull", sender=me)
         self.failed: list[str] = []
 
     async def window(self, seconds: float) -> int:
@@ -86,7 +88,7 @@ async def test_100_slow_bodies_hold_no_slot_and_every_honest_exchange_is_served(
     was ~0, every honest request refused 503); the 90% bound is checked with the attacker in a
     process of its own against a `swarmnode start` peer (test_slow_body_processes.py)."""
     honest = Honest(victim)
-    admit(victim, "h")
+    admit(victim, honest.member)
     try:
         await honest.window(0.5)  # warm the pool and the code paths
         base, attacked = 0, 0

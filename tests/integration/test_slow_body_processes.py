@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
-from swarmnode.gossip.auth import AuthTransport, Signer
+from swarmnode.gossip.auth import SIGNED_ROUTES, Signer
+from swarmnode.gossip.auth_transport import AuthTransport
 from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.peer_key import PeerKey
 from swarmnode.gossip.transport import TransportError
 from swarmnode.node.net.transport import HttpTransport
 
@@ -87,12 +89,24 @@ class Attacker:
         self.proc.wait(10)
 
 
-async def honest_rate(addr: str, size: int, seconds: float, sender: str) -> tuple[int, list[str]]:
+def member_key(peer: Peer) -> PeerKey:
+    """The key a `Peer` process keeps in its checkpoint dir: the honest client speaks as it
+    (the model routes serve live members only, signed by their own keys)."""
+    raw = (peer.dir / "ckpt" / "peer.key").read_text().strip()
+    return PeerKey.from_private_bytes(bytes.fromhex(raw))
+
+
+def _transport(key: PeerKey) -> AuthTransport:
+    signer = Signer(SECRET, key=key, signed_routes=SIGNED_ROUTES, name="127.0.0.1:9")
+    return AuthTransport(HttpTransport(), signer)
+
+
+async def honest_rate(addr: str, size: int, seconds: float, key: PeerKey) -> tuple[int, list[str]]:
     """Signed push-pulls and pulls completed in `seconds`, one at a time; and the failures.
-    `sender`: a live member's id (a push from a non-member is refused 403)."""
-    transport = AuthTransport(HttpTransport(), Signer(SECRET, name="127.0.0.1:9"))
-    push = bytes(wire.encode_params(np.zeros(size, np.float32), sender=sender, step=1))
-    pull = encode_control("pull", sender="h")
+    `key`: a live member's (a request from a non-member is refused 403)."""
+    transport = _transport(key)
+    push = bytes(wire.encode_params(np.zeros(size, np.float32), sender=key.peer_id, step=1))
+    pull = encode_control("pull", sender=key.peer_id)
     done, failed, end = 0, [], time.monotonic() + seconds
     try:
         while time.monotonic() < end:
@@ -114,15 +128,16 @@ async def test_100_slow_bodies_from_another_process_do_not_stall_the_victim(tmp_
     member = Peer(tmp_path, "member", "--secret", SECRET, *MODEL, *HOLD, "--join", victim.addr)
     try:
         member.start(90)
-        size = await _model_size(victim.addr)
-        await honest_rate(victim.addr, size, 1.0, member.peer_id)  # warm up
+        key = member_key(member)
+        size = await _model_size(victim.addr, key)
+        await honest_rate(victim.addr, size, 1.0, key)  # warm up
         # base, attack, base, ... : the shared box's load drifts by tens of percent over
         # seconds; many short alternating windows cancel most of it
         base, attacked, failed = [], [], []
         for i in range(WINDOWS):
             if i % 2:
                 attacker.on()
-            done, errors = await honest_rate(victim.addr, size, WINDOW_S, member.peer_id)
+            done, errors = await honest_rate(victim.addr, size, WINDOW_S, key)
             (attacked if i % 2 else base).append(done)
             failed += errors
             if i % 2:
@@ -155,11 +170,11 @@ async def test_100_slow_bodies_from_another_process_do_not_stall_the_victim(tmp_
         victim.stop()
 
 
-async def _model_size(addr: str) -> int:
-    transport = AuthTransport(HttpTransport(), Signer(SECRET, name="127.0.0.1:9"))
+async def _model_size(addr: str, key: PeerKey) -> int:
+    transport = _transport(key)
     try:
         answer = await transport.request(
-            addr, "params", encode_control("pull", sender="h"), timeout=10
+            addr, "params", encode_control("pull", sender=key.peer_id), timeout=10
         )
     finally:
         await transport.close()

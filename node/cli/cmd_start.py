@@ -9,12 +9,16 @@ build (data shard, model, optimizer, resume) is `swarmnode.node.train.build`.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.shard import parse_partition, parse_shard
+from swarmnode.node.train.worker import TRAIN_THREAD
 
 # Every default comes from the config dataclass, the one place that keeps it.
 _NODE = NodeConfig()
@@ -181,4 +185,16 @@ def run(args: argparse.Namespace) -> int:
     from swarmnode.node.cli.run_peer import run_peer
 
     run_peer(peer_config_from_args(args, config_from_args(args)))
+    _exit_now_if_a_step_was_abandoned()
     return 0
+
+
+def _exit_now_if_a_step_was_abandoned() -> None:
+    """A training step still running when close()'s budget ran out was abandoned (its thread is
+    a daemon; the checkpoint before it stands). Interpreter finalisation tears modules down
+    under such a thread, and a numpy/BLAS call in flight then segfaults (seen: signal 11 after
+    SIGTERM on a loaded box). Everything is saved and flushed by now, so leave without it."""
+    if any(t.name == TRAIN_THREAD and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # A loss that turns NaN/Inf this few steps after a received model was mixed in is blamed on that
 # model (a poisoned or diverged peer), not on this peer's learning rate.
 MIX_BLAME_STEPS = 50
+TRAIN_THREAD = "swarmnode-train"  # the training thread's name (the CLI looks for it at exit)
 
 
 class TrainingWorker:
@@ -110,7 +111,7 @@ class TrainingWorker:
         self._t_start = time.perf_counter()
         with self._lock:
             self._running = True
-        self._thread = threading.Thread(target=self._run, name="swarmnode-train", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=TRAIN_THREAD, daemon=True)
         self._thread.start()
 
     def request_stop(self) -> None:

@@ -4,6 +4,7 @@ failures, the exit code, the swarm secret and signals."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import os
@@ -333,15 +334,10 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
 
     operator = OperatorKey.generate()
     (tmp_path / "operator.pub").write_bytes(operator.public_pem())
-    cfg = PeerConfig(
-        model="mlp:8",
-        steps=0,
-        listen="127.0.0.1:0",
-        eval_every=10**6,
-        secret="s3",
-        slowdown=4.0,
-        enable_admin=True,
-        admin_key=str(tmp_path / "operator.pub"),
+    admin_key = str(tmp_path / "operator.pub")
+    cfg = PeerConfig(model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6)
+    cfg = dataclasses.replace(
+        cfg, secret="s3", slowdown=4.0, enable_admin=True, admin_key=admin_key
     )
     node = await Node.create(cfg)
     try:

@@ -121,8 +121,10 @@ async def test_members_that_never_answer_get_few_rounds_and_a_slow_one_keeps_its
     # uniform sampling gives the sybils 29/32 of the picks (~815 of 900); backed off, each
     # gets ~5 in its first 15 s and one per CAP_S / 2..CAP_S s after (measured: ~235)
     assert wasted <= 300, picks
-    assert useful >= 600 and min(picks[h] for h, _ in honest) >= 180, picks  # uniform: ~84 each
     slow, quick = picks["h2"], min(picks["h0"], picks["h1"])
+    # uniform: ~84 each; the slow one's share is measured against the quick ones below (with
+    # prefer_fast it depends on its measured round trip, which is real time on a loaded box)
+    assert useful >= 600 and quick >= 180, picks
     assert slow >= (0.2 if prefer_fast else 0.8) * quick, picks
 
 

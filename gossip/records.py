@@ -55,7 +55,7 @@ CHAIN_BYTES = 32
 # change of only these is signed at most this often, so a training peer does not make every
 # receiver verify a fresh signature each interval. Any other change is signed at once.
 PROGRESS_KEYS = frozenset({"step", "loss", "acc"})
-PROGRESS_RESEAL_S = 30.0
+PROGRESS_RESEAL_S = 120.0  # at 30 s the verifications were 11% of gossip CPU (docs/benchmarks.md)
 _RECORD_FIELDS = 8
 _SIGNED_FIELDS = 6
 
@@ -260,7 +260,7 @@ def open_entry(raw: object) -> Gossiped:
 class RecordOpener:
     """`open_entry` with the opened records remembered by their exact bytes (bounded LRU).
 
-    A record is re-gossiped unchanged by every peer, ~6 times an interval, for up to 30 s
+    A record is re-gossiped unchanged by every peer, ~6 times an interval, for up to 120 s
     (`PROGRESS_RESEAL_S`); opening it (msgpack, the bounds, the SHA-256 and base32 of the id)
     was most of the signed gossip path's CPU. The cache holds only what a record's bytes
     determine, keyed by all of them, so a hit gives what a fresh parse would; the relayer's

@@ -13,7 +13,7 @@ receiver's own signing is inside it. Four schemes:
 - per-beat: every heartbeat a freshly signed record (the 2026-11-24 branch: one Ed25519
   verification per member per interval);
 - chain-uncached: the record signed once, heartbeats on its hash chain, progress re-signed
-  every `--progress-reseal` s (30), every entry's record opened afresh (before 2026-11-24's
+  every `--progress-reseal` s (default: the peers' own, `records.PROGRESS_RESEAL_S`), every entry's record opened afresh (before 2026-11-24's
   `RecordOpener`);
 - chain: the same, with records opened once and remembered by their bytes (`RecordOpener`);
 
@@ -34,6 +34,7 @@ from swarmnode.gossip.membership import Membership, MembershipConfig
 from swarmnode.gossip.peer_key import PeerKey, verify_signature
 from swarmnode.gossip.records import (
     CHAIN_LENGTH,
+    PROGRESS_RESEAL_S,
     RecordSigner,
     Verifier,
     chain_step,
@@ -75,7 +76,7 @@ def run(n: int, rounds: int, digests: int, scheme: str, reseal_s: float) -> dict
         me.peer_id if signed else "me",
         "10.0.0.1:1",
         InMemoryNetwork().transport("10.0.0.1:1"),
-        MembershipConfig(max_digest=4096),
+        MembershipConfig(max_digest=4096, max_members_per_host=1 << 20),  # one relayer: no cap
         key=me if signed else None,
         clock=clock,
     )
@@ -161,7 +162,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=240)
     ap.add_argument("--digests", type=int, default=6)
     ap.add_argument(
-        "--progress-reseal", type=float, default=30.0, help="owners' progress re-sign period, s"
+        "--progress-reseal",
+        type=float,
+        default=PROGRESS_RESEAL_S,
+        help="owners' progress re-sign period, s (default: %(default)s, the peers' own)",
     )
     args = ap.parse_args()
     unit = unit_costs()

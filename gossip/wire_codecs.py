@@ -4,11 +4,12 @@
 |--------|---------------|--------------------------------------------------------|------------|
 | `raw`  |               | n float32                                              | 4 n        |
 | `f16`  |               | n float16 (IEEE half)                                  | 2 n        |
-| `i8`   | `block`       | ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
+| `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
 | `topk` | `k`           | k uint32 indices (strictly increasing, < n), k float32 | 8 k        |
 
 Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
 checks every field against the shape before touching the payload (`block` in [4, 65536],
+`chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
 `k` <= n / 2, indices in range and increasing, no Inf/NaN half) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
 """
@@ -46,6 +47,11 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
         return count * DENSE[codec].itemsize
     if codec == "i8":
         block = _int_field(header, "block", MIN_BLOCK, MAX_BLOCK)  # a power of two: int8_decode
+        if header.get("chunk") != compress.CHUNK:  # a peer of another version lays blocks out
+            raise WireError(  # differently: refuse rather than pair values with wrong scales
+                f"payload header field 'chunk' must be {compress.CHUNK} for codec 'i8' (the "
+                f"int8 layout this peer decodes), got {header.get('chunk')!r}"
+            )
         return count + 4 * (-(-count // block))
     k = _int_field(header, "k", 0, count // 2)
     return 8 * k
@@ -83,5 +89,6 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
     if codec == "f16":
         return codec, {}, [packed.parts["values"]]
     if codec == "i8":
-        return codec, {"block": packed.block}, [packed.parts["scales"], packed.parts["q"]]
+        fields = {"block": packed.block, "chunk": compress.CHUNK}
+        return codec, fields, [packed.parts["scales"], packed.parts["q"]]
     return codec, {"k": packed.k}, [packed.parts["idx"], packed.parts["values"]]

@@ -1,8 +1,8 @@
 """The cupy twins of `swarmnode.kernels.compress`: same values, same order, on the device.
 
 fp16 and int8 are one fused ElementwiseKernel each (saturate + cast; scale + round + cast); the
-int8 block maxima are one cupy reduction. topk uses cupy's argpartition. The numpy references
-are in compress.py; tests/kernels/test_gpu_parity.py compares both on random vectors. cupy is
+int8 block maxima are one cupy reduction. topk uses cupy's argpartition. The numpy definitions
+are in compress_ref.py; tests/kernels/test_compress_gpu_parity.py compares both on random vectors. cupy is
 imported inside the functions only, so this module imports on a machine without it.
 """
 
@@ -22,15 +22,8 @@ from swarmnode.kernels.codec_base import (
 )
 from swarmnode.kernels.errors import ShapeError
 
-# the numpy reference's integer passes (compress.fp16_encode), fused: same bits on both sides
-_F16_SRC = """
-    float f = fminf(fmaxf(x, -lim), lim) * bias;
-    unsigned int u = __float_as_uint(f);
-    unsigned int s = (u >> 16) & 0x8000u;
-    unsigned int a = u & 0x7fffffffu;
-    unsigned int t = (a + ((a >> 13) & 1u) + 0xfffu) >> 13;
-    y = (unsigned short)(t | s);
-"""
+# compress_ref.fp16_encode: IEEE round to nearest even of the saturated value, as numpy's cast
+_F16_SRC = "y = __half_as_ushort(__float2half_rn(fminf(fmaxf(x, -lim), lim)));"
 
 
 @functools.cache
@@ -38,10 +31,11 @@ def _f16_kernel() -> Any:
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "float32 x, float32 lim, float32 bias",
+        "float32 x, float32 lim",
         "uint16 y",
         _F16_SRC,
         "swarmnode_f16_saturate",
+        preamble="#include <cuda_fp16.h>",
     )
 
 
@@ -111,7 +105,7 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = 256) -> Packed:
     n = x.size
     if codec == "fp16":
         out = cp.empty(n, dtype=cp.uint16)
-        _f16_kernel()(x, cp.float32(F16_MAX), cp.float32(2.0**-112), out)
+        _f16_kernel()(x, cp.float32(F16_MAX), out)
         return Packed("fp16", n, {"values": out.view(cp.float16)})
     if codec == "int8":
         amax = block_amax(x, block)

@@ -56,6 +56,8 @@ def _rewrite(buf: memoryview, **changes: object) -> bytes:
         ("int8", {"block": 0}, "'block' must be an integer"),
         ("int8", {"block": "x"}, "'block' must be an integer"),
         ("int8", {"block": 128}, "payload bytes, shape needs"),
+        ("int8", {"chunk": 1 << 16}, "'chunk' must be 262144"),
+        ("int8", {"chunk": None}, "'chunk' must be 262144"),
         ("topk:0.01", {"k": N}, "'k' must be an integer"),
         ("topk:0.01", {"k": 99}, "payload bytes, shape needs"),
         ("topk:0.01", {"codec": "zstd"}, "codec 'zstd' not supported"),

@@ -181,6 +181,7 @@ class Node:
             peers=peers,
             outgoing=self.byzantine.outgoing,
             poisoning=lambda: self.byzantine.behaviour is not None,
+            init=self.init_params,
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer))
@@ -215,6 +216,7 @@ class Node:
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:
         trainer, data, backend = build_trainer(self.cfg)
+        self.init_params = to_numpy(trainer.model.params.data).copy()  # gossip.refs: shared start
         behaviour = parse_byzantine(self.cfg.byzantine) if self.cfg.byzantine else None
         self.labels_flipped = behaviour is not None and behaviour.poisons_labels
         if self.labels_flipped:

@@ -23,6 +23,7 @@ partner to one frame each way.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -185,7 +186,9 @@ class CompressedPushPull:
 
     async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
         """A member's pull naming our shared start (`want_*`: a joiner's state sync) is answered
-        with C(x - x0) and opens the pair on it, as a first push-pull would: the joiner's copy
+        with x - x0 in the whole-model codec (a joiner must start from the swarm's model, not
+        from 1% of it; int8 of a difference is more precise than of the model, for the same
+        bytes) and opens the pair on it, as a first push-pull would: the joiner's copy
         of us and our `sent` for it are the same bytes, and later deltas carry the rest. None
         (a whole-model answer) for any other pull, or while an exchange with it is in flight."""
         partner = msg.get("sender")
@@ -194,7 +197,8 @@ class CompressedPushPull:
             return None
         self.busy.add(partner)
         try:
-            out = await asyncio.to_thread(self.refs.encode, partner, vec, want)
+            encode = functools.partial(self.refs.encode, dense_start=True)
+            out = await asyncio.to_thread(encode, partner, vec, want)
             self.refs.commit(out)  # if the answer is lost, the joiner's want_* tells us later
             frame = await asyncio.to_thread(
                 wire.encode_packed, out.packed, sender=self.self_id, step=step, extra=out.fields

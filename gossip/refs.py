@@ -163,31 +163,40 @@ class PairRefs:
             return Ref(self.init_epoch, 1, self.init)
         return None
 
-    def encode(self, partner: str, x: np.ndarray, want: dict[str, Any] | None = None) -> Outgoing:
-        """Encode `x` for `partner`: a delta against `sent[partner]`, or a full frame when
-        there is none or (`want` given: an answer) the partner's copy is not at its version.
-        numpy work: call it from a worker thread."""
+    def encode(
+        self,
+        partner: str,
+        x: np.ndarray,
+        want: dict[str, Any] | None = None,
+        *,
+        dense_start: bool = False,
+    ) -> Outgoing:
+        """Encode `x` for `partner`: a delta against `sent[partner]`, on the shared start, or a
+        full frame when there is neither or (`want` given: an answer) the partner's copy is not
+        at its version. `dense_start`: a frame on the start in the whole-model codec (int8 for
+        topk), for a joiner's state sync, whose model must be right at once rather than 1% a
+        round. numpy work: call it from a worker thread."""
         ref = self.sent.get(partner)
         if ref is not None and ref.ver > RESYNC_EVERY:
             ref = None
         if ref is not None and want is not None:
             if (want.get("want_epoch"), want.get("want_ver")) != (ref.epoch, ref.ver):
                 ref = None
-        if ref is None:
-            ref = self._init_ref(partner, want)
+        on_start = ref is None and (ref := self._init_ref(partner, want)) is not None
         if ref is None:
             packed = compress.encode(x, FULL_CODEC[self.codec], self.ratio)
             new = Ref(self._rng.getrandbits(62), 1, compress.decode(packed))
             fields = {"ref": "full", "ref_epoch": new.epoch, "ref_ver": 0}
             self.full_frames += 1
         else:
-            packed = compress.encode(x - ref.vec, self.codec, self.ratio)
+            codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
+            packed = compress.encode(x - ref.vec, codec, self.ratio)
             step = compress.decode(packed)
             step += ref.vec
             new = Ref(ref.epoch, ref.ver + 1, step)
             fields = {"ref": "delta", "ref_epoch": ref.epoch, "ref_ver": ref.ver}
             self.delta_frames += 1
-            self.init_frames += ref.ver == 1
+            self.init_frames += on_start
         return Outgoing(partner, packed, fields, new)
 
     def commit(self, out: Outgoing) -> None:

@@ -104,12 +104,12 @@ async def test_a_joiners_pull_is_a_difference_against_the_start(spec: str) -> No
     body = await donor._encode_mine({"type": "pull", "sender": "p0", **joiner_want(joiner)})
     header = wire.peek_header(body)
     assert header["ref"] == "delta" and header["ref_ver"] == 1
+    assert header["codec"] == "i8"  # the whole-model codec: a joiner starts on the real model
     _, got = await joiner.pull("p1", "p1:1")
     refs_j, refs_d = joiner.compressed.refs, donor.compressed.refs
     np.testing.assert_array_equal(refs_j.recv["p1"].vec, refs_d.sent["p0"].vec)
     np.testing.assert_array_equal(got, refs_j.recv["p1"].vec)
-    err = np.abs(got - donor.store.x).max()
-    assert err < (2e-4 if spec == "int8" else 0.05)  # int8 of a small difference: precise
+    assert np.abs(got - donor.store.x).max() < 2e-4  # int8 of a small difference: precise
     assert refs_d.full_frames == 0
 
 

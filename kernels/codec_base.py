@@ -15,6 +15,7 @@ from swarmnode.kernels.errors import ShapeError
 # int8 layout on the wire: a frame names it (`chunk`), a peer with another refuses the frame.
 CHUNK = 1 << 18
 DEFAULT_BLOCK = 256
+TOPK_BUCKET = 1 << 16  # topk indices: a count per bucket of this many values, then 16-bit offsets
 F16_MAX = float(np.finfo(np.float16).max)
 I8_MAX = 127.0
 
@@ -46,6 +47,11 @@ def topk_count(n: int, ratio: float) -> int:
     if not 0.0 < ratio <= 1.0:
         raise ShapeError(f"topk ratio must be in (0, 1], got {ratio}")
     return min(n, max(1, math.ceil(ratio * n))) if n else 0
+
+
+def topk_buckets(n: int) -> int:
+    """How many index buckets (`TOPK_BUCKET` values each) a topk of n values counts."""
+    return -(-n // TOPK_BUCKET)
 
 
 def int8_layout(m: int, block: int) -> tuple[int, int]:

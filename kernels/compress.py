@@ -12,8 +12,8 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
 - int8: blocks of up to `block` values share one float32 scale max|x| / 127; each value is
   rint(x / scale) in [-127, 127]. Error per value <= scale / 2. 1 + 4 / block bytes per value.
   A block is a strided group within a chunk (`int8_layout`), not a contiguous run.
-- topk: the k = ceil(ratio * n) values of largest magnitude, as sorted uint32 indices and
-  float32 values. 8 k bytes.
+- topk: the k = ceil(ratio * n) values of largest magnitude: their indices as counts per
+  bucket of 65536 values and uint16 offsets, their values in fp16. 4 k + 4 n / 65536 bytes.
 
 Speed (scripts/bench_codecs.py, docs/benchmarks.md): the float <-> half and float <-> int8 casts
 are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit for bit
@@ -33,14 +33,26 @@ from swarmnode.kernels.codec_base import (
     DEFAULT_BLOCK,
     F16_MAX,
     I8_MAX,
+    TOPK_BUCKET,
     Packed,
     _check_vector,
     int8_layout,
+    topk_buckets,
     topk_count,
 )
 from swarmnode.kernels.errors import ShapeError
 
-__all__ = ["CHUNK", "DEFAULT_BLOCK", "F16_MAX", "I8_MAX", "Packed", "int8_layout", "topk_count"]
+__all__ = [
+    "CHUNK",
+    "DEFAULT_BLOCK",
+    "F16_MAX",
+    "I8_MAX",
+    "TOPK_BUCKET",
+    "Packed",
+    "int8_layout",
+    "topk_buckets",
+    "topk_count",
+]
 
 
 @functools.cache
@@ -173,22 +185,36 @@ def int8_scale_index(n: int, block: int) -> np.ndarray:
 
 
 def topk_encode(x: np.ndarray, ratio: float) -> Packed:
+    """The k values of largest magnitude: `counts` (uint32, kept indices per bucket of 65536
+    values), `lo` (uint16, each index within its bucket, increasing), `values` (their fp16,
+    saturated). 4 bytes per kept value, where uint32 indices and float32 values took 8: the
+    error feedback carries what fp16 rounds off, like what topk leaves out."""
     _check_vector(x)
-    k = topk_count(x.size, ratio)
-    if k == x.size:
-        idx = np.arange(x.size, dtype=np.uint32)
+    n = x.size
+    k = topk_count(n, ratio)
+    if k == n:
+        idx = np.arange(n, dtype=np.int64)
     else:
-        mag = np.abs(x)
-        idx = np.argpartition(mag, x.size - k)[x.size - k :]
+        idx = np.argpartition(np.abs(x), n - k)[n - k :]
         idx.sort()
-        idx = idx.astype(np.uint32)
-    return Packed("topk", x.size, {"idx": idx, "values": x[idx]}, k=k)
+    counts = np.bincount(idx // TOPK_BUCKET, minlength=topk_buckets(n)).astype(np.uint32)
+    lo = (idx & (TOPK_BUCKET - 1)).astype(np.uint16)
+    values = fp16_encode(x[idx]).parts["values"]
+    return Packed("topk", n, {"counts": counts, "lo": lo, "values": values}, k=k)
+
+
+def topk_indices(p: Packed) -> np.ndarray:
+    """The kept indices (int64) from `counts` and `lo`; the caller has checked that the counts
+    add up to k (so this allocates k values, whatever the counts say)."""
+    counts = p.parts["counts"]
+    base = np.arange(counts.size, dtype=np.int64) * TOPK_BUCKET
+    return np.repeat(base, counts.astype(np.int64)) + p.parts["lo"]
 
 
 def topk_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(p.n, dtype=np.float32) if out is None else out
     out.fill(0.0)
-    out[p.parts["idx"]] = p.parts["values"]
+    out[topk_indices(p)] = fp16_decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
     return out
 
 

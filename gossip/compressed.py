@@ -238,6 +238,17 @@ async def pulled(
     return vec if cpp is None else await cpp.from_pull(partner, header, vec)
 
 
+def outer_step_applies(cpp: CompressedPushPull | None) -> bool:
+    """Whether the exchange's outer step follows a round. Not with topk: the outer step takes
+    the round's end for the group's mean and amplifies the progress since the last one, but a
+    topk round moves x only by what the pair copies know (1% a round), so what it amplifies
+    is mostly this peer's own local steps: more drift and overfitting to its shard. Measured
+    on the lab (4 peers, 5 M parameters, 300 steps, two pairs of runs): 77.4 and 77.5% with it,
+    78.6 and 78.7% without (uncompressed: 79.5%); int8 and fp16 copies follow x closely, and
+    int8 with the outer step ended above the uncompressed run (docs/benchmarks.md)."""
+    return cpp is None or cpp.refs.codec != "topk"
+
+
 def pull_fields(cpp: CompressedPushPull | None) -> dict[str, Any]:
     """What a pull states of our shared start (empty: none, or we exchange uncompressed)."""
     return {} if cpp is None else cpp.refs.want_init()

@@ -225,7 +225,8 @@ class Exchanger:
             weight = self.cfg.mix if k == 1 else k / (k + 1)
             theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
             await self.store.mix_in(theirs, weight)
-        await self._outer_step()
+        if cx.outer_step_applies(self.compressed):  # not after topk rounds: gossip.compressed
+            await self._outer_step()
         result.applied = True
 
     async def _pushpull_many(

@@ -122,3 +122,24 @@ async def test_a_strangers_pull_gets_the_whole_model_and_opens_no_pair() -> None
     _, got = await exs[2].pull("p0", "p0:1")
     assert "p2" not in exs[0].compressed.refs.sent
     np.testing.assert_allclose(got, exs[0].store.x, atol=0.05)
+
+
+class OuterStore(Store):
+    def __init__(self, x: np.ndarray) -> None:
+        super().__init__(x)
+        self.outer_steps = 0
+
+    async def outer_step(self, lr: float, beta: float) -> None:
+        self.outer_steps += 1
+
+
+@pytest.mark.parametrize(("spec", "outer"), [("topk:0.01", False), ("int8", True), ("none", True)])
+async def test_the_outer_step_follows_dense_rounds_only(spec: str, outer: bool) -> None:
+    exs = swarm(spec, [X0] * 3)
+    for e in exs:
+        e.store = OuterStore(e.store.x)
+        if e.compressed is not None:
+            e.compressed.store = e.store
+    r = await exs[0].round()
+    assert r.applied, r.note or r.failures
+    assert exs[0].store.outer_steps == (1 if outer else 0)

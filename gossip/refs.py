@@ -64,6 +64,7 @@ FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8"}
 REF_KINDS = ("full", "delta")
 RESYNC_EVERY = 200  # deltas before a pair starts afresh with a full frame
 EPOCH_BITS = 62  # epochs are msgpack-friendly non-negative integers
+CONTACTED_CAP = 4096  # partner ids remembered for `_start_fits` (ids only: a few bytes each)
 
 
 def init_epoch(x0: np.ndarray) -> int:
@@ -125,9 +126,11 @@ class PairRefs:
             raise ValueError(f"shared start of shape {init.shape}, model of {size} values")
         self.codec, self.ratio, self.size = codec, ratio, size
         self.max_partners = max_partners
-        self.init = None if init is None else np.array(init, dtype=np.float32)  # our own copy
+        # read only, never written (copies are taken from it): the caller's vector, shared
+        self.init = None if init is None else np.asarray(init, dtype=np.float32)
         self.init_epoch = None if init is None else init_epoch(self.init)
         self.init_refused: set[str] = set()  # partners whose start differs: full frames
+        self._contacted: set[str] = set()  # partners we sent a committed frame (`_start_fits`)
         self.sent: OrderedDict[str, Ref] = OrderedDict()
         self.recv: OrderedDict[str, Ref] = OrderedDict()
         self._rng = random.Random(seed ^ random.getrandbits(32))
@@ -151,6 +154,14 @@ class PairRefs:
     def init_ok(self, want: dict[str, Any]) -> bool:
         """Whether `want_*` names our shared start."""
         return bool(self.want_init()) and want == self.want_init()
+
+    def _start_fits(self, partner: str) -> bool:
+        """Whether a pair with no reference restarts on the shared start rather than a full
+        frame. Always for fp16 and int8 (their codec of x - x0 is as precise as of x). For
+        topk only at first contact: x0 + topk(x - x0) holds 1% of the progress, fine while
+        the models are near x0, but a pair that lost its reference later in the run (a failed
+        exchange, the resync every `RESYNC_EVERY` deltas) would lag behind again."""
+        return self.codec != "topk" or partner not in self._contacted
 
     def _init_ref(self, partner: str, want: dict[str, Any] | None) -> Ref | None:
         """The shared start as the base for `partner` (None: a full frame): as the initiator
@@ -182,7 +193,11 @@ class PairRefs:
         if ref is not None and want is not None:
             if (want.get("want_epoch"), want.get("want_ver")) != (ref.epoch, ref.ver):
                 ref = None
-        on_start = ref is None and (ref := self._init_ref(partner, want)) is not None
+        on_start = (
+            ref is None
+            and (dense_start or self._start_fits(partner))
+            and (ref := self._init_ref(partner, want)) is not None
+        )
         if ref is None:
             packed = compress.encode(x, FULL_CODEC[self.codec], self.ratio)
             new = Ref(self._rng.getrandbits(62), 1, compress.decode(packed))
@@ -200,6 +215,9 @@ class PairRefs:
         return Outgoing(partner, packed, fields, new)
 
     def commit(self, out: Outgoing) -> None:
+        if len(self._contacted) >= CONTACTED_CAP:  # churn over a long run: start afresh
+            self._contacted.clear()
+        self._contacted.add(out.partner)
         self._put(self.sent, out.partner, out.new)
 
     def forget(self, partner: str, out: Outgoing | None = None, mismatch: bool = False) -> None:

@@ -75,8 +75,8 @@ def fp16_encode(x: np.ndarray) -> Packed:
     for lo in range(0, x.size, CHUNK):
         h = out[lo : lo + CHUNK]
         nk.astype(x[lo : lo + CHUNK], "float16", out=h)
-        lowest, _, highest, _ = nk.minmax(h)  # ignores NaN: a NaN stays NaN, like the reference
-        if lowest < -F16_MAX or highest > F16_MAX:
+        mm = nk.minmax(h)  # ignores NaN (None if all are): a NaN stays NaN, like the reference
+        if mm is not None and (mm[0] < -F16_MAX or mm[2] > F16_MAX):
             nk.astype(np.clip(x[lo : lo + CHUNK], -F16_MAX, F16_MAX), "float16", out=h)
     return Packed("fp16", x.size, {"values": out})
 

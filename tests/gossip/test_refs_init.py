@@ -80,7 +80,17 @@ def test_a_start_frame_stands_alone_after_a_restart() -> None:
     exchange(restarted, b, X0 + vec(7, 0.1), X0 + vec(8, 0.1))
     np.testing.assert_array_equal(restarted.sent["B"].vec, b.recv["A"].vec)
     np.testing.assert_array_equal(restarted.recv["B"].vec, b.sent["A"].vec)
-    assert restarted.full_frames == b.full_frames == 0
+    assert restarted.full_frames == 0 and restarted.init_frames == 1  # first contact: start
+    assert b.full_frames == 1  # b paired with A before: topk on the start would lag, full
+
+
+def test_topk_resyncs_in_full_frames_and_dense_codecs_on_the_start() -> None:
+    for codec, full in (("topk", 1), ("int8", 0)):
+        a, b = PairRefs(codec, 0.05, N, init=X0), PairRefs(codec, 0.05, N, init=X0)
+        exchange(a, b, X0 + vec(1, 0.1), X0 + vec(2, 0.1))
+        a.forget("B")  # an exchange failed: what a sent may not have arrived
+        exchange(a, b, X0 + vec(3, 0.1), X0 + vec(4, 0.1))
+        assert a.full_frames == full and a.init_frames == 2 - full, codec
 
 
 def test_a_peer_without_a_start_pairs_in_full_frames() -> None:

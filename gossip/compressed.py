@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip import wire
-from swarmnode.gossip.exchange_types import is_member
 from swarmnode.gossip.refs import FULL_CODEC, PairRefs
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels import compress
@@ -219,16 +218,11 @@ class CompressedPushPull:
 
 
 async def answer_pull(
-    cpp: CompressedPushPull | None,
-    pull: dict[str, Any],
-    step: int,
-    vec: np.ndarray,
-    peers: object,
+    cpp: CompressedPushPull | None, pull: dict[str, Any], step: int, vec: np.ndarray
 ) -> bytes | None:
-    """`serve_pull` for a member's pull (None: answer with the whole model)."""
-    if cpp is None or not is_member(peers, pull.get("sender")):
-        return None
-    return await cpp.serve_pull(pull, step, vec)
+    """`serve_pull` for a pull (the exchange has checked that its sender is a live member who
+    signed it); None: answer with the whole model."""
+    return None if cpp is None else await cpp.serve_pull(pull, step, vec)
 
 
 async def pulled(

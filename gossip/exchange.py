@@ -338,7 +338,7 @@ class Exchanger:
         step, vec = await self.store.snapshot()
         if self.outgoing is not None:
             vec = await self.outgoing(step, vec)
-        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, vec, self.peers)):
+        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, vec)):
             return reply
         return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
 

@@ -55,12 +55,6 @@ class PeerDirectory(Protocol):
 Outgoing = Callable[[int, np.ndarray], Awaitable[np.ndarray]]
 
 
-def is_member(peers: object, sender: object) -> bool:
-    """Whether `sender` is a live member of the directory (always, for one that cannot tell)."""
-    check = getattr(peers, "is_member", None)
-    return check is None or (isinstance(sender, str) and check(sender))
-
-
 @dataclass
 class RoundResult:
     """What one exchange round did; logged and counted in metrics."""

@@ -10,6 +10,7 @@ import pytest
 from swarmnode.gossip import wire
 from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
 from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.transport import RemoteError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -117,11 +118,11 @@ def joiner_want(ex: Exchanger) -> dict:
     return ex.compressed.refs.want_init()
 
 
-async def test_a_strangers_pull_gets_the_whole_model_and_opens_no_pair() -> None:
+async def test_a_strangers_pull_is_refused_and_opens_no_pair() -> None:
     exs = swarm("int8", [X0] * 3, n_members=2)  # p2 is nobody's member
-    _, got = await exs[2].pull("p0", "p0:1")
-    assert "p2" not in exs[0].compressed.refs.sent
-    np.testing.assert_allclose(got, exs[0].store.x, atol=0.05)
+    with pytest.raises(RemoteError) as err:
+        await exs[2].pull("p0", "p0:1")
+    assert err.value.status == 403 and "p2" not in exs[0].compressed.refs.sent
 
 
 class OuterStore(Store):

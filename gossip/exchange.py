@@ -59,6 +59,7 @@ class Exchanger:
         peers: PeerDirectory,
         outgoing: Outgoing | None = None,
         poisoning: Callable[[], bool] | None = None,
+        init: np.ndarray | None = None,  # the initial parameters: compressed pairs start there
     ) -> None:
         self.cfg = cfg.validate()
         self.self_id = self_id
@@ -83,7 +84,7 @@ class Exchanger:
         self.clip_tau: float | None = None
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
-        self.compressed = cx.build(cfg, self_id, store, transport, self._decode)
+        self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init)
 
     # --- serving -------------------------------------------------------------------------
 
@@ -109,11 +110,12 @@ class Exchanger:
             raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
 
     async def _handle_pull(self, body: bytes) -> bytes:
-        check_sender(self.peers, decode_control(body, "pull").get("sender"), "params")
+        msg = decode_control(body, "pull")
+        check_sender(self.peers, msg.get("sender"), "params")
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
-            reply = await self._encode_mine()
+            reply = await self._encode_mine(msg)
             self.bytes_sent += len(reply)
             return reply
 
@@ -223,7 +225,8 @@ class Exchanger:
             weight = self.cfg.mix if k == 1 else k / (k + 1)
             theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
             await self.store.mix_in(theirs, weight)
-        await self._outer_step()
+        if cx.outer_step_applies(self.compressed):  # not after topk rounds: gossip.compressed
+            await self._outer_step()
         result.applied = True
 
     async def _pushpull_many(
@@ -301,9 +304,10 @@ class Exchanger:
 
     async def pull(self, peer_id: str, addr: str) -> tuple[int, np.ndarray]:
         """(step, parameters) of one peer, validated; raises TransportError / WireError."""
-        body = encode_control("pull", sender=self.self_id)
+        body = encode_control("pull", sender=self.self_id, **cx.pull_fields(self.compressed))
         answer = await self.transport.request(addr, "params", body, timeout=self.cfg.timeout)
         header, vec = await self._decode(answer, source=f"params from {peer_id}")
+        vec = await cx.pulled(self.compressed, peer_id, header, vec)  # maybe on x0: add it
         return int(header.get("step", 0)), vec
 
     async def pull_many(
@@ -326,7 +330,7 @@ class Exchanger:
 
     # --- encoding ------------------------------------------------------------------------
 
-    async def _encode_mine(self) -> bytes:
+    async def _encode_mine(self, pull: dict | None = None) -> bytes:
         frame = getattr(self.store, "snapshot_frame", None)  # optional: one copy, not two
         honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
         if frame is not None and honest and self.pull_codec is None:
@@ -334,6 +338,8 @@ class Exchanger:
         step, vec = await self.store.snapshot()
         if self.outgoing is not None:
             vec = await self.outgoing(step, vec)
+        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, vec)):
+            return reply
         return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
 
     async def _decode(

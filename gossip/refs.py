@@ -30,6 +30,18 @@ exactly what B holds as A's copy (`recv[A]` on B), versioned `(epoch, ver)` on b
 - Mixing towards the partner's copy instead, x <- (1 - w) x + w x̂_other, was tried: stable but
   the copies lag the models' jumps, and each side was pulled back towards the other's old model.
 
+**The shared start.** Peers started from the same `--seed` and model hold the same initial
+parameters x0, and CHOCO's own start (every public copy at the common initial point) needs no
+bytes then: `init_epoch(x0)` (a digest of x0's bytes) names the reference "x0, nothing applied
+yet" = `(init_epoch, 1)`. A peer with no reference for a partner sends `C(x - x0)` on it
+instead of a full frame, and states it in `want_*` for the answer; a receiver applies such a
+frame on its own x0, whatever it held for that partner (it stands alone, like a full frame),
+but only if its digest is the same: a partner with another start (another seed, model or
+version) answers 409, and the pair falls back to full frames (`init_refused`). Both copies
+then start where the models started and catch up at the codec's rate (the error feedback),
+which for a pair formed late in a run is slower than a full frame, never wrong: the two sides
+still hold the same bytes. A joiner's state sync takes the same path (`gossip.compressed`).
+
 Memory: two model-sized vectors per partner, for at most `max_partners` partners (least recently
 used evicted; an evicted pair resynchronises with a full frame).
 """
@@ -42,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xxhash
 from swarmnode.gossip.finite import count_nonfinite
 from swarmnode.gossip.transport import RemoteError
 from swarmnode.gossip.wire import WireError
@@ -50,6 +63,17 @@ from swarmnode.kernels import compress
 FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8"}
 REF_KINDS = ("full", "delta")
 RESYNC_EVERY = 200  # deltas before a pair starts afresh with a full frame
+EPOCH_BITS = 62  # epochs are msgpack-friendly non-negative integers
+CONTACTED_CAP = 4096  # partner ids remembered for `_start_fits` (ids only: a few bytes each)
+
+
+def init_epoch(x0: np.ndarray) -> int:
+    """The epoch naming "the shared start x0, nothing applied": a digest of x0's bytes and
+    size. Not a security boundary (a member can send any delta anyway; the push bound is what
+    protects): it tells honest peers with different starts apart."""
+    h = xxhash.xxh3_64(np.ascontiguousarray(x0, dtype=np.float32).view(np.uint8))
+    h.update(x0.size.to_bytes(8, "little"))
+    return h.intdigest() & ((1 << EPOCH_BITS) - 1)
 
 
 class RefMismatch(RemoteError):
@@ -87,55 +111,129 @@ class PairRefs:
     """References for one peer's compressed exchange (`codec`: fp16, int8 or topk)."""
 
     def __init__(
-        self, codec: str, ratio: float, size: int, *, max_partners: int = 8, seed: int = 0
+        self,
+        codec: str,
+        ratio: float,
+        size: int,
+        *,
+        max_partners: int = 8,
+        seed: int = 0,
+        init: np.ndarray | None = None,
     ) -> None:
         if codec not in FULL_CODEC:
             raise ValueError(f"no reference exchange for codec {codec!r}")
+        if init is not None and init.shape != (size,):
+            raise ValueError(f"shared start of shape {init.shape}, model of {size} values")
         self.codec, self.ratio, self.size = codec, ratio, size
         self.max_partners = max_partners
+        # read only, never written (copies are taken from it): the caller's vector, shared
+        self.init = None if init is None else np.asarray(init, dtype=np.float32)
+        self.init_epoch = None if init is None else init_epoch(self.init)
+        self.init_refused: set[str] = set()  # partners whose start differs: full frames
+        self._contacted: set[str] = set()  # partners we sent a committed frame (`_start_fits`)
         self.sent: OrderedDict[str, Ref] = OrderedDict()
         self.recv: OrderedDict[str, Ref] = OrderedDict()
         self._rng = random.Random(seed ^ random.getrandbits(32))
         self.full_frames = 0
-        self.delta_frames = 0
+        self.delta_frames = 0  # init_frames of them on the shared start
+        self.init_frames = 0
 
     # --- sending -------------------------------------------------------------------------
 
     def want(self, partner: str) -> dict[str, Any]:
         """Header fields stating our copy of the partner's reference (empty: none)."""
         r = self.recv.get(partner)
-        return {} if r is None else {"want_epoch": r.epoch, "want_ver": r.ver}
+        if r is not None:
+            return {"want_epoch": r.epoch, "want_ver": r.ver}
+        return {} if partner in self.init_refused else self.want_init()
 
-    def encode(self, partner: str, x: np.ndarray, want: dict[str, Any] | None = None) -> Outgoing:
-        """Encode `x` for `partner`: a delta against `sent[partner]`, or a full frame when
-        there is none or (`want` given: an answer) the partner's copy is not at its version.
-        numpy work: call it from a worker thread."""
+    def want_init(self) -> dict[str, Any]:
+        """The `want_*` fields asking for a frame on our shared start (empty: none)."""
+        return {} if self.init_epoch is None else {"want_epoch": self.init_epoch, "want_ver": 1}
+
+    def init_ok(self, want: dict[str, Any]) -> bool:
+        """Whether `want_*` names our shared start."""
+        return bool(self.want_init()) and want == self.want_init()
+
+    def _start_fits(self, partner: str) -> bool:
+        """Whether a pair with no reference restarts on the shared start rather than a full
+        frame. Always for fp16 and int8 (their codec of x - x0 is as precise as of x). For
+        topk only at first contact: x0 + topk(x - x0) holds 1% of the progress, fine while
+        the models are near x0, but a pair that lost its reference later in the run (a failed
+        exchange, the resync every `RESYNC_EVERY` deltas) would lag behind again."""
+        return self.codec != "topk" or partner not in self._contacted
+
+    def _init_ref(self, partner: str, want: dict[str, Any] | None) -> Ref | None:
+        """The shared start as the base for `partner` (None: a full frame): as the initiator
+        unless the partner refused it; answering, only where the partner asked for it."""
+        if self.init is None or self.init_epoch is None:
+            return None
+        if want is None:
+            return None if partner in self.init_refused else Ref(self.init_epoch, 1, self.init)
+        if (want.get("want_epoch"), want.get("want_ver")) == (self.init_epoch, 1):
+            return Ref(self.init_epoch, 1, self.init)
+        return None
+
+    def encode(
+        self,
+        partner: str,
+        x: np.ndarray,
+        want: dict[str, Any] | None = None,
+        *,
+        dense_start: bool = False,
+    ) -> Outgoing:
+        """Encode `x` for `partner`: a delta against `sent[partner]`, on the shared start, or a
+        full frame when there is neither or (`want` given: an answer) the partner's copy is not
+        at its version. `dense_start`: a frame on the start in the whole-model codec (int8 for
+        topk), for a joiner's state sync, whose model must be right at once rather than 1% a
+        round. numpy work: call it from a worker thread."""
         ref = self.sent.get(partner)
         if ref is not None and ref.ver > RESYNC_EVERY:
             ref = None
         if ref is not None and want is not None:
             if (want.get("want_epoch"), want.get("want_ver")) != (ref.epoch, ref.ver):
                 ref = None
+        on_start = (
+            ref is None
+            and (dense_start or self._start_fits(partner))
+            and (ref := self._init_ref(partner, want)) is not None
+        )
         if ref is None:
             packed = compress.encode(x, FULL_CODEC[self.codec], self.ratio)
             new = Ref(self._rng.getrandbits(62), 1, compress.decode(packed))
             fields = {"ref": "full", "ref_epoch": new.epoch, "ref_ver": 0}
             self.full_frames += 1
         else:
-            packed = compress.encode(x - ref.vec, self.codec, self.ratio)
+            codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
+            packed = compress.encode(x - ref.vec, codec, self.ratio)
             step = compress.decode(packed)
             step += ref.vec
             new = Ref(ref.epoch, ref.ver + 1, step)
             fields = {"ref": "delta", "ref_epoch": ref.epoch, "ref_ver": ref.ver}
             self.delta_frames += 1
+            self.init_frames += on_start
         return Outgoing(partner, packed, fields, new)
 
     def commit(self, out: Outgoing) -> None:
+        if len(self._contacted) >= CONTACTED_CAP:  # churn over a long run: start afresh
+            self._contacted.clear()
+        self._contacted.add(out.partner)
         self._put(self.sent, out.partner, out.new)
 
-    def forget(self, partner: str) -> None:
-        """Drop what we sent this partner (unknown whether it arrived): next time, full."""
+    def forget(self, partner: str, out: Outgoing | None = None, mismatch: bool = False) -> None:
+        """Drop what we sent this partner (unknown whether it arrived): next time, full or on
+        the shared start; full for good once the partner refused (`mismatch`: 409) a frame on
+        the shared start (`out`), which means its start is not ours."""
         self.sent.pop(partner, None)
+        if mismatch and out is not None and self.is_init_frame(out.fields):
+            self.init_refused.add(partner)
+
+    def is_init_frame(self, fields: dict[str, Any]) -> bool:
+        return (
+            self.init_epoch is not None
+            and fields.get("ref") == "delta"
+            and (fields.get("ref_epoch"), fields.get("ref_ver")) == (self.init_epoch, 1)
+        )
 
     # --- receiving -----------------------------------------------------------------------
 
@@ -154,6 +252,8 @@ class PairRefs:
             copy = vec if vec.flags.writeable and vec.flags.owndata else vec.copy()
             self._put(self.recv, partner, Ref(epoch, 1, copy))
             return copy
+        if self.is_init_frame(header) and self.init is not None:  # stands alone, like a full one
+            self._put(self.recv, partner, Ref(epoch, 1, self.init.copy()))
         r = self.recv.get(partner)
         if r is None or (r.epoch, r.ver) != (epoch, ver):
             held = "none" if r is None else f"{r.epoch}/{r.ver}"

@@ -4,12 +4,14 @@
 |--------|---------------|--------------------------------------------------------|------------|
 | `raw`  |               | n float32                                              | 4 n        |
 | `f16`  |               | n float16 (IEEE half)                                  | 2 n        |
-| `i8`   | `block`       | ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
-| `topk` | `k`           | k uint32 indices (strictly increasing, < n), k float32 | 8 k        |
+| `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
+| `tk16` | `k`           | ceil(n / 65536) uint32 counts, k uint16 offsets (+1 if | 4 k + 4 n/ |
+|        |               | k is odd), k float16 values                            | 65536      |
 
 Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
 checks every field against the shape before touching the payload (`block` in [4, 65536],
-`k` <= n / 2, indices in range and increasing, no Inf/NaN half) and returns a dense float32
+`chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
+`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
 """
 
@@ -23,10 +25,10 @@ from swarmnode.kernels import compress
 from swarmnode.kernels.errors import ShapeError
 
 DENSE: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
-PACKED = ("i8", "topk")
+PACKED = ("i8", "tk16")
 ALL = (*DENSE, *PACKED)
 # kernels.compress codec name -> wire codec name
-WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "topk"}
+WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16"}
 MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
 
 
@@ -46,9 +48,14 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
         return count * DENSE[codec].itemsize
     if codec == "i8":
         block = _int_field(header, "block", MIN_BLOCK, MAX_BLOCK)  # a power of two: int8_decode
+        if header.get("chunk") != compress.CHUNK:  # a peer of another version lays blocks out
+            raise WireError(  # differently: refuse rather than pair values with wrong scales
+                f"payload header field 'chunk' must be {compress.CHUNK} for codec 'i8' (the "
+                f"int8 layout this peer decodes), got {header.get('chunk')!r}"
+            )
         return count + 4 * (-(-count // block))
     k = _int_field(header, "k", 0, count // 2)
-    return 8 * k
+    return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
 
 
 def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> np.ndarray:
@@ -67,14 +74,25 @@ def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> n
             q = np.frombuffer(payload, dtype=np.int8, count=count, offset=4 * nb)
             parts = {"scales": scales, "q": q}
             return compress.int8_decode(compress.Packed("int8", count, parts, block=block))
-        k = header["k"]
-        idx = np.frombuffer(payload, dtype="<u4", count=k)
-        values = np.frombuffer(payload, dtype="<f4", count=k, offset=4 * k)
-        if k and (int(idx[-1]) >= count or (k > 1 and not (idx[1:] > idx[:-1]).all())):
-            raise WireError(f"topk indices must increase strictly and stay below {count}")
-        return compress.topk_decode(compress.Packed("topk", count, {"idx": idx, "values": values}))
+        return _decode_topk(header["k"], payload, count)
     except ShapeError as exc:
         raise WireError(f"{codec} payload: {exc}") from None
+
+
+def _decode_topk(k: int, payload: memoryview, count: int) -> np.ndarray:
+    nb = compress.topk_buckets(count)
+    counts = np.frombuffer(payload, dtype="<u4", count=nb)
+    if int(counts.sum(dtype=np.int64)) != k:  # before any allocation sized by the counts
+        raise WireError(
+            f"tk16 bucket counts add up to {int(counts.sum(dtype=np.int64))}, not k={k}"
+        )
+    lo = np.frombuffer(payload, dtype="<u2", count=k, offset=4 * nb)
+    values = np.frombuffer(payload, dtype="<f2", count=k, offset=4 * nb + 2 * (k + k % 2))
+    p = compress.Packed("topk", count, {"counts": counts, "lo": lo, "values": values}, k=k)
+    idx = compress.topk_indices(p)
+    if k and (int(idx[-1]) >= count or (k > 1 and not (idx[1:] > idx[:-1]).all())):
+        raise WireError(f"tk16 indices must increase strictly and stay below {count}")
+    return compress.topk_decode(p)
 
 
 def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:
@@ -83,5 +101,8 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
     if codec == "f16":
         return codec, {}, [packed.parts["values"]]
     if codec == "i8":
-        return codec, {"block": packed.block}, [packed.parts["scales"], packed.parts["q"]]
-    return codec, {"k": packed.k}, [packed.parts["idx"], packed.parts["values"]]
+        fields = {"block": packed.block, "chunk": compress.CHUNK}
+        return codec, fields, [packed.parts["scales"], packed.parts["q"]]
+    parts = packed.parts
+    pad = [np.zeros(1, np.uint16)] if packed.k % 2 else []  # the values start word-aligned
+    return codec, {"k": packed.k}, [parts["counts"], parts["lo"], *pad, parts["values"]]

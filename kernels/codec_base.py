@@ -9,8 +9,13 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.errors import ShapeError
 
-CHUNK = 1 << 16  # values per chunk: 256 KiB of float32, a few passes stay in L2
+# values per chunk: 1 MiB of float32. The numpy passes over one chunk stay in L2 (1 MiB per
+# core on the development box), and int8's per-block passes get rows of 1024 values: at 64 Ki
+# they had 256 and the 2-D reductions ran at half speed (scripts/bench_codecs.py). Part of the
+# int8 layout on the wire: a frame names it (`chunk`), a peer with another refuses the frame.
+CHUNK = 1 << 18
 DEFAULT_BLOCK = 256
+TOPK_BUCKET = 1 << 16  # topk indices: a count per bucket of this many values, then 16-bit offsets
 F16_MAX = float(np.finfo(np.float16).max)
 I8_MAX = 127.0
 
@@ -42,6 +47,11 @@ def topk_count(n: int, ratio: float) -> int:
     if not 0.0 < ratio <= 1.0:
         raise ShapeError(f"topk ratio must be in (0, 1], got {ratio}")
     return min(n, max(1, math.ceil(ratio * n))) if n else 0
+
+
+def topk_buckets(n: int) -> int:
+    """How many index buckets (`TOPK_BUCKET` values each) a topk of n values counts."""
+    return -(-n // TOPK_BUCKET)
 
 
 def int8_layout(m: int, block: int) -> tuple[int, int]:

@@ -1,25 +1,30 @@
 """Lossy codecs for float32 parameter vectors: fp16, blockwise int8, top-k sparsification.
 
-Each codec is a pair of functions over flat float32 vectors, with a numpy reference here and a
-cupy twin (`swarmnode.kernels.compress_cuda`) that computes the same values in the same order;
-tests/kernels/test_gpu_parity.py compares them. Encoders return a `Packed`: named numpy/cupy
-arrays whose bytes go on the wire as they are (the wire layout is `swarmnode.gossip.wire_codecs`).
+Each codec is a pair of functions over flat float32 vectors. The definitions are the plain numpy
+code in `swarmnode.kernels.compress_ref`; this module is the fast CPU path, and
+`swarmnode.kernels.compress_cuda` the cupy twin, both computing the same bits (tests/kernels/
+test_compress.py and test_compress_gpu_parity.py compare them). Encoders return a `Packed`:
+named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.wire_codecs`).
 
-- fp16: a float16 copy, saturated to +-65504 (a value beyond float16's range would become Inf;
-  saturating keeps it finite and the error feedback carries the rest later).
+- fp16: a float16 copy (IEEE, round to nearest even), saturated to +-65504 (a value beyond
+  float16's range would become Inf; saturating keeps it finite, the error feedback carries the
+  rest later).
 - int8: blocks of up to `block` values share one float32 scale max|x| / 127; each value is
   rint(x / scale) in [-127, 127]. Error per value <= scale / 2. 1 + 4 / block bytes per value.
   A block is a strided group within a chunk (`int8_layout`), not a contiguous run.
-- topk: the k = ceil(ratio * n) values of largest magnitude, as sorted uint32 indices and
-  float32 values. 8 k bytes.
+- topk: the k = ceil(ratio * n) values of largest magnitude: their indices as counts per
+  bucket of 65536 values and uint16 offsets, their values in fp16. 4 k + 4 n / 65536 bytes.
 
-The numpy paths work in chunks of `CHUNK` values with reused scratch buffers, so every pass runs
-in cache: a plain `x.astype(np.float16)` over 20 MB is memory bound three times over otherwise
-(scripts/bench_codecs.py measures them against a memory copy of the same bytes).
+Speed (scripts/bench_codecs.py, docs/benchmarks.md): the float <-> half and float <-> int8 casts
+are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit for bit
+numpy's own casts, which are scalar code at ~1-2 GB/s); the per-block reductions and scalings
+are numpy passes over one chunk at a time, so that every pass after the first runs in cache.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -28,80 +33,65 @@ from swarmnode.kernels.codec_base import (
     DEFAULT_BLOCK,
     F16_MAX,
     I8_MAX,
+    TOPK_BUCKET,
     Packed,
     _check_vector,
     int8_layout,
+    topk_buckets,
     topk_count,
 )
 from swarmnode.kernels.errors import ShapeError
 
-__all__ = ["CHUNK", "DEFAULT_BLOCK", "F16_MAX", "I8_MAX", "Packed", "int8_layout", "topk_count"]
+__all__ = [
+    "CHUNK",
+    "DEFAULT_BLOCK",
+    "F16_MAX",
+    "I8_MAX",
+    "TOPK_BUCKET",
+    "Packed",
+    "int8_layout",
+    "topk_buckets",
+    "topk_count",
+]
+
+
+@functools.cache
+def _nk() -> Any:
+    """NumKong, imported on first use (~0.1 s): a peer exchanging raw never pays for it."""
+    import numkong
+
+    return numkong
+
 
 # --- fp16 ------------------------------------------------------------------------------------
 
 
 def fp16_encode(x: np.ndarray) -> Packed:
-    """IEEE half, round to nearest even: `astype(float16)` of the saturated input, bit for bit
-    except on float16 subnormals (|x| < 6.1e-5), where the two roundings may differ by 2**-24.
-
-    numpy's own float32 -> float16 cast is scalar code (~0.2 GB/s here); this does it with
-    integer passes per chunk: x * 2**-112 puts float16's exponent bias into float32's (and
-    float16's subnormals onto float32's, bit for bit), then bits >> 13 with round-half-even."""
+    """`compress_ref.fp16_encode`, per chunk: cast, and only where the cast made an Inf (a value
+    past float16's range: rare) cast again from the saturated chunk."""
     _check_vector(x)
-    n = x.size
-    out = np.empty(n, dtype=np.uint16)
-    m = min(CHUNK, n)
-    f, t, s = np.empty(m, np.float32), np.empty(m, np.uint32), np.empty(m, np.uint32)
-    u = f.view(np.uint32)
-    for lo in range(0, n, CHUNK):
-        hi = min(lo + CHUNK, n)
-        k = hi - lo
-        fk, uk, tk, sk = f[:k], u[:k], t[:k], s[:k]
-        np.clip(x[lo:hi], -F16_MAX, F16_MAX, out=fk)
-        np.multiply(fk, _TO_F16_BIAS, out=fk)
-        np.right_shift(uk, 16, out=sk)
-        np.bitwise_and(sk, _U32_0x8000, out=sk)  # the sign, at float16's bit 15
-        np.bitwise_and(uk, _U32_ABS, out=uk)
-        np.right_shift(uk, 13, out=tk)
-        np.bitwise_and(tk, _U32_1, out=tk)  # the lowest kept bit: ties go to even
-        np.add(tk, uk, out=tk)
-        np.add(tk, _U32_0xFFF, out=tk)
-        np.right_shift(tk, 13, out=tk)
-        np.bitwise_or(tk, sk, out=tk)
-        np.copyto(out[lo:hi], tk, casting="unsafe")
-    return Packed("fp16", n, {"values": out.view(np.float16)})
+    nk = _nk()
+    out = np.empty(x.size, dtype=np.float16)
+    for lo in range(0, x.size, CHUNK):
+        h = out[lo : lo + CHUNK]
+        nk.astype(x[lo : lo + CHUNK], "float16", out=h)
+        mm = nk.minmax(h)  # ignores NaN (None if all are): a NaN stays NaN, like the reference
+        if mm is not None and (mm[0] < -F16_MAX or mm[2] > F16_MAX):
+            nk.astype(np.clip(x[lo : lo + CHUNK], -F16_MAX, F16_MAX), "float16", out=h)
+    return Packed("fp16", x.size, {"values": out})
 
 
 def fp16_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
-    """Half -> float32 (exact), by integer passes per chunk; Inf/NaN halves are refused."""
-    h = p.parts["values"].view(np.uint16)
+    """Half -> float32 (exact); a payload with an Inf or NaN half is refused."""
+    nk = _nk()
+    h = p.parts["values"]
     out = np.empty(p.n, dtype=np.float32) if out is None else out
-    ou = out.view(np.uint32)
-    t = np.empty(min(CHUNK, p.n), np.uint32)
     for lo in range(0, p.n, CHUNK):
-        hi = min(lo + CHUNK, p.n)
-        tk, ok = t[: hi - lo], ou[lo:hi]
-        np.copyto(ok, h[lo:hi])
-        np.bitwise_and(ok, _U32_0x7FFF, out=tk)
-        if (tk >= _U32_0x7C00).any():
+        # a sum of finite halves stays finite (NumKong sums in float32): Inf or NaN shows
+        if not math.isfinite(nk.sum(h[lo : lo + CHUNK])):
             raise ShapeError("fp16 payload holds Inf or NaN")
-        np.left_shift(tk, 13, out=tk)
-        ft = tk.view(np.float32)
-        np.multiply(ft, _FROM_F16_BIAS, out=ft)
-        np.bitwise_and(ok, _U32_0x8000, out=ok)
-        np.left_shift(ok, 16, out=ok)
-        np.bitwise_or(ok, tk, out=ok)
+        nk.astype(h[lo : lo + CHUNK], "float32", out=out[lo : lo + CHUNK])
     return out
-
-
-_TO_F16_BIAS = np.float32(2.0**-112)
-_FROM_F16_BIAS = np.float32(2.0**112)
-_U32_0x8000 = np.uint32(0x8000)
-_U32_0x7FFF = np.uint32(0x7FFF)
-_U32_0x7C00 = np.uint32(0x7C00)
-_U32_ABS = np.uint32(0x7FFFFFFF)
-_U32_0xFFF = np.uint32(0xFFF)
-_U32_1 = np.uint32(1)
 
 
 # --- int8, blockwise -------------------------------------------------------------------------
@@ -125,8 +115,11 @@ def _check_block(block: int) -> None:
 
 
 def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
+    """`compress_ref.int8_encode` in 4 passes per chunk: |x|, its column maxima, x / scale,
+    and NumKong's cast to int8 (round to nearest even, saturating: the rint and the cast)."""
     _check_vector(x)
     _check_block(block)
+    nk = _nk()
     n = x.size
     q = np.empty(n, dtype=np.int8)
     scales = np.empty(-(-n // block), dtype=np.float32)
@@ -149,14 +142,14 @@ def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
         scales[si : si + groups] = scale
         si += groups
         np.multiply(v, inv, out=s)
-        np.rint(s, out=s)
-        np.copyto(q[lo : lo + m], s.reshape(-1)[:m], casting="unsafe")
+        nk.astype(scratch[:m], "int8", out=q[lo : lo + m])
     return Packed("int8", n, {"scales": scales, "q": q}, block=block)
 
 
 def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
     n, block = p.n, p.block
     _check_block(block)
+    nk = _nk()
     q, scales = p.parts["q"], p.parts["scales"]
     out = np.empty(n, dtype=np.float32) if out is None else out
     pad = np.empty(min(CHUNK, n + block), dtype=np.float32)
@@ -166,7 +159,7 @@ def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
         groups, rows = int8_layout(m, block)
         span = rows * groups
         dst = out[lo : lo + m] if span == m else pad[:span]
-        np.copyto(dst[:m], q[lo : lo + m])
+        nk.astype(q[lo : lo + m], "float32", out=dst[:m])
         dst[m:span] = 0
         d2 = dst.reshape(rows, groups)
         np.multiply(d2, scales[si : si + groups], out=d2)
@@ -192,22 +185,36 @@ def int8_scale_index(n: int, block: int) -> np.ndarray:
 
 
 def topk_encode(x: np.ndarray, ratio: float) -> Packed:
+    """The k values of largest magnitude: `counts` (uint32, kept indices per bucket of 65536
+    values), `lo` (uint16, each index within its bucket, increasing), `values` (their fp16,
+    saturated). 4 bytes per kept value, where uint32 indices and float32 values took 8: the
+    error feedback carries what fp16 rounds off, like what topk leaves out."""
     _check_vector(x)
-    k = topk_count(x.size, ratio)
-    if k == x.size:
-        idx = np.arange(x.size, dtype=np.uint32)
+    n = x.size
+    k = topk_count(n, ratio)
+    if k == n:
+        idx = np.arange(n, dtype=np.int64)
     else:
-        mag = np.abs(x)
-        idx = np.argpartition(mag, x.size - k)[x.size - k :]
+        idx = np.argpartition(np.abs(x), n - k)[n - k :]
         idx.sort()
-        idx = idx.astype(np.uint32)
-    return Packed("topk", x.size, {"idx": idx, "values": x[idx]}, k=k)
+    counts = np.bincount(idx // TOPK_BUCKET, minlength=topk_buckets(n)).astype(np.uint32)
+    lo = (idx & (TOPK_BUCKET - 1)).astype(np.uint16)
+    values = fp16_encode(x[idx]).parts["values"]
+    return Packed("topk", n, {"counts": counts, "lo": lo, "values": values}, k=k)
+
+
+def topk_indices(p: Packed) -> np.ndarray:
+    """The kept indices (int64) from `counts` and `lo`; the caller has checked that the counts
+    add up to k (so this allocates k values, whatever the counts say)."""
+    counts = p.parts["counts"]
+    base = np.arange(counts.size, dtype=np.int64) * TOPK_BUCKET
+    return np.repeat(base, counts.astype(np.int64)) + p.parts["lo"]
 
 
 def topk_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(p.n, dtype=np.float32) if out is None else out
     out.fill(0.0)
-    out[p.parts["idx"]] = p.parts["values"]
+    out[topk_indices(p)] = fp16_decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
     return out
 
 

@@ -1,8 +1,8 @@
 """The cupy twins of `swarmnode.kernels.compress`: same values, same order, on the device.
 
 fp16 and int8 are one fused ElementwiseKernel each (saturate + cast; scale + round + cast); the
-int8 block maxima are one cupy reduction. topk uses cupy's argpartition. The numpy references
-are in compress.py; tests/kernels/test_gpu_parity.py compares both on random vectors. cupy is
+int8 block maxima are one cupy reduction. topk uses cupy's argpartition and the fp16 kernel for its values. The numpy definitions
+are in compress_ref.py; tests/kernels/test_compress_gpu_parity.py compares both on random vectors. cupy is
 imported inside the functions only, so this module imports on a machine without it.
 """
 
@@ -15,22 +15,17 @@ from swarmnode.kernels.codec_base import (
     CHUNK,
     F16_MAX,
     I8_MAX,
+    TOPK_BUCKET,
     Packed,
     _check_vector,
     int8_layout,
+    topk_buckets,
     topk_count,
 )
 from swarmnode.kernels.errors import ShapeError
 
-# the numpy reference's integer passes (compress.fp16_encode), fused: same bits on both sides
-_F16_SRC = """
-    float f = fminf(fmaxf(x, -lim), lim) * bias;
-    unsigned int u = __float_as_uint(f);
-    unsigned int s = (u >> 16) & 0x8000u;
-    unsigned int a = u & 0x7fffffffu;
-    unsigned int t = (a + ((a >> 13) & 1u) + 0xfffu) >> 13;
-    y = (unsigned short)(t | s);
-"""
+# compress_ref.fp16_encode: IEEE round to nearest even of the saturated value, as numpy's cast
+_F16_SRC = "y = __half_as_ushort(__float2half_rn(fminf(fmaxf(x, -lim), lim)));"
 
 
 @functools.cache
@@ -38,10 +33,11 @@ def _f16_kernel() -> Any:
     import cupy as cp
 
     return cp.ElementwiseKernel(
-        "float32 x, float32 lim, float32 bias",
+        "float32 x, float32 lim",
         "uint16 y",
         _F16_SRC,
         "swarmnode_f16_saturate",
+        preamble="#include <cuda_fp16.h>",
     )
 
 
@@ -111,7 +107,7 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = 256) -> Packed:
     n = x.size
     if codec == "fp16":
         out = cp.empty(n, dtype=cp.uint16)
-        _f16_kernel()(x, cp.float32(F16_MAX), cp.float32(2.0**-112), out)
+        _f16_kernel()(x, cp.float32(F16_MAX), out)
         return Packed("fp16", n, {"values": out.view(cp.float16)})
     if codec == "int8":
         amax = block_amax(x, block)
@@ -121,13 +117,16 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = 256) -> Packed:
         nfull, gf, _, gt, _ = _i8_geometry(n, block)
         _i8_kernel()(x, inv.astype(cp.float32), CHUNK, nfull, gf, gt, q)
         return Packed("int8", n, {"scales": scale, "q": q}, block=block)
-    if codec == "topk":
+    if codec == "topk":  # compress.topk_encode's layout
         k = topk_count(n, ratio)
         if k == n:
-            idx = cp.arange(n, dtype=cp.uint32)
+            idx = cp.arange(n, dtype=cp.int64)
         else:
-            idx = cp.sort(cp.argpartition(cp.abs(x), n - k)[n - k :]).astype(cp.uint32)
-        return Packed("topk", n, {"idx": idx, "values": x[idx]}, k=k)
+            idx = cp.sort(cp.argpartition(cp.abs(x), n - k)[n - k :]).astype(cp.int64)
+        counts = cp.bincount(idx // TOPK_BUCKET, minlength=topk_buckets(n)).astype(cp.uint32)
+        lo = (idx % TOPK_BUCKET).astype(cp.uint16)
+        values = encode(cp.ascontiguousarray(x[idx]), "fp16").parts["values"]
+        return Packed("topk", n, {"counts": counts, "lo": lo, "values": values}, k=k)
     raise ShapeError(f"no encoder for codec {codec!r}")
 
 
@@ -145,7 +144,10 @@ def decode(p: Packed, out: Any = None) -> Any:
         _i8_decode_kernel()(p.parts["q"], p.parts["scales"], CHUNK, nfull, gf, gt, out)
     elif p.codec == "topk":
         out.fill(0)
-        out[p.parts["idx"].astype(cp.int64)] = p.parts["values"]
+        ends = cp.cumsum(p.parts["counts"].astype(cp.int64))  # bucket of each kept value:
+        bucket = cp.searchsorted(ends, cp.arange(p.k), side="right")  # no cupy repeat by array
+        idx = bucket * TOPK_BUCKET + p.parts["lo"].astype(cp.int64)
+        out[idx] = decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
     else:
         raise ShapeError(f"no decoder for codec {p.codec!r}")
     return out

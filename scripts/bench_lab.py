@@ -8,7 +8,8 @@ reference (normally `none`). For each run: every peer's final accuracy, the run'
 (until the last peer exits), bytes each peer put on its link; and the time at which the peers'
 mean accuracy first reached the reference's final mean minus `--within` (and the bytes sent by
 then).
-Writes `bench.json` and prints a markdown table.
+Writes `bench.json` and prints a markdown table. `--ref OLD/bench.json` takes the reference
+run (and its target) from an earlier invocation instead of running it again.
 """
 
 from __future__ import annotations
@@ -76,10 +77,14 @@ def main() -> None:
     ap.add_argument("--links", default="4x100mbit")
     ap.add_argument("--slowdown", default="")
     ap.add_argument("--within", type=float, default=0.01, help="accuracy margin (0.01: 1 point)")
+    ap.add_argument("--ref", default="", help="bench.json whose first run is the reference")
     args = ap.parse_args(argv)
     out = Path(args.out)
     results: list[dict[str, Any]] = []
     target = None
+    if args.ref:
+        old = json.loads(Path(args.ref).read_text())
+        target, results = old["target"], old["runs"][:1]
     for codec in args.codecs.split(","):
         run = one_run(
             out / codec.replace(":", "_"),

@@ -41,7 +41,7 @@ from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
 from swarmnode.node.peer.param_store import WorkerStore
-from swarmnode.node.peer.state_sync import JOINING, sync_from_swarm
+from swarmnode.node.peer.state_sync import JOINING, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission, remote_source
 from swarmnode.node.train.build import build_trainer, resume, run_meta
@@ -181,6 +181,7 @@ class Node:
             peers=peers,
             outgoing=self.byzantine.outgoing,
             poisoning=lambda: self.byzantine.behaviour is not None,
+            init=self.init_params,
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer))
@@ -215,6 +216,7 @@ class Node:
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:
         trainer, data, backend = build_trainer(self.cfg)
+        self.init_params = shared_start(trainer, self.cfg.exchange.compress)
         behaviour = parse_byzantine(self.cfg.byzantine) if self.cfg.byzantine else None
         self.labels_flipped = behaviour is not None and behaviour.poisons_labels
         if self.labels_flipped:

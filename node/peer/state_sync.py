@@ -15,6 +15,7 @@ import random
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
 
 if TYPE_CHECKING:
@@ -108,6 +109,15 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
         await asyncio.sleep(pause)
         pause = min(2 * pause, RETRY_MAX_S)
+
+
+def shared_start(trainer: Trainer, compress: str) -> np.ndarray | None:
+    """The initial parameters, which every peer of this seed and model shares, kept on the host
+    for the compressed exchange's pairs and state sync (gossip.refs); None without compression
+    (nothing would read them)."""
+    if compress == "none":
+        return None
+    return to_numpy(trainer.model.params.data).copy()
 
 
 def relative_spread(vectors: list[np.ndarray]) -> float:

@@ -78,6 +78,7 @@ def status_json(node: StatusSource) -> dict[str, Any]:
             "compress": ex.cfg.compress,
             "full_frames": 0 if ex.compressed is None else ex.compressed.refs.full_frames,
             "delta_frames": 0 if ex.compressed is None else ex.compressed.refs.delta_frames,
+            "start_frames": 0 if ex.compressed is None else ex.compressed.refs.init_frames,
         },
     }
     others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]

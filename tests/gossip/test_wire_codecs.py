@@ -26,7 +26,7 @@ def frame(codec: str, x: np.ndarray | None = None, **extra: object) -> memoryvie
 
 @pytest.mark.parametrize(
     ("codec", "wire_name", "per_value"),
-    [("fp16", "f16", 2.0), ("int8", "i8", 1.0 + 4 / 256), ("topk:0.01", "topk", 0.08)],
+    [("fp16", "f16", 2.0), ("int8", "i8", 1.0 + 4 / 256), ("topk:0.01", "tk16", 0.04)],
 )
 def test_round_trip(codec: str, wire_name: str, per_value: float) -> None:
     x = vec()
@@ -56,6 +56,8 @@ def _rewrite(buf: memoryview, **changes: object) -> bytes:
         ("int8", {"block": 0}, "'block' must be an integer"),
         ("int8", {"block": "x"}, "'block' must be an integer"),
         ("int8", {"block": 128}, "payload bytes, shape needs"),
+        ("int8", {"chunk": 1 << 16}, "'chunk' must be 262144"),
+        ("int8", {"chunk": None}, "'chunk' must be 262144"),
         ("topk:0.01", {"k": N}, "'k' must be an integer"),
         ("topk:0.01", {"k": 99}, "payload bytes, shape needs"),
         ("topk:0.01", {"codec": "zstd"}, "codec 'zstd' not supported"),
@@ -77,9 +79,28 @@ def _payload_patched(buf: memoryview, at: int, value: bytes) -> bytes:
     return _rewrite(memoryview(raw), crc=digest)
 
 
-def test_topk_indices_out_of_range_refused() -> None:
-    bad = _payload_patched(frame("topk:0.01"), 0, np.uint32(N + 5).tobytes())
+def test_topk_counts_that_do_not_add_up_are_refused_before_allocating() -> None:
+    bad = _payload_patched(frame("topk:0.01"), 0, np.uint32(2**32 - 1).tobytes())
+    with pytest.raises(WireError, match="add up to"):
+        decode_params(bad)
+
+
+@pytest.mark.parametrize("n", [N, 70_000])
+def test_topk_indices_out_of_order_or_range_refused(n: int) -> None:
+    # offsets start after the counts (one per 65536 values); offset 0 := 65535 breaks the order
+    # (N) or, in the last, short bucket of 70 000 values, points past the end
+    nb = -(-n // 65536)
+    at = 4 * nb if n == N else 4 * nb + 2 * (compress.topk_count(n, 0.01) - 1)
+    bad = _payload_patched(frame("topk:0.01", vec(n)), at, np.uint16(65535).tobytes())
     with pytest.raises(WireError, match="indices"):
+        decode_params(bad)
+
+
+def test_topk_inf_value_refused() -> None:
+    k = compress.topk_count(N, 0.01)
+    at = 4 + 2 * (k + k % 2)
+    bad = _payload_patched(frame("topk:0.01"), at, np.float16(np.inf).tobytes())
+    with pytest.raises(WireError, match="Inf or NaN"):
         decode_params(bad)
 
 
@@ -98,6 +119,6 @@ def test_i8_nan_scale_refused() -> None:
 def test_nan_input_decodes_to_a_refused_vector() -> None:
     x = vec()
     x[5] = np.nan
-    _, y = decode_params(frame("topk:0.5", x))
-    with pytest.raises(WireError, match="NaN"):
+    with pytest.raises(WireError, match="NaN"):  # the half values refuse it, or the vector
+        _, y = decode_params(frame("topk:0.5", x))
         wire.validate_params(y, N)

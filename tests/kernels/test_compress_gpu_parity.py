@@ -1,4 +1,5 @@
-"""cupy codec twins vs the numpy references (kernels/compress.py) on random vectors.
+"""cupy codec twins vs the numpy CPU path (kernels/compress.py, bit for bit the definitions in
+kernels/compress_ref.py) on random vectors.
 
 Marked gpu: tests/conftest.py skips them without cupy or a device. cupy is imported inside the
 tests only, so this module collects on a machine without it.

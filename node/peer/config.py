@@ -13,6 +13,8 @@ from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
 from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train.lr_scale import RULES as LR_RULES
+from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
@@ -63,6 +65,12 @@ class PeerConfig(NodeConfig):
     fault: str = ""
     byzantine: str | None = None
     slowdown: float = 1.0
+    step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
+    # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
+    # n = live members + 1, n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
+    lr_scale: str = "linear"
+    lr_scale_max: int = 8
+    lr_warmup: int = 100
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
     # least this share of a quick one's chance (gossip.linkstats.prefer_fast)
     prefer_fast: float = 0.0
@@ -99,6 +107,10 @@ class PeerConfig(NodeConfig):
             "gossip-interval": self.gossip_interval > 0,
             "fanout": self.fanout >= 1,
             "slowdown": self.slowdown >= 1,
+            "step-time": 0 <= self.step_time <= MAX_STEP_S,
+            "lr-scale": self.lr_scale in LR_RULES,
+            "lr-scale-max": 1 <= self.lr_scale_max <= 1024,
+            "lr-warmup": self.lr_warmup >= 0,
             "prefer-fast": 0 <= self.prefer_fast <= 1,
             "max-body-mb": self.max_body_mb > 0,
             "body-grace-s": self.body_grace_s > 0,

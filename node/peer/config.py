@@ -68,7 +68,9 @@ class PeerConfig(NodeConfig):
     step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
     # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
     # n = live members + 1, n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
-    lr_scale: str = "linear"
+    # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
+    # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").
+    lr_scale: str = "none"
     lr_scale_max: int = 8
     lr_warmup: int = 100
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at

@@ -18,6 +18,10 @@ Exchange rules (`--rule`):
 - `allreduce`: every model set to the mean of all (the synchronous ideal of the same period).
 Momentum handling (`--momentum-mode`): `keep` (each peer keeps its own buffer, the code's
 behaviour), `reset` (zeroed at each mix), `mix` (buffers mixed like the parameters).
+The local lr (`--lr-scale none|sqrt|linear --warmup W --scale-cap N`): x f(peers) after a linear
+warm-up, as `--lr-scale` in the node. With `--single` each run also reports the first evaluated
+step at which its worst peer reaches the single peer's accuracy (mean of its last 3) - 1 point;
+`--ideal` adds one peer with a `--peers` x batch and lr.
 """
 
 from __future__ import annotations

@@ -109,6 +109,12 @@ async def test_admin_without_the_operator_key_is_refused_even_on_loopback(
     ok = OPERATOR.sign("admin/slowdown", encode_control("slowdown", factor=2.0), to=node.addr)
     assert await post(http, node.addr, "admin/slowdown", ok) == 200
     assert node.worker.pacer.slowdown == 2.0
+    # a fixed step time rides on the same route; a bad one is refused and changes nothing
+    for step_s, status in (("0.5", 400), (float("nan"), 400), (61.0, 400), (0.01, 200)):
+        body = encode_control("slowdown", factor=1.0, step_s=step_s)
+        signed = OPERATOR.sign("admin/slowdown", body, to=node.addr)
+        assert await post(http, node.addr, "admin/slowdown", signed) == status, step_s
+    assert (node.worker.pacer.slowdown, node.worker.pacer.step_s) == (1.0, 0.01)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 

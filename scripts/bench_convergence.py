@@ -1,17 +1,22 @@
 """Convergence benchmark: does a swarm learn as well as one peer, and sooner?
 
-Real `swarmnode start` processes on 127.0.0.1, every one paced alike (`--slowdown`: the sleep
-after each step is (slowdown - 1) x its compute, so simulated compute dominates and 8 peers fit
-on 2 cores). Configurations, each with the same steps per peer (`--steps`):
+Real `swarmnode start` processes on 127.0.0.1, every one paced alike, as a compute-bound GPU
+peer: `--step-time S` (the default) makes every step take S seconds (its compute plus a sleep),
+so simulated compute dominates, 8 peers fit on 2 cores, and other load on the box does not
+change the pace as long as a step's compute stays under S; `--step-time 0 --slowdown F` is the
+older pacing (a sleep of (F - 1) x the measured step, which CPU contention inflates).
+Configurations, each with the same steps per peer (`--steps`):
 
 - `single`: one peer on the whole train set (the baseline);
 - `ideal`: the synchronous data-parallel ideal for N peers: one peer, batch N x B, the learning
   rate the best of `--ideal-lr-mults` x lr. It runs unpaced; its time is its steps x the
   single peer's paced step time (N workers computing B each, an all-reduce that costs nothing);
 - `swarm-N-MODE`: N peers on `--shard i/N` for each N in `--peers`, MODE in `--modes`:
-  `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
-  `old-average` is the behaviour before it (`--group 1 --outer-lr 1 --outer-momentum 0`,
-  pairwise AD-PSGD) and `old-robust` Krum with plain mixing;
+  `average` and `robust` are the defaults of this code (group push-pull + outer step, the lr
+  scaled with the swarm size; ss-clip); `*-unscaled` the same with `--lr-scale none` (the
+  defaults before the lr scaling); `old-average` is the behaviour before the group
+  (`--group 1 --outer-lr 1 --outer-momentum 0`, pairwise AD-PSGD) and `old-robust` Krum with
+  plain mixing;
 - `attack-KIND`: 5 peers, robust, one of them serving `--byzantine KIND`, beside 5 honest
   peers with each of old-average, average, old-robust (Krum) and robust.
 
@@ -56,15 +61,20 @@ HOLD = ["--slowdown", "200"]
 EVAL_LINE = re.compile(
     r"step\s+(\d+)(?:/\d+)?\s+loss\s+\S+\s+test_loss\s+\S+\s+test_acc\s+([\d.]+)%"
 )
-OLD_AVERAGE = ["--group", "1", "--outer-lr", "1", "--outer-momentum", "0"]
+OLD_AVERAGE = ["--group", "1", "--outer-lr", "1", "--outer-momentum", "0", "--lr-scale", "none"]
+UNSCALED = ["--lr-scale", "none"]
 MODES = {
     "average": ["--exchange", "average"],
     "robust": ["--exchange", "robust"],
     "old-average": ["--exchange", "average", *OLD_AVERAGE],
     "old-robust": ["--exchange", "robust", "--aggregator", "krum", *OLD_AVERAGE],
-    "robust-plain": ["--exchange", "robust", "--outer-lr", "1", "--outer-momentum", "0"],
-    "group-plain": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
-    "average-gentle": ["--exchange", "average", "--outer-momentum", "0.5"],
+    "average-unscaled": ["--exchange", "average", *UNSCALED],
+    "robust-unscaled": ["--exchange", "robust", *UNSCALED],
+    "average-linear": ["--exchange", "average", "--lr-scale", "linear"],
+    "robust-linear": ["--exchange", "robust", "--lr-scale", "linear"],
+    "average-sqrt": ["--exchange", "average", "--lr-scale", "sqrt"],
+    "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
+    "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
 }
 
 
@@ -95,8 +105,8 @@ class PeerProc:
         self.addr = self.peer.wait_ready(time.monotonic() + READY_TIMEOUT_S).addr
         return self
 
-    def set_slowdown(self, factor: float) -> None:
-        body = encode_control("slowdown", sender="bench", factor=float(factor))
+    def set_pace(self, factor: float, step_s: float) -> None:
+        body = encode_control("slowdown", sender="bench", factor=float(factor), step_s=step_s)
         body = OPERATOR.sign("admin/slowdown", body, to=self.addr)
         req = urllib.request.Request(f"http://{self.addr}/v1/admin/slowdown", data=body)
         with urllib.request.urlopen(req, timeout=5.0) as r:
@@ -164,7 +174,7 @@ def run(
                 p.wait_ready()
             if pace is not None:
                 for p in procs:  # released together (they started held: see HOLD)
-                    p.set_slowdown(pace)
+                    p.set_pace(pace if not opts.step_time else 1.0, opts.step_time)
             t0 = time.monotonic()
             while (
                 any(p.proc.poll() is None for p in procs) and time.monotonic() - t0 < opts.timeout
@@ -259,7 +269,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--sync-every", type=int, default=10)
     p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--slowdown", type=float, default=20.0)
+    p.add_argument(
+        "--step-time",
+        type=float,
+        default=0.02,
+        help="every paced step takes this many seconds (0: pace by --slowdown)",
+    )
+    p.add_argument("--slowdown", type=float, default=20.0, help="with --step-time 0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--poll", type=float, default=0.2, help="status poll interval, seconds")
     p.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")

@@ -18,6 +18,10 @@ Exchange rules (`--rule`):
 - `allreduce`: every model set to the mean of all (the synchronous ideal of the same period).
 Momentum handling (`--momentum-mode`): `keep` (each peer keeps its own buffer, the code's
 behaviour), `reset` (zeroed at each mix), `mix` (buffers mixed like the parameters).
+The local lr (`--lr-scale none|sqrt|linear --warmup W --scale-cap N`): x f(peers) after a linear
+warm-up, as `--lr-scale` in the node. With `--single` each run also reports the first evaluated
+step at which its worst peer reaches the single peer's accuracy (mean of its last 3) - 1 point;
+`--ideal` adds one peer with a `--peers` x batch and lr.
 """
 
 from __future__ import annotations
@@ -41,6 +45,23 @@ from swarmnode.node.train.data import load_dataset  # noqa: E402
 from swarmnode.node.train.models import build_model  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+
+def lr_at(opts: argparse.Namespace, step: int, n: int) -> float:
+    """The local lr at `step` for a swarm of n: the base lr scaled by `--lr-scale` (of n, capped
+    at `--scale-cap` models), reached by a linear warm-up from the base over `--warmup` steps
+    (Goyal et al. 2017)."""
+    n = min(n, opts.scale_cap) if opts.scale_cap else n
+    s = {"none": 1.0, "sqrt": float(np.sqrt(n)), "linear": float(n)}[opts.lr_scale]
+    ramp = min(1.0, step / opts.warmup) if opts.warmup else 1.0
+    return opts.lr * (1.0 + (s - 1.0) * ramp)
+
+
+def steps_to(curve: list[dict], target: float | None) -> int | None:
+    """The first evaluated step at which the worst peer is at `target` (None: never)."""
+    if target is None:
+        return None
+    return next((c["step"] for c in curve if min(c["accs"]) >= target), None)
 
 
 def build(opts: argparse.Namespace, data: Any, idx: np.ndarray | None, batch: int) -> Trainer:
@@ -137,7 +158,9 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
         outer_step(t)  # the anchors start at the initial model
     curve = []
     for step in range(1, opts.steps + 1):
+        lr = lr_at(opts, step - 1, opts.peers)
         for t in trainers:
+            t.optimizer.lr = lr
             t.step()
         if rule != "none" and step % period == 0:
             exchange(trainers, rule, rng, opts.momentum_mode)
@@ -161,9 +184,11 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
         "period": period,
         "momentum_mode": opts.momentum_mode,
         "min": min(last["accs"]),
+        "min3": float(np.mean([min(c["accs"]) for c in curve[-3:]])),
         "mean": float(np.mean(last["accs"])),
         "consensus": last["consensus_acc"],
         "curve": curve,
+        "steps_to_target": steps_to(curve, opts.target),
     }
 
 
@@ -172,12 +197,18 @@ def run_single(opts: argparse.Namespace, data: Any, batch_mult: int, lr_mult: fl
     opts.lr = lr * lr_mult
     t = build(opts, data, None, opts.batch_size * batch_mult)
     opts.lr = lr
-    for _ in range(opts.steps):
+    curve = []
+    for step in range(1, opts.steps + 1):
         t.step()
+        if step % opts.eval_every == 0 or step == opts.steps:
+            curve.append({"step": step, "accs": [t.evaluate(data.X_test, data.y_test)[1]]})
     return {
         "batch_mult": batch_mult,
         "lr_mult": lr_mult,
-        "acc": t.evaluate(data.X_test, data.y_test)[1],
+        "acc": curve[-1]["accs"][0],
+        "final3": float(np.mean([c["accs"][0] for c in curve[-3:]])),
+        "curve": curve,
+        "steps_to_target": steps_to(curve, opts.target),
     }
 
 
@@ -199,25 +230,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--momentum-mode", default="keep", choices=["keep", "reset", "mix"])
     p.add_argument("--outer-lr", type=float, default=1.0)
     p.add_argument("--outer-momentum", type=float, default=0.0)
-    p.add_argument("--single", action="store_true", help="also the one-peer baseline")
+    p.add_argument("--lr-scale", default="none", choices=["none", "sqrt", "linear"],
+                   help="local lr x f(swarm size)")  # fmt: skip
+    p.add_argument("--scale-cap", type=int, default=0, help="cap on n in --lr-scale (0: none)")
+    p.add_argument("--warmup", type=int, default=0, help="steps of linear lr warm-up")
+    p.add_argument("--single", action="store_true", help="also the one-peer baseline (sets the "
+                   "target: its mean of the last 3 evaluations - 1 point)")  # fmt: skip
+    p.add_argument("--ideal", action="store_true", help="also one peer, batch x N, lr x N")
     p.add_argument("--curve", action="store_true", help="print the distance curve")
     p.add_argument("--json")
     opts = p.parse_args(argv)
     data = load_dataset(opts.data)
     OUTER.update(lr=opts.outer_lr, beta=opts.outer_momentum)
     out: dict[str, Any] = {"options": vars(opts), "runs": []}
+    opts.target = None
     if opts.single:
         s = run_single(opts, data, 1, 1.0)
+        opts.target = s["final3"] - 0.01
+        s["steps_to_target"] = steps_to(s["curve"], opts.target)
         out["single"] = s
-        print(f"single peer, all data: {s['acc'] * 100:.1f}%", flush=True)
+        print(f"single peer, all data: {s['acc'] * 100:.1f}% (last 3: {s['final3'] * 100:.1f}), "
+              f"target at step {s['steps_to_target']}", flush=True)  # fmt: skip
+    if opts.ideal:
+        s = run_single(opts, data, opts.peers, float(opts.peers))
+        out["ideal"] = s
+        print(f"ideal-{opts.peers}: {s['acc'] * 100:.1f}% (last 3 {s['final3'] * 100:.1f}), "
+              f"target at step {s['steps_to_target']}", flush=True)  # fmt: skip
     for part, period, rule in itertools.product(opts.partition, opts.period, opts.rule):
         r = run_swarm(opts, data, part, period, rule)
         out["runs"].append(r)
         print(
             f"{part:14} {rule:10} every {period:3} mom={opts.momentum_mode} "
             f"outer={opts.outer_lr:g}/{opts.outer_momentum:g}: "
-            f"min {r['min'] * 100:5.1f}  mean {r['mean'] * 100:5.1f}  "
-            f"consensus {r['consensus'] * 100:5.1f}  dist {r['curve'][-1]['dist']:.3f}",
+            f"min {r['min'] * 100:5.1f} (last 3 {r['min3'] * 100:5.1f})  mean {r['mean'] * 100:5.1f}  "
+            f"consensus {r['consensus'] * 100:5.1f}  dist {r['curve'][-1]['dist']:.3f}  "
+            f"lr {opts.lr_scale}/w{opts.warmup}  target at {r['steps_to_target']}",
             flush=True,
         )
         if opts.curve:

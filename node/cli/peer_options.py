@@ -144,6 +144,30 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "models (1: pairwise AD-PSGD, the old behaviour)",
     )
     e.add_argument(
+        "--lr-scale",
+        default=_PEER.lr_scale,
+        choices=["none", "sqrt", "linear"],
+        help="scale --lr with the swarm size n (live peers + 1): linear x n (Goyal et al. "
+        "2017), sqrt x sqrt(n), none. linear reaches a target in about half the steps when "
+        "one peer with an n x batch trains better at n x --lr (check that first: it "
+        "collapsed a conv net whose lr had no headroom); alone, n = 1 and --lr is used as is",
+    )
+    e.add_argument(
+        "--lr-scale-max",
+        type=int,
+        default=_PEER.lr_scale_max,
+        metavar="N",
+        help="count at most N peers in --lr-scale (bounds what listed peers can buy)",
+    )
+    e.add_argument(
+        "--lr-warmup",
+        type=int,
+        default=_PEER.lr_warmup,
+        metavar="STEPS",
+        help="the scaled lr rises to its target over STEPS steps (also after peers join); "
+        "it falls at once when peers leave",
+    )
+    e.add_argument(
         "--outer-lr",
         type=float,
         default=_EX.outer_lr,
@@ -232,6 +256,14 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         metavar="FACTOR",
         help="train FACTOR times slower than this machine can (a straggler)",
     )
+    f.add_argument(
+        "--step-time",
+        type=float,
+        default=_PEER.step_time,
+        metavar="S",
+        help="simulated compute: every step takes at least S seconds (paces this peer like a "
+        "compute-bound GPU peer whatever else loads the machine; 0: off)",
+    )
 
 
 def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerConfig:
@@ -272,6 +304,10 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         fault=args.fault,
         byzantine=args.byzantine,
         slowdown=args.slowdown,
+        step_time=args.step_time,
+        lr_scale=args.lr_scale,
+        lr_scale_max=args.lr_scale_max,
+        lr_warmup=args.lr_warmup,
         prefer_fast=args.prefer_fast,
         ready_file=args.ready_file,
     ).validate()

@@ -143,6 +143,8 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         "exchange_served": ex.served,
         "exchange_bytes_sent": ex.bytes_sent,
         "outer_steps": w.outer.steps,
+        # the --lr-scale factor at the end (the swarm size it saw, capped: --lr-scale-max)
+        "lr_scale": w.lr_scale.scale,
         "mixes_dropped_after_last_step": w.mixes_dropped,
     }
     say(format_summary(summary), out)

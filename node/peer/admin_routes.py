@@ -23,6 +23,7 @@ from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import local_addr
 from swarmnode.node.net.body import read_body
 from swarmnode.node.net.intake import IntakeLimits, read_on_time
+from swarmnode.node.train.pacing import MAX_STEP_S
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
@@ -125,8 +126,13 @@ async def _set_slowdown(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any
     factor = require(msg, "factor", (int, float))
     if not 1.0 <= float(factor) <= 1000.0:
         raise SwarmnodeError(f"slowdown factor must be in [1, 1000], got {factor}")
-    node.worker.set_throttle(slowdown=float(factor))
-    return {"slowdown": float(factor)}
+    step_s = msg.get("step_s", 0.0)  # optional: a fixed simulated step time (--step-time)
+    if isinstance(step_s, bool) or not isinstance(step_s, (int, float)):
+        raise SwarmnodeError("field 'step_s' must be a number")
+    if not 0.0 <= float(step_s) <= MAX_STEP_S:
+        raise SwarmnodeError(f"step_s must be in [0, {MAX_STEP_S:g}], got {step_s}")
+    node.worker.set_throttle(slowdown=float(factor), step_s=float(step_s))
+    return {"slowdown": float(factor), "step_s": float(step_s)}
 
 
 def _reject(request: web.Request, route: str, status: int, why: str) -> web.Response:

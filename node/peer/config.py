@@ -14,6 +14,8 @@ from swarmnode.gossip.member_cap import DEFAULT_PER_HOST
 from swarmnode.gossip.membership_config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train.lr_scale import RULES as LR_RULES
+from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
@@ -66,6 +68,14 @@ class PeerConfig(NodeConfig):
     fault: str = ""
     byzantine: str | None = None
     slowdown: float = 1.0
+    step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
+    # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
+    # n = live members + 1, n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
+    # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
+    # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").
+    lr_scale: str = "none"
+    lr_scale_max: int = 8
+    lr_warmup: int = 100
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
     # least this share of a quick one's chance (gossip.linkstats.prefer_fast)
     prefer_fast: float = 0.0
@@ -111,6 +121,10 @@ class PeerConfig(NodeConfig):
             "fanout": self.fanout >= 1,
             "max-members-per-host": self.max_members_per_host >= 1,
             "slowdown": self.slowdown >= 1,
+            "step-time": 0 <= self.step_time <= MAX_STEP_S,
+            "lr-scale": self.lr_scale in LR_RULES,
+            "lr-scale-max": 1 <= self.lr_scale_max <= 1024,
+            "lr-warmup": self.lr_warmup >= 0,
             "prefer-fast": 0 <= self.prefer_fast <= 1,
             "max-body-mb": self.max_body_mb > 0,
             "body-grace-s": self.body_grace_s > 0,

@@ -46,6 +46,7 @@ from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission, remote_source
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
+from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -237,8 +238,8 @@ class Node:
             checkpoint_every=cfg.checkpoint_every,
             on_done=threadsafe_setter(self._worker_done),
         )
-        if cfg.slowdown > 1:
-            worker.set_throttle(slowdown=cfg.slowdown)
+        worker.set_throttle(slowdown=cfg.slowdown, step_s=cfg.step_time)  # 1, 0: full speed
+        worker.lr_scale = SwarmLR(cfg.lr_scale, cfg.lr_scale_max, cfg.lr_warmup)
         return worker
 
     def request_stop(self) -> None:
@@ -327,6 +328,7 @@ class Node:
         reached = asyncio.Event()
         wake = threadsafe_setter(reached)
         while self.worker.running:
+            self.worker.lr_scale.set_size(len(self.membership.live_peers()) + 1)  # elastic
             reached.clear()
             self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:

@@ -10,7 +10,10 @@ only code that touches the model; everyone else talks to it through a thread-saf
   parameters) and get its result through a `concurrent.futures.Future`;
 - `state()` — a full checkpoint state, also taken between two steps;
 - `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
-- `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios).
+- `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios), or pace it as a
+  compute-bound peer (`step_s`: every step takes at least that long);
+- `lr_scale` — a `SwarmLR` (replace it to pick a rule; `lr_scale.set_size(n)` from any
+  thread): the optimizer's lr at construction scaled with the swarm size, step by step.
 
 Per step the thread takes one lock once; it is uncontended unless another thread is asking for a
 snapshot at that moment, so the overhead is a few hundred nanoseconds per step.
@@ -29,8 +32,10 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.backend import array_module
+from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
 from swarmnode.node.train.mixes import MixAccumulator, OuterStep
+from swarmnode.node.train.pacing import Pacer
 from swarmnode.node.train.trainer import DivergedError, Trainer
 
 log = logging.getLogger(__name__)
@@ -91,8 +96,9 @@ class TrainingWorker:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-        self._delay_s = 0.0
-        self._slowdown = 1.0
+        self.pacer = Pacer(self._wake)
+        self.lr_scale = SwarmLR()  # rule "none": the base lr, unless the peer sets another
+        self._base_lr = float(getattr(trainer.optimizer, "lr", 0.0))
         self._t_start = 0.0
         # Window since the last evaluation, for loss and throughput.
         self._win_loss = 0.0
@@ -221,12 +227,11 @@ class TrainingWorker:
         with self._outer_lock:  # not the training lock: a fold must never wait for a step
             self._outer_pending = (float(lr), float(momentum))
 
-    def set_throttle(self, delay_s: float = 0.0, slowdown: float = 1.0) -> None:
-        """Sleep `delay_s` plus `(slowdown - 1) x step time` after each step (1.0: full speed)."""
-        if delay_s < 0 or slowdown < 1:
-            raise ValueError("need delay_s >= 0 and slowdown >= 1")
-        self._delay_s, self._slowdown = float(delay_s), float(slowdown)
-        self._wake.set()  # a pause computed from the old factor must not outlive it
+    def set_throttle(
+        self, delay_s: float = 0.0, slowdown: float = 1.0, step_s: float = 0.0
+    ) -> None:
+        """Pause after each step (`node.train.pacing.Pacer`); all defaults: full speed."""
+        self.pacer.set(delay_s, slowdown, step_s)
 
     def metrics(self) -> WorkerMetrics:
         return self._metrics
@@ -287,7 +292,7 @@ class TrainingWorker:
             if self._on_checkpoint is not None and self.checkpoint_every:
                 if step % self.checkpoint_every == 0:
                     self._on_checkpoint(trainer.state())
-            self._throttle(dt)
+            self.pacer.pause(dt)
 
     def _apply_mixes(self) -> None:
         """Pending mixes, then a pending outer step (under the lock, between two steps)."""
@@ -302,6 +307,8 @@ class TrainingWorker:
     def _step(self) -> float:
         """One training step; a divergence soon after a mix says that the mix is the likely
         cause (a smaller --lr is the wrong advice when a peer served a poisoned model)."""
+        if self.lr_scale.rule != "none":  # the setter is cheap: a float check
+            self.trainer.optimizer.lr = self._base_lr * self.lr_scale.advance()
         try:
             return self.trainer.step()
         except DivergedError as exc:
@@ -337,12 +344,6 @@ class TrainingWorker:
                 test_loss, test_acc = self.trainer.evaluate(self._X_test, self._y_test)
             self._metrics = self._make_metrics_now(test_loss, test_acc, self.trainer.step_count)
         return self._metrics
-
-    def _throttle(self, step_s: float) -> None:
-        pause = self._delay_s + (self._slowdown - 1.0) * step_s
-        if pause > 0:
-            self._wake.wait(pause)  # wakes at once on stop() or set_throttle()
-            self._wake.clear()
 
     def _drain_pending(self) -> None:
         while self._pending:

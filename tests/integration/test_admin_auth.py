@@ -60,7 +60,7 @@ def sabotaged(node: Node) -> bool:
     return (
         node.faults.config.to_spec() not in ("", "none")
         or node.byzantine.kind is not None
-        or node.worker._slowdown != 4.0
+        or node.worker.pacer.slowdown != 4.0
     )
 
 
@@ -108,7 +108,13 @@ async def test_admin_without_the_operator_key_is_refused_even_on_loopback(
     # the operator itself is obeyed
     ok = OPERATOR.sign("admin/slowdown", encode_control("slowdown", factor=2.0), to=node.addr)
     assert await post(http, node.addr, "admin/slowdown", ok) == 200
-    assert node.worker._slowdown == 2.0
+    assert node.worker.pacer.slowdown == 2.0
+    # a fixed step time rides on the same route; a bad one is refused and changes nothing
+    for step_s, status in (("0.5", 400), (float("nan"), 400), (61.0, 400), (0.01, 200)):
+        body = encode_control("slowdown", factor=1.0, step_s=step_s)
+        signed = OPERATOR.sign("admin/slowdown", body, to=node.addr)
+        assert await post(http, node.addr, "admin/slowdown", signed) == status, step_s
+    assert (node.worker.pacer.slowdown, node.worker.pacer.step_s) == (1.0, 0.01)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 

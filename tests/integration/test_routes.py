@@ -138,7 +138,7 @@ def admin_state(node: Node) -> tuple[object, ...]:
     return (
         node.faults.config.to_spec(),
         node.byzantine.kind,
-        node.worker._slowdown,
+        node.worker.pacer.slowdown,
     )
 
 
@@ -231,7 +231,7 @@ async def test_admin_body_split_across_packets_is_read_whole(node, caplog):
     finally:
         writer.close()
     assert b" 200 " in status_line, status_line
-    assert node.worker._slowdown == 3.0
+    assert node.worker.pacer.slowdown == 3.0
 
 
 @pytest.mark.parametrize(

@@ -167,7 +167,7 @@ def malformed_body(route: str, size: int) -> bytes:
 
 def state_of(node: Node) -> tuple[Any, ...]:
     ids = sorted(m.peer_id for m in node.membership.members())
-    return (node.params_host().tobytes(), tuple(ids), node.worker._slowdown)
+    return (node.params_host().tobytes(), tuple(ids), node.worker.pacer.slowdown)
 
 
 async def send(http: aiohttp.ClientSession, node: Node, route: str, body: bytes) -> tuple:

@@ -11,6 +11,7 @@ from swarmnode.node.train.build import build_trainer
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.data import load_dataset
 from swarmnode.node.train.errors import CheckpointError
+from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.trainer import DivergedError, Trainer
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
@@ -281,3 +282,27 @@ def test_worker_reports_training_errors() -> None:
     w.start()
     assert w.join(timeout=30)
     assert isinstance(w.error, DivergedError) and not w.running
+
+
+@pytest.mark.timeout(60)
+def test_worker_scales_the_lr_with_the_swarm_size_and_keeps_it_alone() -> None:
+    t = _trainer(seed=0)
+    base = t.optimizer.lr
+    w = _worker(t, eval_every=10_000, max_steps=30)
+    w.lr_scale = SwarmLR("linear", max_n=8, warmup=10)
+    w.lr_scale.set_size(4)
+    w.start()
+    assert w.join(timeout=30) and w.error is None
+    assert t.optimizer.lr == pytest.approx(4 * base)
+    alone = _trainer(seed=0)
+    w = _worker(alone, eval_every=10_000, max_steps=30)
+    w.lr_scale = SwarmLR("linear", max_n=8, warmup=10)
+    w.start()
+    assert w.join(timeout=30) and w.error is None
+    assert alone.optimizer.lr == base
+    np.testing.assert_array_equal(_params(alone), _params(_ran(_trainer(seed=0), 30)))
+
+
+def _ran(t: Trainer, n: int) -> Trainer:
+    _run(t, n)
+    return t

@@ -33,6 +33,7 @@ from swarmnode.kernels.codec_base import (
     DEFAULT_BLOCK,
     F16_MAX,
     I8_MAX,
+    I8_MIN_AMAX,
     TOPK_BUCKET,
     Packed,
     _check_vector,
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_BLOCK",
     "F16_MAX",
     "I8_MAX",
+    "I8_MIN_AMAX",
     "TOPK_BUCKET",
     "Packed",
     "int8_layout",
@@ -152,8 +154,9 @@ def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
         np.maximum(amax, mn, out=amax)
         # +0 where a block holds only zeros, one of them -0 (the reference's |x| makes it +0)
         np.abs(amax, out=amax)
-        iv.fill(0)  # a zero block gets 0: 127 / 0 would make 0 * inf = NaN, which casts to -128
-        np.divide(np.float32(I8_MAX), amax, out=iv, where=amax > 0)
+        # a zero (or `I8_MIN_AMAX`-tiny) block gets 0: 0 * Inf = NaN casts to -128 in NumKong
+        iv.fill(0)
+        np.divide(np.float32(I8_MAX), amax, out=iv, where=amax >= I8_MIN_AMAX)
         np.divide(amax, np.float32(I8_MAX), out=amax)  # the scale, in place of max|x|
         w = _tile_rows(groups, rows) * groups
         np.copyto(tile[:w].reshape(-1, groups), iv)

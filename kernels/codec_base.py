@@ -20,6 +20,24 @@ F16_MAX = float(np.finfo(np.float16).max)
 I8_MAX = 127.0
 
 
+def _i8_min_amax() -> np.float32:
+    """The least float32 a for which 127 / a is finite in float32 (~3.73e-37)."""
+    i8, zero = np.float32(I8_MAX), np.float32(0)
+    a = i8 / np.finfo(np.float32).max
+    with np.errstate(over="ignore"):
+        while not np.isfinite(i8 / a):
+            a = np.nextafter(a, np.float32(np.inf))
+        while np.isfinite(i8 / np.nextafter(a, zero)):
+            a = np.nextafter(a, zero)
+    return a
+
+
+# int8 blocks with max |x| below this quantise to 0, like an all-zero block: their 127 / max|x|
+# is Inf, and rint(x * Inf) has no int8 (numpy's cast of Inf gave 0, NumKong's 127 or -128,
+# CUDA's another): the codecs agreed on every block but these. Their scale stays max|x| / 127.
+I8_MIN_AMAX = _i8_min_amax()
+
+
 @dataclass
 class Packed:
     """An encoded vector: `parts` in wire order, `n` values once decoded, codec parameters."""

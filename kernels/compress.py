@@ -33,6 +33,7 @@ from swarmnode.kernels.codec_base import (
     DEFAULT_BLOCK,
     F16_MAX,
     I8_MAX,
+    I8_MIN_AMAX,
     TOPK_BUCKET,
     Packed,
     _check_vector,
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_BLOCK",
     "F16_MAX",
     "I8_MAX",
+    "I8_MIN_AMAX",
     "TOPK_BUCKET",
     "Packed",
     "int8_layout",
@@ -97,16 +99,17 @@ def fp16_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
 # --- int8, blockwise -------------------------------------------------------------------------
 
 
-def int8_scales(amax: Any, xp: Any = np) -> tuple[Any, Any]:
-    """(scale, 1 / scale) per block from the block's max |x|; a zero block gets 0 and 0."""
-    scale = (amax / xp.float32(I8_MAX)).astype(xp.float32)
-    inv = xp.zeros_like(scale)
-    if xp is np:  # one masked division, no boolean indexing (this runs once per chunk)
-        np.divide(np.float32(I8_MAX), amax, out=inv, where=amax > 0)
-    else:
-        nz = amax > 0
-        inv[nz] = xp.float32(I8_MAX) / amax[nz]
-    return scale, inv
+# values in the tiled scale vector that int8 multiplies a chunk by: a chunk is read as
+# (rows / k, k * groups) against its block scales repeated k times, not as (rows, groups)
+# against them broadcast: numpy's broadcast multiply runs one inner loop per row of `groups`
+# values and took twice as long as a multiply of two flat arrays. 16 Ki values (64 KiB, in
+# L1/L2) measured best of 4 Ki, 16 Ki and 64 Ki (scripts/bench_codecs.py, docs/benchmarks.md).
+_TILE = 1 << 14
+
+
+def _tile_rows(groups: int, rows: int) -> int:
+    """k: how many copies of a chunk's `groups` scales make its tile; k divides rows."""
+    return math.gcd(rows, max(1, _TILE // groups))
 
 
 def _check_block(block: int) -> None:
@@ -115,16 +118,23 @@ def _check_block(block: int) -> None:
 
 
 def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
-    """`compress_ref.int8_encode` in 4 passes per chunk: |x|, its column maxima, x / scale,
-    and NumKong's cast to int8 (round to nearest even, saturating: the rint and the cast)."""
+    """`compress_ref.int8_encode`, per chunk: the column maxima and minima (max |x| is
+    max(max, -min): two reductions that write nothing, where |x| then its maxima wrote and
+    reread a scratch chunk), x times the tiled 127 / max|x|, and NumKong's cast to int8 (round
+    to nearest even, saturating: the rint and the cast)."""
     _check_vector(x)
     _check_block(block)
     nk = _nk()
     n = x.size
     q = np.empty(n, dtype=np.int8)
     scales = np.empty(-(-n // block), dtype=np.float32)
+    if n == 0:
+        return Packed("int8", n, {"scales": scales, "q": q}, block=block)
+    g0, _ = int8_layout(min(CHUNK, n), block)  # the first chunk has the most groups
     scratch = np.empty(min(CHUNK, n + block), dtype=np.float32)
     pad = np.empty_like(scratch)
+    neg_min, inv = np.empty(g0, dtype=np.float32), np.empty(g0, dtype=np.float32)
+    tile = np.empty(max(_TILE, g0), dtype=np.float32)
     si = 0
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
@@ -136,34 +146,51 @@ def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
             pad[:m] = x[lo : lo + m]
             pad[m:span] = 0
             v = pad[:span].reshape(rows, groups)
-        s = scratch[:span].reshape(rows, groups)
-        np.abs(v, out=s)
-        scale, inv = int8_scales(s.max(axis=0))
-        scales[si : si + groups] = scale
+        amax, mn, iv = scales[si : si + groups], neg_min[:groups], inv[:groups]
         si += groups
-        np.multiply(v, inv, out=s)
+        v.max(axis=0, out=amax)
+        v.min(axis=0, out=mn)
+        np.negative(mn, out=mn)
+        np.maximum(amax, mn, out=amax)
+        # +0 where a block holds only zeros, one of them -0 (the reference's |x| makes it +0)
+        np.abs(amax, out=amax)
+        # a zero (or `I8_MIN_AMAX`-tiny) block gets 0: 0 * Inf = NaN casts to -128 in NumKong
+        iv.fill(0)
+        np.divide(np.float32(I8_MAX), amax, out=iv, where=amax >= I8_MIN_AMAX)
+        np.divide(amax, np.float32(I8_MAX), out=amax)  # the scale, in place of max|x|
+        w = _tile_rows(groups, rows) * groups
+        np.copyto(tile[:w].reshape(-1, groups), iv)
+        np.multiply(v.reshape(-1, w), tile[:w], out=scratch[:span].reshape(-1, w))
         nk.astype(scratch[:m], "int8", out=q[lo : lo + m])
     return Packed("int8", n, {"scales": scales, "q": q}, block=block)
 
 
 def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
+    """Per chunk: NumKong's cast to float32 straight into `out`, then one in-place multiply by
+    the chunk's tiled scales (`_TILE`)."""
     n, block = p.n, p.block
     _check_block(block)
     nk = _nk()
     q, scales = p.parts["q"], p.parts["scales"]
     out = np.empty(n, dtype=np.float32) if out is None else out
+    if n == 0:
+        return out
+    g0, _ = int8_layout(min(CHUNK, n), block)
     pad = np.empty(min(CHUNK, n + block), dtype=np.float32)
+    tile = np.empty(max(_TILE, g0), dtype=np.float32)
     si = 0
     for lo in range(0, n, CHUNK):
         m = min(CHUNK, n - lo)
         groups, rows = int8_layout(m, block)
         span = rows * groups
+        w = _tile_rows(groups, rows) * groups
+        np.copyto(tile[:w].reshape(-1, groups), scales[si : si + groups])
+        si += groups
         dst = out[lo : lo + m] if span == m else pad[:span]
         nk.astype(q[lo : lo + m], "float32", out=dst[:m])
         dst[m:span] = 0
-        d2 = dst.reshape(rows, groups)
-        np.multiply(d2, scales[si : si + groups], out=d2)
-        si += groups
+        d2 = dst.reshape(-1, w)
+        np.multiply(d2, tile[:w], out=d2)
         if span != m:
             out[lo : lo + m] = pad[:m]
     return out

@@ -15,6 +15,7 @@ from swarmnode.kernels.codec_base import (
     CHUNK,
     F16_MAX,
     I8_MAX,
+    I8_MIN_AMAX,
     TOPK_BUCKET,
     Packed,
     _check_vector,
@@ -112,7 +113,8 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = 256) -> Packed:
     if codec == "int8":
         amax = block_amax(x, block)
         scale = (amax / cp.float32(I8_MAX)).astype(cp.float32)
-        inv = cp.where(amax > 0, cp.float32(I8_MAX) / cp.where(amax > 0, amax, 1), 0)
+        ok = amax >= cp.float32(I8_MIN_AMAX)  # compress_ref.int8_encode: q = 0 below it
+        inv = cp.where(ok, cp.float32(I8_MAX) / cp.where(ok, amax, 1), 0)
         q = cp.empty(n, dtype=cp.int8)
         nfull, gf, _, gt, _ = _i8_geometry(n, block)
         _i8_kernel()(x, inv.astype(cp.float32), CHUNK, nfull, gf, gt, q)

@@ -11,6 +11,7 @@ from swarmnode.kernels.codec_base import (
     DEFAULT_BLOCK,
     F16_MAX,
     I8_MAX,
+    I8_MIN_AMAX,
     Packed,
     _check_vector,
     int8_layout,
@@ -33,7 +34,8 @@ def fp16_decode(p: Packed) -> np.ndarray:
 
 def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
     """Per chunk of CHUNK values read as a (rows, groups) matrix (`int8_layout`, zero-padded):
-    scale = max|x| / 127 per column, q = rint(x * (127 / max|x|)) (0 for a zero column)."""
+    scale = max|x| / 127 per column, q = rint(x * (127 / max|x|)); q = 0 in a column whose
+    max|x| is 0 or below `I8_MIN_AMAX` (127 / max|x| would be Inf)."""
     _check_vector(x)
     n = x.size
     q, scales = np.empty(n, np.int8), []
@@ -45,7 +47,7 @@ def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
         v = v.reshape(rows, groups)
         amax = np.abs(v).max(axis=0)
         inv = np.zeros_like(amax)
-        np.divide(np.float32(I8_MAX), amax, out=inv, where=amax > 0)
+        np.divide(np.float32(I8_MAX), amax, out=inv, where=amax >= I8_MIN_AMAX)
         scales.append((amax / np.float32(I8_MAX)).astype(np.float32))
         q[lo : lo + m] = np.rint(v * inv).reshape(-1)[:m].astype(np.int8)
     flat = np.concatenate(scales) if scales else np.zeros(0, np.float32)

@@ -113,15 +113,62 @@ def test_fp16_rounds_every_float16_boundary_like_numpy() -> None:
     np.testing.assert_array_equal(ours, compress_ref.fp16_encode(x).parts["values"].view(np.uint16))
 
 
+def assert_int8_is_the_reference(x: np.ndarray, block: int) -> None:
+    """Scales and decoded values compared as bits: a -0 scale where the reference has +0 is a
+    difference (assert_array_equal would call them equal)."""
+    ours, ref = compress.int8_encode(x, block), compress_ref.int8_encode(x, block)
+    np.testing.assert_array_equal(
+        ours.parts["scales"].view(np.uint32), ref.parts["scales"].view(np.uint32)
+    )
+    np.testing.assert_array_equal(ours.parts["q"], ref.parts["q"])
+    dec, dec_ref = compress.int8_decode(ours), compress_ref.int8_decode(ref)
+    np.testing.assert_array_equal(dec.view(np.uint32), dec_ref.view(np.uint32))
+
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("block", [64, 256])
 def test_int8_is_the_reference_bit_for_bit(n: int, block: int) -> None:
     x = vec(n, 7) * np.float32(5)
     x[: n // 3] *= np.float32(1e-4)  # blocks of very different scales
-    ours, ref = compress.int8_encode(x, block), compress_ref.int8_encode(x, block)
-    np.testing.assert_array_equal(ours.parts["scales"], ref.parts["scales"])
-    np.testing.assert_array_equal(ours.parts["q"], ref.parts["q"])
-    np.testing.assert_array_equal(compress.int8_decode(ours), compress_ref.int8_decode(ref))
+    assert_int8_is_the_reference(x, block)
+
+
+@pytest.mark.parametrize("n", [1000, compress.CHUNK + 300])
+@pytest.mark.parametrize("block", [1, 2, 4096, compress.CHUNK])
+def test_int8_odd_blocks_are_the_reference(n: int, block: int) -> None:
+    """Blocks at the ends of the range: one value per block (a tile of one copy), and blocks
+    so long that a chunk has few groups (many copies per tile)."""
+    assert_int8_is_the_reference(vec(n, 3), block)
+
+
+def test_int8_signs_and_zeros_are_the_reference() -> None:
+    """Block max |x| is max(max x, -min x): blocks of only negatives, of -0 and +0 (the scale
+    must be +0, as the reference's |x| makes it), of values at and below `I8_MIN_AMAX`."""
+    n = 2 * compress.CHUNK + 999
+    x = vec(n, 11)
+    groups, _ = compress.int8_layout(compress.CHUNK, 256)
+    col, tiny = np.arange(n) % groups, np.float32(compress.I8_MIN_AMAX)
+    x[col == 3] = -np.abs(x[col == 3])
+    x[col == 4] = -0.0
+    x[col == 5] = np.where(np.arange(n)[col == 5] % 2, 0.0, -0.0)
+    x[col == 6] = 0.0
+    x[np.flatnonzero(col == 6)[7]] = np.float32(-1e-30)
+    x[col == 7] = np.float32(1e-44) * np.sign(x[col == 7])  # subnormal: 127 / max|x| is Inf
+    x[col == 8] = np.nextafter(tiny, np.float32(0)) * np.sign(x[col == 8])
+    x[col == 9] = tiny * np.sign(x[col == 9])  # the least max|x| that quantises
+    assert_int8_is_the_reference(x, 256)
+    p = compress.int8_encode(x, 256)
+    q, full = p.parts["q"], np.arange(n) < 2 * compress.CHUNK  # the tail has other groups
+    assert (q[full & ((col == 7) | (col == 8))] == 0).all()
+    assert (np.abs(q[full & (col == 9)]) == 127).all()
+    assert q.min() >= -127
+
+
+def test_i8_min_amax_is_the_edge_of_a_finite_inverse() -> None:
+    a = np.float32(compress.I8_MIN_AMAX)
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.float32(127) / a)
+        assert np.isinf(np.float32(127) / np.nextafter(a, np.float32(0)))
 
 
 def test_fp16_decode_refuses_inf_and_nan() -> None:

@@ -19,7 +19,10 @@ radius from this round's median distance, or from the median of the last 16, x `
 `--bucket S` (answers averaged in random buckets of S first, Karimireddy et al. 2022),
 `--reject R` / `--push-reject R` (no say beyond R x tau in own rounds / pushes), `--trim F`
 (the F farthest answers get no say), `--trust R` (per-peer running distance ratio, below),
-`--no-liar-push` (the liar only answers: which channel does the damage), `--outer-momentum`.
+`--no-liar-push` (the liar only answers: which channel does the damage), `--hold` (pushes are
+not mixed on arrival but wait as rows of the receiver's next round; with 5 peers and pull 4
+that is pull-only), `--progress F` (the F answers pointing farthest against my outer momentum
+get that component raised to the next one's), `--outer-momentum`.
 
     .venv/bin/python scripts/sim_robust.py --attack none alie:30 ipm:10 --tau rule
 """
@@ -71,6 +74,7 @@ def tau_of(rows: np.ndarray, opts: argparse.Namespace, hist: list[float]) -> flo
     return opts.tau_factor * float(np.median(hist))
 
 
+HELD: dict[int, dict[int, np.ndarray]] = {}  # `--hold`: receiver -> sender -> pushed model
 SCORES: dict[tuple[int, int], float] = {}  # (observer, peer) -> running mean of |x_j - x_i| / tau
 
 
@@ -89,7 +93,7 @@ def score(i: int, who: list[int], rows: np.ndarray, tau: float, opts: argparse.N
 
 
 def ssclip(rows: np.ndarray, tau: float, opts: argparse.Namespace, rng: Any,
-           keep: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+           keep: np.ndarray | None = None, m: Any = None) -> np.ndarray:  # fmt: skip
     """x + (1/n) sum clip(x_j - x, tau), rows farther than REJECT tau dropped; with
     `--bucket s` the answers are first averaged in random buckets of s (Karimireddy et al.)."""
     own, others = rows[0].astype(np.float64), rows[1:].astype(np.float64)
@@ -103,6 +107,13 @@ def ssclip(rows: np.ndarray, tau: float, opts: argparse.Namespace, rng: Any,
     scale[dist > opts.reject * tau] = 0.0
     if keep is not None:
         scale[~keep] = 0.0
+    if opts.progress and m is not None and np.linalg.norm(m) > 0:
+        diffs = diffs * scale[:, None]
+        scale = np.ones_like(scale)
+        u = m / np.linalg.norm(m)  # my outer momentum: the direction the swarm is progressing
+        p = diffs @ u
+        floor = np.sort(p)[min(opts.progress, len(p) - 1)]  # the f most backward: raised to it
+        diffs += np.maximum(floor - p, 0.0)[:, None] * u
     if opts.trim:  # the f farthest answers get no say at all
         scale[np.argsort(dist)[len(dist) - opts.trim :]] = 0.0
     return (own + (diffs * scale[:, None]).sum(axis=0) / (len(others) + 1)).astype(np.float32)
@@ -119,6 +130,7 @@ def run(opts: argparse.Namespace, data: Any, attack: str) -> dict:
     honest = list(range(n - 1)) if liar else list(range(n))
     sw._anchor.clear()
     SCORES.clear()
+    HELD.clear()
     for t in ts:
         sw.outer_step(t)
     taus: dict[int, float | None] = dict.fromkeys(range(n))
@@ -154,6 +166,9 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
     for j in picked:  # responders: own + clip(pushed - own, tau_j) at 1 / (pull + 1)
         if (liar is not None and j == n - 1) or taus[j] is None or (is_liar and opts.no_liar_push):
             continue
+        if opts.hold:  # kept for j's next own round, judged among its rows there
+            HELD.setdefault(int(j), {})[i] = sent.copy()
+            continue
         if not trusted(int(j), i, opts):
             continue
         x = ts[j].model.params.data
@@ -163,12 +178,15 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
             x += (y - x) / (opts.pull + 1)
     if is_liar:
         return
+    held = {k: v for k, v in HELD.pop(i, {}).items() if k not in answers}  # answers are newer
+    answers.update(held)
     rows = np.stack([ts[i].model.params.data, *answers.values()])
     tau = tau_of(rows, opts, hists[i])
     taus[i] = tau
     record(rows, list(answers), n - 1 if liar else None, tau, st)
     keep = score(i, [int(j) for j in answers], rows, tau, opts)
-    ts[i].model.params.data[...] = ssclip(rows, tau, opts, rng, keep)
+    m = sw._anchor[id(ts[i])][1].astype(np.float64)
+    ts[i].model.params.data[...] = ssclip(rows, tau, opts, rng, keep, m)
     sw.outer_step(ts[i])
 
 
@@ -212,6 +230,8 @@ def main() -> int:
     p.add_argument("--no-liar-push", action="store_true", help="the liar only answers")
     p.add_argument("--trust", type=float, default=0.0, help="no say above this mean ratio")
     p.add_argument("--trust-rate", type=float, default=0.2)
+    p.add_argument("--hold", action="store_true", help="pushes wait for the own round's rule")
+    p.add_argument("--progress", type=int, default=0, help="F most backward rows raised")
     p.add_argument("--avg", action="store_true", help="`average` mode instead (no liar)")
     opts = p.parse_args()
     data = load_dataset(opts.data)

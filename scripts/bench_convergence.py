@@ -18,7 +18,9 @@ Configurations, each with the same steps per peer (`--steps`):
   (`--group 1 --outer-lr 1 --outer-momentum 0`, pairwise AD-PSGD) and `old-robust` Krum with
   plain mixing;
 - `attack-KIND`: 5 peers, robust, one of them serving `--byzantine KIND`, beside 5 honest
-  peers with each of old-average, average, old-robust (Krum) and robust.
+  peers with each of old-average, average, old-robust (Krum) and robust. KIND `gone` runs the
+  4 honest peers of that swarm alone (shards 0-3 of 5): the ceiling of any rule, since the
+  liar's shard is lost with it.
 
 Per peer it reads every evaluation from the peer's log (accuracy = mean of the last 3, which is
 steadier than the last one), polls /v1/status every `--poll` s for time to accuracy (from the
@@ -244,9 +246,12 @@ def run_partition(opts: argparse.Namespace, partition: str) -> list[RunResult]:
             for attack in opts.attacks:
                 say(f"attack {attack} (1 of 5, {mode}) ...")
                 per = swarm_args(opts, partition, 5, mode)
-                per[4] = [*per[4], "--byzantine", attack]
+                if attack == "gone":  # the ceiling: 4 honest peers, the 5th shard lost with it
+                    per, liar = per[:4], None
+                else:
+                    per[4], liar = [*per[4], "--byzantine", attack], 4
                 results.append(
-                    run(f"attack-{attack}-{mode}", partition, per, opts, opts.slowdown, 4)
+                    run(f"attack-{attack}-{mode}", partition, per, opts, opts.slowdown, liar)
                 )
     return results
 

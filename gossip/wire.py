@@ -33,7 +33,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import xxhash
-from swarmnode.gossip import wire_codecs
+from swarmnode.gossip import bufpool, wire_codecs
 from swarmnode.gossip.finite import count_nonfinite
 from swarmnode.gossip.wire_error import WireError
 from swarmnode.kernels.compress import Packed
@@ -161,7 +161,7 @@ def _build_frame(
         _pack_header(shape, nbytes, sender, _STEP_SLOT, codec, extra, crc=bytes(digest_len))
     )
     offset = _payload_offset(len(header))
-    out = np.empty(offset + nbytes, dtype=np.uint8)
+    out = bufpool.FRAMES.take(offset + nbytes)  # reused once unreferenced: no page faults
     step = fill(out[offset:] if packed else out[offset:].view(wire_dtype))
     if not 0 <= step < _STEP_SLOT:
         raise WireError(f"step {step} does not fit the frame header")
@@ -222,6 +222,18 @@ def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CA
     header = _read_header(view if view.format == "B" else view.cast("B"), caps)
     del header["_header_len"]
     return header
+
+
+def payload_view(frame: Any, size: int) -> np.ndarray:
+    """The float32 payload of a raw frame this peer built (`encode_params`, `encode_into_frame`)
+    as a read-only view: no copy, no checks (for a peer's own frames, never a received one)."""
+    view = memoryview(frame).cast("B") if memoryview(frame).format != "B" else memoryview(frame)
+    header_len = int.from_bytes(view[:LEN_BYTES], "big")
+    arr = np.frombuffer(
+        view, dtype=DTYPES["float32"], count=size, offset=_payload_offset(header_len)
+    )
+    arr.flags.writeable = False
+    return arr
 
 
 def validate_params(arr: Any, expected_size: int) -> None:

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import numpy as np
 from aiohttp import StreamReader
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
+from swarmnode.gossip import bufpool
 from swarmnode.gossip.transport import (
     BODY_TAP,
     PeerUnreachable,
@@ -188,7 +188,7 @@ async def read_sized_body(
         if on_chunk is not None:
             on_chunk(length)
         return small
-    buf = memoryview(np.empty(length, dtype=np.uint8))
+    buf = memoryview(bufpool.BODIES.take(length))  # gossip/bufpool.py: reused, once unreferenced
     pos = 0
     while pos < length:
         chunk = await stream.readany()

@@ -1,0 +1,33 @@
+"""Buffer reuse (gossip/bufpool.py): a buffer comes back only once nothing references it."""
+
+from __future__ import annotations
+
+import numpy as np
+from swarmnode.gossip import wire
+from swarmnode.gossip.bufpool import BufferPool
+
+
+def test_a_buffer_is_reused_only_once_every_view_of_it_is_gone() -> None:
+    pool = BufferPool(keep=2, min_bytes=64)
+    first = pool.take(1000)
+    addr = first.ctypes.data
+    view = memoryview(first)[10:20]  # a slice still being sent, say
+    decoded = np.frombuffer(view, np.uint8)
+    del first, view
+    second = pool.take(1000)
+    assert second.ctypes.data != addr and pool.reused == 0  # `decoded` still reads it
+    del decoded, second
+    third = pool.take(1000)
+    assert third.ctypes.data == addr and pool.reused == 1
+    assert pool.take(10).nbytes == 10 and pool.reused == 1  # small sizes are not pooled
+
+
+def test_a_frame_payload_view_outlives_later_frames_unchanged() -> None:
+    n = 5_000_000  # 20 MB: pooled
+    frame = wire.encode_params(np.ones(n, np.float32), sender="a", step=3)
+    mine = wire.payload_view(frame, n)
+    del frame
+    later = wire.encode_params(np.full(n, 2.0, np.float32), sender="a", step=4)
+    assert mine[0] == 1.0 and mine[-1] == 1.0 and not mine.flags.writeable
+    _, arr = wire.decode_params(later)
+    assert arr[0] == 2.0

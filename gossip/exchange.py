@@ -37,6 +37,7 @@ from swarmnode.gossip import compressed as cx
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.exchange_access import check_pusher, check_sender
 from swarmnode.gossip.exchange_config import ExchangeConfig, ExchangeError  # re-exported: the front
+from swarmnode.gossip.exchange_slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange_types import Outgoing, ParamStore, PeerDirectory, RoundResult
 from swarmnode.gossip.push_guard import PushGuard
 from swarmnode.gossip.round_log import describe, join_notes
@@ -59,6 +60,7 @@ class Exchanger:
         peers: PeerDirectory,
         outgoing: Outgoing | None = None,
         poisoning: Callable[[], bool] | None = None,
+        mix_after_answer: bool = False,
     ) -> None:
         self.cfg = cfg.validate()
         self.self_id = self_id
@@ -70,6 +72,8 @@ class Exchanger:
         # then takes the one-copy framed snapshot path
         self.poisoning = poisoning
         self._inflight = asyncio.Semaphore(cfg.max_inflight)
+        self.mix_after_answer = mix_after_answer  # over HTTP; in-memory: no task past a request
+        self._mixing = PushMixes(cfg.max_inflight)
         self.rounds = 0
         self.rounds_applied = 0
         self.bytes_sent = 0  # parameter payloads this peer sent: its requests and its answers
@@ -125,6 +129,7 @@ class Exchanger:
                 self.served += 1
                 self.bytes_sent += len(reply)
                 return reply
+            await self._mixing.room()  # each mix in progress holds a received model
             # Check theirs and encode ours at once (two threads; hashing and copying release the
             # GIL): each is ~10-20 ms per 100 MB on the critical path of the caller's round.
             # Both finish before the mix is queued: were the mix queued first, a training step
@@ -133,30 +138,35 @@ class Exchanger:
             # Inbound: the HTTP layer logs a rejection with the caller's address; count it only.
             decoded, encoded = await asyncio.gather(
                 self._decode(body, source="pushpull request", quiet=True),
-                self._encode_mine(),
+                self._encode_own(),
                 return_exceptions=True,
             )
             for outcome in (decoded, encoded):
                 if isinstance(outcome, BaseException):
                     raise outcome
             header, theirs = decoded  # type: ignore[misc]
-            reply = encoded
-            await self._mix_clipped(theirs, str(header.get("sender")))
+            reply, own = encoded  # type: ignore[misc]
+            mix = self._mix_clipped(theirs, str(header.get("sender")), own)
+            if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
+                self._mixing.start(mix)
+            else:
+                await mix
             self.served += 1
             self.bytes_sent += len(reply)
             log.debug(
-                "pushpull from %s: mix queued (their step %s)",
+                "pushpull from %s: answered, mix under way (their step %s)",
                 header.get("sender"),
                 header.get("step"),
             )
             return reply
 
-    async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
+    async def _mix_clipped(self, theirs: np.ndarray, sender: str, own: np.ndarray | None) -> None:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
         He et al. 2022), tau from my own rounds (gossip/push_guard.py): a liar moves me by at
-        most tau x weight per push."""
+        most tau x weight per push. `own`: the snapshot my answer carried (None: take one)."""
         robust = self.cfg.mode == "robust"
-        _, own = await self.store.snapshot()
+        if own is None:
+            _, own = await self.store.snapshot()
         tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
         clipped = await asyncio.to_thread(self.guard.bound, own, theirs, tau, sender)
         if clipped is None:
@@ -166,8 +176,12 @@ class Exchanger:
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix)
 
-    def _bulk_slot(self) -> _Slot:
-        return _Slot(self._inflight)
+    def _bulk_slot(self) -> BulkSlot:
+        return BulkSlot(self._inflight)
+
+    async def settle(self) -> None:
+        """Until every pushed model answered so far is mixed in (queued into the store)."""
+        await self._mixing.settle()
 
     # --- initiating ----------------------------------------------------------------------
 
@@ -212,13 +226,14 @@ class Exchanger:
         if self.compressed is not None:  # pairs that speak it (gossip.compressed); others plain
             picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
             self.bytes_sent += nudged
-        got = await self._pushpull_many(picked, result) if picked else []
+        got, own = await self._pushpull_many(picked, result) if picked else ([], None)
         if not got and not nudged:
             return
         # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
         # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
         if k := len(got):
-            _, own = await self.store.snapshot()  # my group's distances set my push bound
+            if own is None:  # my group's distances (from what I sent) set my push bound
+                _, own = await self.store.snapshot()
             await asyncio.to_thread(self.guard.observe, own, got)
             weight = self.cfg.mix if k == 1 else k / (k + 1)
             theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
@@ -228,9 +243,10 @@ class Exchanger:
 
     async def _pushpull_many(
         self, picked: Sequence[tuple[str, str]], result: RoundResult
-    ) -> list[np.ndarray]:
-        """Push my model to every picked peer at once; their answers (failures recorded)."""
-        payload = await self._encode_mine()
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Push my model to every picked peer at once: their answers (failures recorded), and
+        the snapshot pushed when it is my model as is (`_encode_own`)."""
+        payload, own = await self._encode_own()
         answers = await asyncio.gather(
             *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
         )
@@ -243,7 +259,7 @@ class Exchanger:
             else:
                 result.received.append(pid)
                 got.append(outcome)
-        return got
+        return got, own
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
@@ -267,7 +283,7 @@ class Exchanger:
         # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
         self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
         if self_centered:
-            received = await self._pushpull_many(picked, result)
+            received, _ = await self._pushpull_many(picked, result)
         else:
             models = await self.pull_many(picked, result.failures)
             result.received = [pid for pid, _, _ in models]
@@ -327,14 +343,22 @@ class Exchanger:
     # --- encoding ------------------------------------------------------------------------
 
     async def _encode_mine(self) -> bytes:
+        return (await self._encode_own())[0]
+
+    async def _encode_own(self) -> tuple[bytes, np.ndarray | None]:
+        """My model framed for the wire, and the snapshot framed when that is my model as is: the
+        push bound and `observe` compare against it (no second snapshot, copy or step wait)."""
         frame = getattr(self.store, "snapshot_frame", None)  # optional: one copy, not two
         honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
         if frame is not None and honest and self.pull_codec is None:
-            return await frame(self.self_id)
+            framed = await frame(self.self_id)
+            return framed, wire.payload_view(framed, self.store.size)
         step, vec = await self.store.snapshot()
+        own = vec if self.outgoing is None else None  # a copy of my model (the store's contract)
         if self.outgoing is not None:
             vec = await self.outgoing(step, vec)
-        return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
+        encoded = await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
+        return encoded, own
 
     async def _decode(
         self, data: bytes, *, source: str, quiet: bool = False
@@ -346,21 +370,6 @@ class Exchanger:
             if not quiet:
                 log.warning("rejected %s: %s", source, exc)
             raise
-
-
-class _Slot:
-    """Admission for inbound bulk requests: answer 503 at once rather than queue unboundedly."""
-
-    def __init__(self, sem: asyncio.Semaphore) -> None:
-        self._sem = sem
-
-    async def __aenter__(self) -> None:
-        if self._sem.locked():
-            raise RemoteError("busy: too many exchanges in flight, try another peer", status=503)
-        await self._sem.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._sem.release()
 
 
 def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:

@@ -21,9 +21,9 @@ import threading
 import numpy as np
 
 MIN_POOLED_BYTES = 16 << 20
-# references to a free pooled buffer seen from `_free`: the pool's list, the loop variable and
-# getrefcount's own argument
-_FREE_REFS = 3
+# references to a free pooled buffer, seen as `getrefcount(self._bufs[i])`: the pool's list and
+# getrefcount's own argument (no loop variable: enumerate's cached tuple would hold one more)
+_FREE_REFS = 2
 
 
 class BufferPool:
@@ -41,9 +41,9 @@ class BufferPool:
         if nbytes < self.min_bytes:
             return np.empty(nbytes, dtype=np.uint8)
         with self._lock:
-            free = self._free(nbytes)
-            if free is not None:
-                self._bufs.remove(free)
+            at = self._free(nbytes)
+            if at is not None:  # by index: list.remove would compare arrays elementwise
+                free = self._bufs.pop(at)
                 self._bufs.append(free)
                 self.reused += 1
                 return free
@@ -54,16 +54,19 @@ class BufferPool:
                 self._bufs.append(buf)
             return buf
 
-    def _free(self, nbytes: int) -> np.ndarray | None:
-        for buf in self._bufs:
-            if buf.nbytes == nbytes and sys.getrefcount(buf) == _FREE_REFS:
-                return buf
+    def _free(self, nbytes: int) -> int | None:
+        for i in range(len(self._bufs)):
+            if self._bufs[i].nbytes == nbytes and self._unused(i):
+                return i
         return None
+
+    def _unused(self, i: int) -> bool:
+        return sys.getrefcount(self._bufs[i]) == _FREE_REFS
 
     def _evict(self) -> None:
         """Forget the least recently used buffer nobody holds (one in use stays pooled)."""
-        for i, buf in enumerate(self._bufs):
-            if sys.getrefcount(buf) == _FREE_REFS:
+        for i in range(len(self._bufs)):
+            if self._unused(i):
                 del self._bufs[i]
                 return
 

@@ -22,6 +22,17 @@ def test_a_buffer_is_reused_only_once_every_view_of_it_is_gone() -> None:
     assert pool.take(10).nbytes == 10 and pool.reused == 1  # small sizes are not pooled
 
 
+def test_buffers_of_several_sizes_take_turns_and_the_pool_stays_bounded() -> None:
+    pool = BufferPool(keep=2, min_bytes=64)
+    for _ in range(3):  # a frame and a body of different sizes, each round
+        a, b = pool.take(1000), pool.take(2000)
+        assert (a.nbytes, b.nbytes) == (1000, 2000)
+        del a, b
+    assert pool.reused == 4
+    held = [pool.take(3000), pool.take(4000), pool.take(5000)]  # all in use: none reused
+    assert len({h.ctypes.data for h in held}) == 3 and len(pool._bufs) <= 2
+
+
 def test_a_frame_payload_view_outlives_later_frames_unchanged() -> None:
     n = 5_000_000  # 20 MB: pooled
     frame = wire.encode_params(np.ones(n, np.float32), sender="a", step=3)

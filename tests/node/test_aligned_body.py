@@ -40,7 +40,11 @@ async def test_the_frame_in_a_read_envelope_is_aligned_and_its_digest_opens_it(n
     assert tap is not None
     stream = Chunks(envelope, [65_536, 1_000_003, 1 << 20])
     body = await read_sized_body(
-        stream, len(envelope), 1 << 30, tap=tap.feed, align=tap.body_offset  # type: ignore[arg-type]
+        stream,
+        len(envelope),
+        1 << 30,
+        tap=tap.feed,
+        align=tap.body_offset,  # type: ignore[arg-type]
     )
     assert bytes(body) == envelope
     digest = await tap.finish(body)

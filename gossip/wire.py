@@ -224,18 +224,6 @@ def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CA
     return header
 
 
-def payload_view(frame: Any, size: int) -> np.ndarray:
-    """The float32 payload of a raw frame this peer built (`encode_params`, `encode_into_frame`)
-    as a read-only view: no copy, no checks (for a peer's own frames, never a received one)."""
-    view = memoryview(frame).cast("B") if memoryview(frame).format != "B" else memoryview(frame)
-    header_len = int.from_bytes(view[:LEN_BYTES], "big")
-    arr = np.frombuffer(
-        view, dtype=DTYPES["float32"], count=size, offset=_payload_offset(header_len)
-    )
-    arr.flags.writeable = False
-    return arr
-
-
 def validate_params(arr: Any, expected_size: int) -> None:
     """Raise `WireError` unless `arr` is a finite float32 vector of `expected_size` elements.
 

@@ -1,5 +1,5 @@
-"""A pushpull over HTTP (the node: `mix_after_answer`) answers with one framed snapshot and bounds
-and mixes the pushed model while the answer is sent; the bound still holds."""
+"""A pushpull over HTTP (the node: `mix_after_answer`) answers first, then bounds and mixes the
+pushed model (against a snapshot of its own, taken after the answer's); the bound still holds."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _node(x: np.ndarray) -> Exchanger:
     )
 
 
-async def test_the_answer_is_one_framed_snapshot_and_the_mix_follows_it() -> None:
+async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
     ex = _node(np.ones(D))
     theirs = np.full(D, 1.5, np.float32)  # |theirs - own| ~ 16 < 4 |own| ~ 126: mixed in full
     reply = await ex.handlers()["pushpull"](wire.encode_params(theirs, sender="p1", step=3))
@@ -59,7 +59,7 @@ async def test_the_answer_is_one_framed_snapshot_and_the_mix_follows_it() -> Non
     np.testing.assert_array_equal(mine, 1.0)
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 1  # the bound compared against the answer's own snapshot
+    assert store.snapshots == 2  # the answer's, then the bound's own
     assert len(store.mixed) == 1 and store.mixed[0][1] == 0.5
     np.testing.assert_array_equal(store.mixed[0][0], theirs)
 

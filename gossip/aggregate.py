@@ -55,6 +55,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from swarmnode.gossip import chunked
 from swarmnode.gossip.aggregate_fast import (
     _all_finite_or_none,
     _column_sums,
@@ -235,14 +236,15 @@ def _radius(dist: Any, f: int) -> float:
 
 def clip_toward(own: np.ndarray, other: np.ndarray, tau: float) -> np.ndarray | None:
     """own + clip(other - own, tau): what a self-centered peer mixes in from one pushed model;
-    None for a model farther than SS_CLIP_REJECT x tau (not mixed at all)."""
-    diff = other.astype(np.float64) - own
-    norm = float(np.linalg.norm(diff))
-    if norm > SS_CLIP_REJECT * tau:
+    None for a model farther than SS_CLIP_REJECT x tau (not mixed at all). Within tau that is
+    `other` itself (not a copy: own + (other - own) is other); chunked (gossip/chunked.py), so no
+    100 MB temporaries."""
+    dist = chunked.distance(own, other)
+    if not dist <= SS_CLIP_REJECT * tau:  # NaN too: never mixed
         return None
-    if norm > tau:
-        diff *= tau / norm if norm > 0 else 0.0
-    return (own + diff).astype(np.float32)
+    if dist <= tau:
+        return other.astype(np.float32, copy=False)
+    return chunked.toward(own, other, tau / dist)
 
 
 # ss-clip gives a row farther than this many radii from the own model no weight at all. Clipping

@@ -146,7 +146,8 @@ class Signer:
     def tap(self, route: str = "") -> StreamDigest | None:
         """A streaming digest for a large envelope about to arrive on `route` (None where
         requests are not enveloped: nothing would use the digest)."""
-        return StreamDigest(PREFIX_BYTES) if not route or self.wraps(route) else None
+        wraps = not route or self.wraps(route)
+        return StreamDigest(PREFIX_BYTES, offset_of=header_length) if wraps else None
 
     # --- sealing -------------------------------------------------------------------------
 

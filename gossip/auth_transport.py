@@ -15,7 +15,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from swarmnode.gossip.auth import INLINE_BYTES, PREFIX_BYTES, Opened, Signer, nonce_of
+from swarmnode.gossip.auth import (
+    INLINE_BYTES,
+    PREFIX_BYTES,
+    Opened,
+    Signer,
+    header_length,
+    nonce_of,
+)
 from swarmnode.gossip.auth_errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
 from swarmnode.gossip.stream_digest import StreamDigest
 from swarmnode.gossip.transport import BODY_TAP, SIGNED_BY, Handler, RequestTimeout, Transport
@@ -39,7 +46,7 @@ class AuthTransport:
             raise RequestTimeout(f"{addr} {route}: deadline passed while signing")
         if not self.signer.has_secret:  # answers travel bare without a secret
             return await self.inner.request(addr, route, sealed, timeout=remaining)
-        tap = StreamDigest(PREFIX_BYTES)
+        tap = StreamDigest(PREFIX_BYTES, offset_of=header_length)
         token = BODY_TAP.set(tap)
         try:
             answer = await self.inner.request(addr, route, sealed, timeout=remaining)

@@ -31,6 +31,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 
 import numpy as np
+from swarmnode.gossip import chunked
 from swarmnode.gossip.aggregate import SS_CLIP_REJECT, clip_toward
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class PushGuard:
     def observe(self, own: np.ndarray, answers: Iterable[np.ndarray]) -> None:
         """Record |x_j - own| for each model of my own round's group (average mode)."""
         for other in answers:
-            d = float(np.linalg.norm(other.astype(np.float64) - own))
+            d = chunked.distance(own, other)  # no 100 MB temporaries (gossip/chunked.py)
             if np.isfinite(d):
                 self._dists.append(d)
 
@@ -87,7 +88,7 @@ class PushGuard:
     def first_radius(self, own: np.ndarray) -> float | None:
         """The bound before my first round: factor x |own| (None for an all-zero model: it
         has no scale to bound by)."""
-        norm = self.factor * float(np.linalg.norm(own.astype(np.float64)))
+        norm = self.factor * chunked.norm(own)
         return norm if norm > 0 and np.isfinite(norm) else None
 
     # --- one push --------------------------------------------------------------------------
@@ -96,14 +97,15 @@ class PushGuard:
         self, own: np.ndarray, theirs: np.ndarray, tau: float | None, sender: str
     ) -> np.ndarray | None:
         """own + clip(theirs - own, tau), or None: not to be mixed (no radius yet, or farther
-        than `reject` x tau). Runs in a worker thread (two passes over the model)."""
+        than `reject` x tau). Runs in a worker thread: one pass over both models, and a second
+        only to clip (within tau the answer is `theirs` itself)."""
         if tau is None:
             log.debug("a push from %s is not mixed: no clip radius before my first round", sender)
             return None
         out = clip_toward(own, theirs, tau)
         if out is None:
             self.refused += 1
-            self._log_refusal(sender, float(np.linalg.norm(theirs.astype(np.float64) - own)), tau)
+            self._log_refusal(sender, chunked.distance(own, theirs), tau)
             return None
         return out
 

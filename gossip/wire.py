@@ -33,7 +33,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import xxhash
-from swarmnode.gossip import wire_codecs
+from swarmnode.gossip import bufpool, wire_codecs
 from swarmnode.gossip.finite import count_nonfinite
 from swarmnode.gossip.wire_error import WireError
 from swarmnode.kernels.compress import Packed
@@ -161,7 +161,7 @@ def _build_frame(
         _pack_header(shape, nbytes, sender, _STEP_SLOT, codec, extra, crc=bytes(digest_len))
     )
     offset = _payload_offset(len(header))
-    out = np.empty(offset + nbytes, dtype=np.uint8)
+    out = bufpool.FRAMES.take(offset + nbytes)  # reused once unreferenced: no page faults
     step = fill(out[offset:] if packed else out[offset:].view(wire_dtype))
     if not 0 <= step < _STEP_SLOT:
         raise WireError(f"step {step} does not fit the frame header")

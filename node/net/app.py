@@ -107,9 +107,10 @@ def build_app(
         cap = _cap(max_body_bytes, route)
         length = request.content_length
         feed = watch.feed if watch is not None else None
+        align = getattr(watch, "body_offset", None)
         try:
             body = await read_on_time(
-                lambda: read_sized_body(request.content, length, cap, meter.take, feed),
+                lambda: read_sized_body(request.content, length, cap, meter.take, feed, align),
                 length,
                 cap,
                 limits,

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import numpy as np
 from aiohttp import StreamReader
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
+from swarmnode.gossip import bufpool
 from swarmnode.gossip.transport import (
     BODY_TAP,
     PeerUnreachable,
@@ -38,6 +38,7 @@ MAX_ERROR_TEXT = 500  # bytes of a peer's error body worth reading: one line, no
 SLICE_BYTES = 1 << 20
 READ_BUFSIZE = 4 << 20
 INLINE_BYTES = 1 << 20  # bodies up to this size come back as plain `bytes`
+ALIGN = 64  # a frame inside a large body starts on this boundary (gossip/wire.py's payload)
 
 
 class HttpTransport:
@@ -109,6 +110,7 @@ class HttpTransport:
                 resp.content_length,
                 self.max_response_bytes,
                 tap=tap.feed if tap is not None else None,
+                align=getattr(tap, "body_offset", None),
             )
 
     async def close(self) -> None:
@@ -161,6 +163,7 @@ async def read_sized_body(
     cap: int,
     on_chunk: Callable[[int], None] | None = None,
     tap: Callable[[memoryview, int], None] | None = None,
+    align: Callable[[memoryview], int | None] | None = None,
 ) -> bytes | memoryview:
     """A whole HTTP body (request or response), `BodyError` (413) past `cap` before reading.
 
@@ -173,6 +176,8 @@ async def read_sized_body(
     stream. `on_chunk(n)` is told of every n bytes delivered, before they are kept (the server's
     byte budget: it may raise to refuse them). `tap(buf, end)` is told, for a large body, that
     `buf` holds the body's bytes up to `end` (a streaming digest: gossip/stream_digest.py).
+    `align(first_bytes)`, if given, says where a frame starts inside the body (an envelope's
+    header length): the body is placed so that frame starts on a 64-byte boundary.
     """
     if length is None:
         return bytes(await read_body(stream, None, cap, on_chunk))
@@ -188,10 +193,14 @@ async def read_sized_body(
         if on_chunk is not None:
             on_chunk(length)
         return small
-    buf = memoryview(np.empty(length, dtype=np.uint8))
+    slack = ALIGN if align is not None else 0
+    raw = bufpool.BODIES.take(length + slack)  # gossip/bufpool.py: reused once unreferenced
+    chunk = await stream.readany()
+    at = align(memoryview(chunk)) if align is not None and chunk else None
+    shift = -(raw.ctypes.data + at) % ALIGN if at is not None else 0  # the frame's address
+    buf = memoryview(raw)[shift : shift + length]
     pos = 0
-    while pos < length:
-        chunk = await stream.readany()
+    while True:
         end = pos + len(chunk)
         if not chunk or end > length:  # the parser stops at Content-Length; be sure anyway
             raise BodyError(f"body ended after {pos} of {length} bytes")
@@ -201,4 +210,6 @@ async def read_sized_body(
         pos = end
         if tap is not None:
             tap(buf, pos)
-    return buf
+        if pos >= length:
+            return buf
+        chunk = await stream.readany()

@@ -183,6 +183,7 @@ class Node:
             outgoing=self.byzantine.outgoing,
             poisoning=lambda: self.byzantine.behaviour is not None,
             init=self.init_params,
+            mix_after_answer=True,  # a pushed model is bounded while the answer is sent
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer))
@@ -275,6 +276,8 @@ class Node:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if membership is not None:
             await membership.close()
+        if exchanger is not None:  # pushes answered already are mixed in (they were promised)
+            await exchanger.settle()
         store = getattr(self, "store", None)
         if store is not None:  # folds accepted before we stopped serving reach the model
             await store.close()

@@ -59,6 +59,9 @@ class Trainer:
         self.batch_size = min(batch_size, len(y))
         self.n_samples = len(y)
         self.step_count = 0
+        # held while a step changes the parameters (the update, not the forward/backward): the
+        # training worker sets its snapshot lock here (node/train/worker.py)
+        self.update_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self.samples_seen = 0
         self._X = self._to_device(np.ascontiguousarray(X, dtype=np.float32))
         self._y = self._to_device(np.ascontiguousarray(y, dtype=np.int64))
@@ -81,10 +84,11 @@ class Trainer:
                 f"training diverged: loss is {loss} at step {self.step_count + 1} "
                 f"(try a smaller --lr)"
             )
-        self.optimizer.step()
-        self._pos += self.batch_size
-        self.step_count += 1
-        self.samples_seen += self.batch_size
+        with self.update_lock:
+            self.optimizer.step()
+            self._pos += self.batch_size
+            self.step_count += 1
+            self.samples_seen += self.batch_size
         return loss
 
     def evaluate(self, X: Any, y: Any) -> tuple[float, float]:

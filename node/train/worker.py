@@ -15,8 +15,8 @@ only code that touches the model; everyone else talks to it through a thread-saf
 - `lr_scale` — a `SwarmLR` (replace it to pick a rule; `lr_scale.set_size(n)` from any
   thread): the optimizer's lr at construction scaled with the swarm size, step by step.
 
-Per step the thread takes one lock once; it is uncontended unless another thread is asking for a
-snapshot at that moment, so the overhead is a few hundred nanoseconds per step.
+Per step the thread takes one lock once (a few hundred ns, uncontended but for a state); snapshots
+take only a second one, held while the parameters change (`Trainer.update_lock`), not a whole step.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from swarmnode.node.train.trainer import DivergedError, Trainer
 
 log = logging.getLogger(__name__)
 
-# A loss that turns NaN/Inf this few steps after a received model was mixed in is blamed on that
-# model (a poisoned or diverged peer), not on this peer's learning rate.
+# A NaN/Inf loss this soon after a mix is blamed on the mixed-in model, not on this peer's lr.
 MIX_BLAME_STEPS = 50
 TRAIN_THREAD = "swarmnode-train"  # the training thread's name (the CLI looks for it at exit)
 
@@ -78,7 +77,8 @@ class TrainingWorker:
         self._X_test = trainer._to_device(X_test) if self._has_test else None
         self._y_test = trainer._to_device(y_test) if self._has_test else None
 
-        self._lock = threading.Lock()  # held by the thread for each step; by others for snapshots
+        self._lock = threading.Lock()  # held by the thread for each step; by others for states
+        trainer.update_lock = self._params_lock = threading.Lock()  # param changes; snapshots
         self._stop = threading.Event()
         self._wake = threading.Event()  # ends a throttle pause early: stop, or a new throttle
         self._done = threading.Event()
@@ -150,9 +150,8 @@ class TrainingWorker:
         return self.snapshot_into(out), out
 
     def snapshot_into(self, out: np.ndarray) -> int:
-        """Copy the flat parameters into `out` (a host float32 vector, e.g. a wire frame's
-        payload) between two steps; returns the step they are from."""
-        with self._lock, self._device():
+        """Copy the parameters into `out` (host float32, e.g. a frame's payload); their step."""
+        with self._params_lock, self._device():  # waits for an update, not a whole step
             params = self.trainer.model.params.data
             if isinstance(params, np.ndarray):
                 np.copyto(out, params)
@@ -177,7 +176,7 @@ class TrainingWorker:
             if self._running:
                 self._pending.append((fn, fut))
                 return fut
-            with self._device():
+            with self._params_lock, self._device():
                 self._call(fn, fut)
         return fut
 
@@ -195,7 +194,7 @@ class TrainingWorker:
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
-            with self._lock, self._device():
+            with self._lock, self._params_lock, self._device():
                 if self._finished:  # training ended between the check above and the fold
                     if self.mixes.pending:
                         self.mixes_dropped += 1
@@ -252,7 +251,7 @@ class TrainingWorker:
             self.error = exc
             log.debug("training thread stopped by %s", exc)
         finally:
-            with self._lock, self._device():
+            with self._lock, self._params_lock, self._device():
                 self._running = False
                 self._finished = True
                 self._drain_pending()
@@ -274,10 +273,11 @@ class TrainingWorker:
         while not self._stop.is_set() and not self._budget_reached():
             t0 = time.perf_counter()
             with self._lock:
-                if self._pending:
-                    self._drain_pending()
-                self._apply_mixes()
-                loss = self._step()
+                with self._params_lock:
+                    if self._pending:
+                        self._drain_pending()
+                    self._apply_mixes()
+                loss = self._step()  # takes _params_lock for its update (Trainer.update_lock)
             dt = time.perf_counter() - t0
             self._win_loss += loss
             self._win_steps += 1

@@ -102,6 +102,7 @@ async def test_a_member_cannot_push_or_pull_in_another_members_name(swarm) -> No
             http, a.addr, "params", encode_control("pull", sender=mallory.peer_id)
         )
         assert status == 200
+    await a.exchanger.settle()
     await a.store.settled()
     assert np.abs(a.params_host()).max() < POISON / 10  # nothing of the poison was mixed
 
@@ -118,6 +119,7 @@ async def test_strangers_and_unsigned_requests_get_nothing(swarm) -> None:
             assert status == 403, f"stranger's {route}: {status} {text[:200]!r}"
             status, text = await _post(http, a.addr, route, body)  # no envelope at all
             assert status == 401, f"unsigned {route}: {status} {text[:200]!r}"
+    await a.exchanger.settle()
     await a.store.settled()
     assert np.abs(a.params_host()).max() < POISON / 10
 

@@ -180,6 +180,7 @@ async def test_malformed_bodies_are_refused_and_change_nothing(route, node, http
         assert resp.status == 200, await resp.text()
         answer = await resp.read()
     if route == "pushpull":  # a valid push is answered; training has ended, so it is dropped:
+        await node.exchanger.settle()  # bounded and mixed while the answer was sent
         await node.store.settled()  # the model keeps its last evaluation (issue 12)
         np.testing.assert_array_equal(node.params_host(), frozen)
         assert node.worker.mixes_dropped >= 1

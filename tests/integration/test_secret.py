@@ -173,7 +173,8 @@ def state_of(node: Node) -> tuple[Any, ...]:
 async def send(http: aiohttp.ClientSession, node: Node, route: str, body: bytes) -> tuple:
     async with http.post(f"http://{node.addr}/v1/{route}", data=body) as resp:
         answer = resp.status, await resp.read()
-    await node.store.settled()  # an accepted pushpull's mix lands after the answer
+    await node.exchanger.settle()  # an accepted pushpull's mix starts as the answer leaves
+    await node.store.settled()  # and lands after it
     return answer
 
 

@@ -1,0 +1,73 @@
+"""A pushpull over HTTP (the node: `mix_after_answer`) answers first, then bounds and mixes the
+pushed model (against a snapshot of its own, taken after the answer's); the bound still holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from swarmnode.gossip import wire
+from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
+from swarmnode.gossip.inmemory import InMemoryNetwork
+
+pytestmark = pytest.mark.timeout(30)
+
+D = 1000
+
+
+class FramedStore:
+    """The node's store's shape: framed snapshots (one copy), mixes only queued; counts them."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x.astype(np.float32)
+        self.size = D
+        self.snapshots = 0
+        self.mixed: list[tuple[np.ndarray, float]] = []
+
+    async def snapshot(self) -> tuple[int, np.ndarray]:
+        self.snapshots += 1
+        return 0, self.x.copy()
+
+    async def snapshot_frame(self, sender: str) -> memoryview:
+        self.snapshots += 1
+        return wire.encode_params(self.x, sender=sender, step=0)
+
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        self.mixed.append((np.array(other), weight))
+
+
+class Anyone:
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        return []
+
+
+def _node(x: np.ndarray) -> Exchanger:
+    return Exchanger(
+        ExchangeConfig(mode="average", mix=0.5),
+        self_id="me",
+        transport=InMemoryNetwork().transport("me:1"),
+        store=FramedStore(x),
+        peers=Anyone(),
+        mix_after_answer=True,
+    )
+
+
+async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
+    ex = _node(np.ones(D))
+    theirs = np.full(D, 1.5, np.float32)  # |theirs - own| ~ 16 < 4 |own| ~ 126: mixed in full
+    reply = await ex.handlers()["pushpull"](wire.encode_params(theirs, sender="p1", step=3))
+    _, mine = wire.decode_params(reply)
+    np.testing.assert_array_equal(mine, 1.0)
+    await ex.settle()
+    store = ex.store
+    assert store.snapshots == 2  # the answer's, then the bound's own
+    assert len(store.mixed) == 1 and store.mixed[0][1] == 0.5
+    np.testing.assert_array_equal(store.mixed[0][0], theirs)
+
+
+async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
+    ex = _node(np.ones(D))
+    far = np.full(D, 1e4, np.float32)
+    reply = await ex.handlers()["pushpull"](wire.encode_params(far, sender="liar", step=3))
+    assert wire.decode_params(reply)[1][0] == 1.0
+    await ex.settle()
+    assert ex.store.mixed == [] and ex.guard.refused == 1

@@ -1,0 +1,53 @@
+"""Snapshots wait for a training step's parameter update, not for its forward/backward
+(node/train/worker.py: the parameter lock, `Trainer.update_lock`)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import numpy as np
+import pytest
+from swarmnode.kernels.backend import select_backend
+from swarmnode.kernels.optim import make_optimizer
+from swarmnode.node.train.models import build_model
+from swarmnode.node.train.trainer import Trainer
+from swarmnode.node.train.worker import TrainingWorker
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_a_snapshot_during_a_forward_backward_returns_the_last_updated_model() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((64, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    model = build_model("mlp:8", (6,), 2, select_backend("cpu"), 0)
+    trainer = Trainer(model, make_optimizer("sgd", model.params, 0.05), X, y, 16, 0)
+    worker = TrainingWorker(trainer, eval_every=10**9)
+    inside, release = threading.Event(), threading.Event()
+    grads = model.loss_and_grad
+
+    def held(*args: object) -> object:  # the third step's forward/backward never ends alone
+        if trainer.step_count == 2:
+            inside.set()
+            assert release.wait(20)
+        return grads(*args)
+
+    model.loss_and_grad = held  # type: ignore[method-assign]
+    worker.start()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        assert inside.wait(10)
+        before = model.params.data.copy()
+        step, snap = pool.submit(worker.snapshot).result(timeout=10)  # it used to wait here
+        assert step == 2
+        np.testing.assert_array_equal(snap, before)
+        release.set()
+        worker.stop(10)
+        step, snap = worker.snapshot()
+        np.testing.assert_array_equal(snap, model.params.data)
+        assert step == trainer.step_count >= 3
+    finally:
+        release.set()
+        worker.stop(10)
+        pool.shutdown()

@@ -127,6 +127,7 @@ async def test_a_pushpull_answer_does_not_wait_for_the_mix_to_be_applied():
         assert status == 200 and time.monotonic() - t0 < 5.0, status
         _, mine = decode_params(body)
         mine = mine.copy()
+        await node.exchanger.settle()  # the push is bounded and queued as its answer leaves
 
         def halfway() -> bool:  # x <- x/2 + 0.25/2: half the distance to theirs is gone
             dist = np.abs(node.params_host() - 0.25).mean()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from swarmnode.gossip.records import PROGRESS_RESEAL_S
+
 COLUMNS = (
     ("peer", "peer_id"),
     ("name", "name"),
@@ -20,6 +22,12 @@ COLUMNS = (
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.linkstats)
     ("link", "mbit_s"),
+)
+
+
+PROGRESS_NOTE = (
+    "(step, loss and acc of the other peers are as they last signed them: up to "
+    f"{PROGRESS_RESEAL_S / 60:.0f} minutes old; ask a peer itself for its live figures)"
 )
 
 
@@ -52,6 +60,8 @@ def format_status_table(status: dict[str, Any]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    if len(rows) > 1:  # other members' progress rides their signed records (gossip.records)
+        lines.append(PROGRESS_NOTE)
     return "\n".join(lines)
 
 

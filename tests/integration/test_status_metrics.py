@@ -261,7 +261,8 @@ async def test_cli_status_prints_every_member_and_fails_cleanly(swarm):
     )
 
     assert rc == 0, err
-    header, rule, *lines = out.strip().splitlines()
+    header, rule, *lines, note = out.strip().splitlines()
+    assert note.startswith("(step, loss and acc of the other peers"), out
     assert header.split()[:3] == ["peer", "name", "address"] and set(rule) <= {"-", " "}, out
     rows = {line.split()[0]: line for line in lines}
     assert set(rows) == {a.peer_id, b.peer_id, c.peer_id}, out
@@ -309,7 +310,7 @@ async def test_cli_status_against_something_that_is_not_a_peer(what, reply):
         rc, out, err = await run_cli("--peer", f"127.0.0.1:{server.port}")
     if what == "values of the wrong type":  # still a status: shown as it is, not a crash
         assert rc == 0, (out, err)
-        assert len(out.strip().splitlines()) == 2 + 3 and " x " in out and " y " in out, out
+        assert len(out.strip().splitlines()) == 2 + 3 + 1 and " x " in out and " y " in out, out
         return
     assert rc == 2, (what, out, err)
     assert out == "" and len(err.strip().splitlines()) == 1, (what, err)

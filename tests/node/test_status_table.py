@@ -29,3 +29,10 @@ def test_links_shown_per_member() -> None:
 def test_malformed_links_do_not_crash(links: object) -> None:
     status = {"self": {"peer_id": "a", "links": links}, "members": [{"peer_id": "b"}]}
     assert "b" in format_status_table(status)
+
+
+def test_the_table_says_how_old_other_peers_progress_may_be() -> None:
+    alone = format_status_table({"self": {"peer_id": "a"}, "members": []})
+    assert "minutes old" not in alone
+    status = {"self": {"peer_id": "a"}, "members": [{"peer_id": "b", "state": "alive"}]}
+    assert format_status_table(status).splitlines()[-1].startswith("(step, loss and acc")

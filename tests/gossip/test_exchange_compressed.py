@@ -3,40 +3,17 @@ without compression side by side, pulls in fp16/int8, refused combinations."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
 from swarmnode.gossip.inmemory import InMemoryNetwork
 
+from tests.gossip.exchange_fakes import RandomPeers, Store
+
 pytestmark = pytest.mark.timeout(60)
 
 D = 5000
-
-
-class Store:
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = self.x.size
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        return 0, self.x.copy()
-
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        self.x = ((1 - weight) * self.x + weight * other).astype(np.float32)
-
-    async def nudge(self, delta: np.ndarray, weight: float) -> None:
-        self.x = self.x + np.float32(weight) * delta
-
-
-class RandomPeers:
-    def __init__(self, peers: list[tuple[str, str]], seed: int) -> None:
-        self.peers, self.rng = peers, random.Random(seed)
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return self.rng.sample(self.peers, min(k, len(self.peers)))
 
 
 def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:

@@ -3,8 +3,6 @@ as differences against it, members only; peers with other starts still work toge
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
@@ -12,34 +10,15 @@ from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
 from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.transport import RemoteError
 
+from tests.gossip.exchange_fakes import RandomPeers, Store
+
 pytestmark = pytest.mark.timeout(60)
 
 D = 5000
 X0 = np.random.default_rng(0).standard_normal(D).astype(np.float32)
 
 
-class Store:
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = self.x.size
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        return 0, self.x.copy()
-
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        self.x = ((1 - weight) * self.x + weight * other).astype(np.float32)
-
-    async def nudge(self, delta: np.ndarray, weight: float) -> None:
-        self.x = self.x + np.float32(weight) * delta
-
-
-class Members:
-    def __init__(self, peers: list[tuple[str, str]], seed: int) -> None:
-        self.peers, self.rng = peers, random.Random(seed)
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return self.rng.sample(self.peers, min(k, len(self.peers)))
-
+class Members(RandomPeers):
     def is_member(self, peer_id: str) -> bool:
         return any(p == peer_id for p, _ in self.peers)
 

@@ -27,6 +27,7 @@ from swarmnode.node.peer.node import Node
 
 from tests.integration.hostile import admit
 from tests.integration.member_client import MemberClient
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,7 +97,7 @@ async def test_100_slow_bodies_hold_no_slot_and_every_honest_exchange_is_served(
         for _ in range(ROUNDS):
             base += await honest.window(WINDOW_S)
             async with SlowBodies(victim.addr, 100) as slow:
-                await asyncio.sleep(0.3)  # not waiting for state: letting the attack open up
+                await eventually(lambda: slow.open >= 90, 10, "the slow connections to open")
                 attacked += await honest.window(WINDOW_S)
             peak = max(peak, slow.peak)
         assert honest.failed == []  # not one honest request refused or timed out

@@ -24,16 +24,8 @@ if TYPE_CHECKING:
 def exchange_progress(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
     default = [n for n in honest_peers(scenario) if n not in _stragglers(scenario)]
     per = {name: longest_stall(record.samples.get(name, [])) for name in p["peers"] or default}
-    known = [v for v in per.values() if v is not None]
-    return Result(
-        "exchange_progress",
-        f"no honest peer's exchange round counter stalls longer than {p['max_stall']:g} s",
-        max(known) if known else None,
-        p["max_stall"],
-        "<=",
-        False,
-        per_peer=per,
-    )
+    text = f"no honest peer's exchange round counter stalls longer than {p['max_stall']:g} s"
+    return Result.over_peers("exchange_progress", text, per, max, p["max_stall"], "<=")
 
 
 def max_wait(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:

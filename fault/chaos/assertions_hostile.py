@@ -22,16 +22,8 @@ def member_cap(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> R
     for name in p["peers"] or honest_peers(scenario):
         counts = [len(s.get("members") or {}) for s in record.samples.get(name, []) if s["ok"]]
         per[name] = max(counts) if counts else None
-    known = [v for v in per.values() if v is not None]
-    return Result(
-        "member_cap",
-        f"no honest peer lists more than {p['max']} members",
-        max(known) if known else None,
-        p["max"],
-        "<=",
-        False,
-        per_peer=per,
-    )
+    text = f"no honest peer lists more than {p['max']} members"
+    return Result.over_peers("member_cap", text, per, max, p["max"], "<=")
 
 
 def victim_alive(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
@@ -101,17 +93,9 @@ def hostile_accepted(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]
     """What the attacks got through, by their own count (sybils listed, forged claims shown)."""
     reports = [r for r in record.hostile if p["after"] in (None, r.get("id"))]
     per = {f"{r['kind']} on {r['peer']} @{r['start']:.0f}s": r.get("accepted") for r in reports}
-    known = [v for v in per.values() if v is not None]
-    return Result(
-        "hostile_accepted",
-        f"the attacks get at most {p['max']} of their records or claims accepted",
-        sum(known) if known else None,
-        p["max"],
-        "<=",
-        False,
-        per_peer=per,
-        facts={"reports": reports},
-    )
+    text = f"the attacks get at most {p['max']} of their records or claims accepted"
+    facts = {"reports": reports}
+    return Result.over_peers("hostile_accepted", text, per, sum, p["max"], "<=", facts=facts)
 
 
 def _attack(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from swarmnode.gossip.exchange import ExchangeConfig
@@ -62,6 +62,22 @@ class Result:
     detail: str = ""
     per_peer: dict[str, Any] = dataclasses.field(default_factory=dict)
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)  # what the bar is made of
+
+    @classmethod
+    def over_peers(
+        cls,
+        kind: str,
+        description: str,
+        per: dict[str, Any],
+        summary: Callable[[list[Any]], float],
+        threshold: float,
+        op: str,
+        **extra: Any,
+    ) -> Result:
+        """A bar on `summary` (max, min, sum) of the per-peer values that are known."""
+        known = [v for v in per.values() if v is not None]
+        measured = summary(known) if known else None
+        return cls(kind, description, measured, threshold, op, False, per_peer=per, **extra)
 
     @property
     def met(self) -> bool:

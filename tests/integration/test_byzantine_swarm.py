@@ -121,27 +121,37 @@ def test_the_mean_lets_one_liar_wreck_every_honest_peer(tmp_path, krum_runs):
 
 def test_an_honest_peer_diverged_by_a_huge_model_stays_up_and_reports_failed(tmp_path):
     """`huge` (x 1e6) mixed in by the mean makes honest training diverge (NaN loss). Such a peer
-    must not vanish: it leaves the exchange, stops serving its model, and answers /v1/status."""
+    must not vanish: it leaves the exchange, stops serving its model, and answers /v1/status.
+
+    Not every honest peer need diverge: a ReLU net scaled up keeps its argmax, and a peer that
+    mixed in the huge model only after others had already failed (and left) may sit at a huge
+    but finite loss, as the liar itself does. So the test waits for *a* failed honest peer and
+    checks every one that failed (all four usually, within seconds; once, under the full
+    suite's load, the last one never diverged within 60 s)."""
     peers = start(tmp_path, "mean", "huge")
     honest = [p for p in peers if p.name in HONEST]
+    liar = peers[4]
     try:
         set_slowdown(peers, 20)
-        for p in honest:
-            wait_for(lambda p=p: p.status()["self"]["state"] == "failed", 60, f"{p.name} to fail")
-        for p in honest:
+        failed = wait_for(lambda: _failed(honest), 60, "an honest peer to fail")
+        for p in failed:
             assert p.proc is not None and p.proc.poll() is None, p.tail()  # still up
-            me = p.status()["self"]
-            assert me["state"] == "failed" and "diverged" in p.tail(50), p.tail()
+            assert p.status()["self"]["state"] == "failed", p.tail()  # and stays failed
+            assert "diverged" in p.tail(50), p.tail()
         # the others were told: a failed peer left the swarm, nobody samples it any more
-        liar = peers[4]
-        for p in honest:
+        for p in failed:
             wait_for(lambda p=p: liar.member_state(p) == "left", 10, f"{p.name} marked left")
         # it refuses to hand out its model (503), so it cannot spread the damage further
         with pytest.raises(OSError, match="503"):
-            honest[0].post("params", encode_control("pull", sender="test"))
+            failed[0].post("params", encode_control("pull", sender="test"))
         # SIGTERM still ends it, with the training error's exit code
-        honest[0].signal(signal.SIGTERM)
-        assert honest[0].wait_exit(15) == 2
+        failed[0].signal(signal.SIGTERM)
+        assert failed[0].wait_exit(15) == 2
     finally:
         for p in peers:
             p.stop()
+
+
+def _failed(peers: list[Peer]) -> list[Peer]:
+    """The peers whose /v1/status says their training failed."""
+    return [p for p in peers if p.status()["self"]["state"] == "failed"]

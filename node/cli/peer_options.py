@@ -234,6 +234,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         help="0: pick exchange partners uniformly; in (0, 1]: prefer partners on quick links "
         "(measured), a slow one keeping at least FLOOR of a quick one's chance",
     )
+    _add_intake_options(p)
     f = p.add_argument_group("fault injection")
     f.add_argument(
         "--fault",
@@ -263,6 +264,36 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="simulated compute: every step takes at least S seconds (paces this peer like a "
         "compute-bound GPU peer whatever else loads the machine; 0: off)",
+    )
+
+
+def _add_intake_options(p: argparse.ArgumentParser) -> None:
+    """How this peer reads request bodies: the slow-body defence (node/net/intake.py). The
+    defaults fit links of ~10 Mbit/s and up for one body at a time; a slow link that carries
+    several uncompressed models at once needs a lower rate (or --compress)."""
+    b = p.add_argument_group("request bodies (slow links)")
+    b.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=_PEER.max_body_mb,
+        metavar="MB",
+        help="largest request body this peer reads, in MB",
+    )
+    b.add_argument(
+        "--body-grace-s",
+        type=float,
+        default=_PEER.body_grace_s,
+        metavar="S",
+        help="seconds every body may take on top of its size / --body-min-rate",
+    )
+    b.add_argument(
+        "--body-min-rate",
+        type=float,
+        default=_PEER.body_min_rate,
+        metavar="BYTES/S",
+        help="a body that arrives slower than this (after --body-grace-s) is cut off with 408: "
+        "the defence against peers that trickle bodies to hold the exchange; lower it on "
+        "links slower than ~10 Mbit/s per concurrent exchange",
     )
 
 
@@ -309,5 +340,8 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         lr_scale_max=args.lr_scale_max,
         lr_warmup=args.lr_warmup,
         prefer_fast=args.prefer_fast,
+        max_body_mb=args.max_body_mb,
+        body_grace_s=args.body_grace_s,
+        body_min_rate=args.body_min_rate,
         ready_file=args.ready_file,
     ).validate()

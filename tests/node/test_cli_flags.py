@@ -46,3 +46,19 @@ def test_start_defaults_are_the_config_dataclasses_defaults(monkeypatch):
     want = PeerConfig()
     for f in fields(PeerConfig):
         assert getattr(got, f.name) == getattr(want, f.name), f.name
+
+
+def test_request_body_limits_are_flags_for_slow_links(monkeypatch):
+    """A peer behind a slow link must be able to lower the slow-body defence's rate (issue 11:
+    three 21 MB raw pushes sharing a 20 Mbit/s uplink arrive at ~0.8 MB/s each)."""
+    from swarmnode.node.cli.cmd_start import config_from_args
+    from swarmnode.node.cli.peer_options import peer_config_from_args
+    from swarmnode.node.peer.limits import intake_limits
+
+    monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
+    argv = ["start", "--body-min-rate", "100000", "--body-grace-s", "30", "--max-body-mb", "64"]
+    args = build_parser().parse_args(argv)
+    cfg = peer_config_from_args(args, config_from_args(args))
+    assert (cfg.body_min_rate, cfg.body_grace_s, cfg.max_body_mb) == (100_000, 30, 64)
+    limits = intake_limits(cfg, n_params=1000)
+    assert limits.deadline(21_000_000, 1 << 30) == pytest.approx(30 + 210)

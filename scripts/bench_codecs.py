@@ -91,6 +91,7 @@ def main() -> None:
         dec_s = best(lambda d=dec, p=packed: d(p, dst), args.repeat)
         rows[name] = gb / (enc_s + dec_s)
         rows[name + " bytes/value"] = packed.nbytes / args.n
+        rows[name + " encode/decode ms"] = f"{enc_s * 1e3:.2f}/{dec_s * 1e3:.2f}"
     copy_s = min(copy_s, best(lambda: np.copyto(dst, x), args.repeat))
     rows["copy"] = gb / copy_s
     print(f"n = {args.n:,} float32 ({gb * 1000:.0f} MB); int8 C kernel: {rows['int8 C kernel']}")
@@ -98,9 +99,10 @@ def main() -> None:
         share = rows[name] / rows["copy"]
         print(
             f"{name:18s} {rows[name]:6.2f} GB/s  {share:6.1%} of copy  "
-            f"{rows[name + ' bytes/value']:.3f} bytes/value"
+            f"{rows[name + ' bytes/value']:.3f} bytes/value  "
+            f"encode/decode {rows[name + ' encode/decode ms']} ms"
         )
-    print(f"{'copy':18s} {rows['copy']:6.2f} GB/s")
+    print(f"{'copy':18s} {rows['copy']:6.2f} GB/s  {gb / rows['copy'] * 1e3:.2f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv demo test test-fast lint format gpu-test bench clean
 
-$(STAMP): pyproject.toml
+# The C sources too: an editable install compiles the optional int8 kernel (kernels/_int8.c) once,
+# at install; a change to them needs this rule to run again.
+$(STAMP): pyproject.toml $(wildcard kernels/_int8*.[ch])
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -39,4 +41,4 @@ gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kernels/*.so

@@ -15,10 +15,13 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
 - topk: the k = ceil(ratio * n) values of largest magnitude: their indices as counts per
   bucket of 65536 values and uint16 offsets, their values in fp16. 4 k + 4 n / 65536 bytes.
 
-Speed (scripts/bench_codecs.py, docs/benchmarks.md): the float <-> half and float <-> int8 casts
-are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit for bit
-numpy's own casts, which are scalar code at ~1-2 GB/s); the per-block reductions and scalings
-are numpy passes over one chunk at a time, so that every pass after the first runs in cache.
+Speed (scripts/bench_codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
+(kernels/_int8.c through `int8_native`) where the optional extension was built at install, and
+otherwise the numpy path below, same bits. The float <-> half casts, and int8's casts on the
+numpy path, are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit
+for bit numpy's own casts, which are scalar code at ~1-2 GB/s); the per-block reductions and
+scalings are numpy passes over one chunk at a time, so that every pass after the first runs in
+cache.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import math
 from typing import Any
 
 import numpy as np
+from swarmnode.kernels import int8_native
 from swarmnode.kernels.codec_base import (
     CHUNK,
     DEFAULT_BLOCK,
@@ -117,19 +121,38 @@ def _check_block(block: int) -> None:
         raise ShapeError(f"int8 block must be a power of two in [1, {CHUNK}], got {block}")
 
 
-def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
-    """`compress_ref.int8_encode`, per chunk: the column maxima and minima (max |x| is
-    max(max, -min): two reductions that write nothing, where |x| then its maxima wrote and
-    reread a scratch chunk), x times the tiled 127 / max|x|, and NumKong's cast to int8 (round
-    to nearest even, saturating: the rint and the cast)."""
+# which int8 kernel runs: "auto" is the C kernel where it was built, else numpy; "c" and "numpy"
+# pick one (tests and scripts/bench_codecs.py compare them in one process)
+KERNELS = ("auto", "c", "numpy")
+
+
+def _use_c(kernel: str) -> bool:
+    if kernel not in KERNELS:
+        raise ShapeError(f"int8 kernel must be one of {KERNELS}, got {kernel!r}")
+    return kernel == "c" or (kernel == "auto" and int8_native.module() is not None)
+
+
+def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK, kernel: str = "auto") -> Packed:
+    """`compress_ref.int8_encode`, bit for bit: the fused C kernel (kernels/_int8.c, one read of
+    x per chunk) where it was built, else `_int8_encode_numpy`."""
     _check_vector(x)
     _check_block(block)
+    q = np.empty(x.size, dtype=np.int8)
+    scales = np.empty(-(-x.size // block), dtype=np.float32)
+    if _use_c(kernel):
+        int8_native.encode_into(x, block, scales, q)
+    elif x.size:
+        _int8_encode_numpy(x, block, scales, q)
+    return Packed("int8", x.size, {"scales": scales, "q": q}, block=block)
+
+
+def _int8_encode_numpy(x: np.ndarray, block: int, scales: np.ndarray, q: np.ndarray) -> None:
+    """Per chunk: the column maxima and minima (max |x| is max(max, -min): two reductions that
+    write nothing, where |x| then its maxima wrote and reread a scratch chunk), x times the
+    tiled 127 / max|x|, and NumKong's cast to int8 (round to nearest even, saturating: the rint
+    and the cast)."""
     nk = _nk()
     n = x.size
-    q = np.empty(n, dtype=np.int8)
-    scales = np.empty(-(-n // block), dtype=np.float32)
-    if n == 0:
-        return Packed("int8", n, {"scales": scales, "q": q}, block=block)
     g0, _ = int8_layout(min(CHUNK, n), block)  # the first chunk has the most groups
     scratch = np.empty(min(CHUNK, n + block), dtype=np.float32)
     pad = np.empty_like(scratch)
@@ -162,19 +185,26 @@ def int8_encode(x: np.ndarray, block: int = DEFAULT_BLOCK) -> Packed:
         np.copyto(tile[:w].reshape(-1, groups), iv)
         np.multiply(v.reshape(-1, w), tile[:w], out=scratch[:span].reshape(-1, w))
         nk.astype(scratch[:m], "int8", out=q[lo : lo + m])
-    return Packed("int8", n, {"scales": scales, "q": q}, block=block)
 
 
-def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
+def int8_decode(p: Packed, out: np.ndarray | None = None, kernel: str = "auto") -> np.ndarray:
+    """`compress_ref.int8_decode`, bit for bit: the C kernel (one pass) where it was built, else
+    `_int8_decode_numpy`."""
+    _check_block(p.block)
+    out = np.empty(p.n, dtype=np.float32) if out is None else out
+    if _use_c(kernel):
+        int8_native.decode_into(p.parts["q"], p.parts["scales"], p.block, out)
+    elif p.n:
+        _int8_decode_numpy(p, out)
+    return out
+
+
+def _int8_decode_numpy(p: Packed, out: np.ndarray) -> None:
     """Per chunk: NumKong's cast to float32 straight into `out`, then one in-place multiply by
     the chunk's tiled scales (`_TILE`)."""
     n, block = p.n, p.block
-    _check_block(block)
     nk = _nk()
     q, scales = p.parts["q"], p.parts["scales"]
-    out = np.empty(n, dtype=np.float32) if out is None else out
-    if n == 0:
-        return out
     g0, _ = int8_layout(min(CHUNK, n), block)
     pad = np.empty(min(CHUNK, n + block), dtype=np.float32)
     tile = np.empty(max(_TILE, g0), dtype=np.float32)
@@ -193,7 +223,6 @@ def int8_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
         np.multiply(d2, tile[:w], out=d2)
         if span != m:
             out[lo : lo + m] = pad[:m]
-    return out
 
 
 def int8_scale_index(n: int, block: int) -> np.ndarray:

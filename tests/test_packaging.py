@@ -7,6 +7,7 @@ the user put them; pyproject.toml maps them under `swarmnode.*`. Names such as `
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.build_env import extension_expected
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -22,7 +25,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("kernels", "gossip", "node", "fault")
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+# a .so built in place by an editable install must not reach the wheel by copy: it is built there
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyd")
 
 
 def _declared() -> tuple[dict[str, str], list[str]]:
@@ -72,5 +76,7 @@ def test_the_wheel_holds_only_the_swarmnode_namespace(tmp_path):
         "swarmnode/fault/chaos/runner.py",
     ):
         assert must in names
+    if extension_expected():  # the optional int8 kernel: compiled into the wheel where it can be
+        assert any(re.fullmatch(r"swarmnode/kernels/_int8\..+\.(so|pyd)", n) for n in names)
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "swarmnode = swarmnode.node.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

@@ -1,10 +1,11 @@
-"""The numpy codec references: error bounds, exact shapes, odd sizes, bad input."""
+"""The CPU codecs against their numpy references: error bounds, exact shapes, odd sizes, bits,
+bad input (the int8 C kernel beyond these: test_compress_int8_c.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.kernels import compress, compress_ref
+from swarmnode.kernels import compress, compress_ref, int8_native
 from swarmnode.kernels.errors import ShapeError
 
 pytestmark = pytest.mark.timeout(60)
@@ -113,35 +114,51 @@ def test_fp16_rounds_every_float16_boundary_like_numpy() -> None:
     np.testing.assert_array_equal(ours, compress_ref.fp16_encode(x).parts["values"].view(np.uint16))
 
 
-def assert_int8_is_the_reference(x: np.ndarray, block: int) -> None:
+# both CPU kernels, wherever they run: the C one only where it was built (test_compress_int8_c.py
+# fails where it could have been built and was not)
+INT8_KERNELS = [
+    "numpy",
+    pytest.param(
+        "c",
+        marks=pytest.mark.skipif(
+            int8_native.module() is None, reason=f"int8 C kernel {int8_native.status()}"
+        ),
+    ),
+]
+
+
+def assert_int8_is_the_reference(x: np.ndarray, block: int, kernel: str) -> None:
     """Scales and decoded values compared as bits: a -0 scale where the reference has +0 is a
     difference (assert_array_equal would call them equal)."""
-    ours, ref = compress.int8_encode(x, block), compress_ref.int8_encode(x, block)
+    ours, ref = compress.int8_encode(x, block, kernel), compress_ref.int8_encode(x, block)
     np.testing.assert_array_equal(
         ours.parts["scales"].view(np.uint32), ref.parts["scales"].view(np.uint32)
     )
     np.testing.assert_array_equal(ours.parts["q"], ref.parts["q"])
-    dec, dec_ref = compress.int8_decode(ours), compress_ref.int8_decode(ref)
+    dec, dec_ref = compress.int8_decode(ours, kernel=kernel), compress_ref.int8_decode(ref)
     np.testing.assert_array_equal(dec.view(np.uint32), dec_ref.view(np.uint32))
 
 
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("block", [64, 256])
-def test_int8_is_the_reference_bit_for_bit(n: int, block: int) -> None:
+def test_int8_is_the_reference_bit_for_bit(n: int, block: int, kernel: str) -> None:
     x = vec(n, 7) * np.float32(5)
     x[: n // 3] *= np.float32(1e-4)  # blocks of very different scales
-    assert_int8_is_the_reference(x, block)
+    assert_int8_is_the_reference(x, block, kernel)
 
 
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
 @pytest.mark.parametrize("n", [1000, compress.CHUNK + 300])
 @pytest.mark.parametrize("block", [1, 2, 4096, compress.CHUNK])
-def test_int8_odd_blocks_are_the_reference(n: int, block: int) -> None:
+def test_int8_odd_blocks_are_the_reference(n: int, block: int, kernel: str) -> None:
     """Blocks at the ends of the range: one value per block (a tile of one copy), and blocks
     so long that a chunk has few groups (many copies per tile)."""
-    assert_int8_is_the_reference(vec(n, 3), block)
+    assert_int8_is_the_reference(vec(n, 3), block, kernel)
 
 
-def test_int8_signs_and_zeros_are_the_reference() -> None:
+@pytest.mark.parametrize("kernel", INT8_KERNELS)
+def test_int8_signs_and_zeros_are_the_reference(kernel: str) -> None:
     """Block max |x| is max(max x, -min x): blocks of only negatives, of -0 and +0 (the scale
     must be +0, as the reference's |x| makes it), of values at and below `I8_MIN_AMAX`."""
     n = 2 * compress.CHUNK + 999
@@ -156,8 +173,8 @@ def test_int8_signs_and_zeros_are_the_reference() -> None:
     x[col == 7] = np.float32(1e-44) * np.sign(x[col == 7])  # subnormal: 127 / max|x| is Inf
     x[col == 8] = np.nextafter(tiny, np.float32(0)) * np.sign(x[col == 8])
     x[col == 9] = tiny * np.sign(x[col == 9])  # the least max|x| that quantises
-    assert_int8_is_the_reference(x, 256)
-    p = compress.int8_encode(x, 256)
+    assert_int8_is_the_reference(x, 256, kernel)
+    p = compress.int8_encode(x, 256, kernel)
     q, full = p.parts["q"], np.arange(n) < 2 * compress.CHUNK  # the tail has other groups
     assert (q[full & ((col == 7) | (col == 8))] == 0).all()
     assert (np.abs(q[full & (col == 9)]) == 127).all()

@@ -16,11 +16,9 @@ After its own round (either mode) a peer asks its store for an *outer step* (`ou
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
 round (see `node.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
 
-Training never stops for an exchange: snapshots are copies taken between two steps, and mixes are
-queued and applied between two steps (`ParamStore.mix_in` returns once the mix is queued). Every
-request has a deadline, so a frozen peer costs one timeout. Encoding, decoding and aggregation of
-large vectors run in worker threads, never on the loop. A round never raises for a peer's
-failure or for a `SwarmnodeError` of its own (too few finite models to aggregate, say): it
+Training never stops for an exchange: snapshots and mixes happen between two steps (`mix_in`
+returns once queued); every request has a deadline; large vectors are coded and aggregated in
+worker threads. A round never raises for a peer's failure or a `SwarmnodeError` of its own: it
 reports it in its `RoundResult` and the log, and the exchange loop goes on.
 """
 
@@ -75,11 +73,8 @@ class Exchanger:
         self._inflight = asyncio.Semaphore(cfg.max_inflight)
         self.mix_after_answer = mix_after_answer  # over HTTP; in-memory: no task past a request
         self._mixing = PushMixes(cfg.max_inflight)
-        self.rounds = 0
-        self.rounds_applied = 0
+        self.rounds = self.rounds_applied = self.served = self.rejected = 0
         self.bytes_sent = 0  # parameter payloads this peer sent: its requests and its answers
-        self.served = 0
-        self.rejected = 0
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
@@ -317,20 +312,28 @@ class Exchanger:
         result.note = f"only {n} models, {rule} with f={f} needs {need}: round skipped"
         return None
 
-    async def pull(self, peer_id: str, addr: str) -> tuple[int, np.ndarray]:
-        """(step, parameters) of one peer, validated; raises TransportError / WireError."""
+    async def pull(
+        self, peer_id: str, addr: str, timeout: float | None = None
+    ) -> tuple[int, np.ndarray]:
+        """(step, parameters) of one peer, validated; raises TransportError / WireError.
+        `timeout`: the deadline if not the exchange's (a joiner's state sync may wait longer)."""
         body = encode_control("pull", sender=self.self_id, **cx.pull_fields(self.compressed))
-        answer = await self.transport.request(addr, "params", body, timeout=self.cfg.timeout)
+        answer = await self.transport.request(
+            addr, "params", body, timeout=timeout or self.cfg.timeout
+        )
         header, vec = await self._decode(answer, source=f"params from {peer_id}")
         vec = await cx.pulled(self.compressed, peer_id, header, vec)  # maybe on x0: add it
         return int(header.get("step", 0)), vec
 
     async def pull_many(
-        self, picked: Sequence[tuple[str, str]], failures: dict[str, str] | None = None
+        self,
+        picked: Sequence[tuple[str, str]],
+        failures: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> list[tuple[str, int, np.ndarray]]:
         """(peer_id, step, parameters) from several peers in parallel; failures are recorded."""
         outcomes = await asyncio.gather(
-            *(self.pull(pid, addr) for pid, addr in picked), return_exceptions=True
+            *(self.pull(pid, addr, timeout) for pid, addr in picked), return_exceptions=True
         )
         models = []
         for (pid, _), outcome in zip(picked, outcomes, strict=True):

@@ -44,6 +44,7 @@ DONORS = 3
 SPREAD_WARN = 0.5
 RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_MAX_S
 RETRY_MAX_S = 2.0
+MIN_PULL_S = 1.0  # a last try near the join deadline still gets this long
 JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
 
 
@@ -92,7 +93,11 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         live = node.membership.live_peers()
         picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
         failures: dict[str, str] = {}
-        got = await node.exchanger.pull_many(picked, failures)
+        # The whole join deadline, not one exchange's: several donors' full models share a
+        # joiner's downlink (three 21 MB models take ~25 s at 20 Mbit/s), and a join may wait
+        # where a training round may not.
+        wait = max(deadline - loop.time(), MIN_PULL_S)
+        got = await node.exchanger.pull_many(picked, failures, timeout=wait)
         if got:
             return got, failures
         if picked and all(JOINING in why for why in failures.values()):
@@ -104,7 +109,8 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
             detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
             raise JoinError(
                 f"could not fetch the model from any of {len(picked)} peers within "
-                f"{timeout:g} s ({detail or 'no live peer left'})"
+                f"{timeout:g} s ({detail or 'no live peer left'}); behind a slow link, "
+                "raise --join-timeout"
             )
         log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
         await asyncio.sleep(pause)

@@ -1,13 +1,13 @@
 """Envelopes around requests: a swarm secret's HMAC, a member key's Ed25519 signature, or both.
 
-One layout (version 3) for every enveloped message:
+One layout (version 4) for every enveloped message:
 
-    [4 bytes MAGIC] [32 bytes tag] [64 bytes signature]                 <- PREFIX_BYTES, fixed
-    [8 bytes timestamp, ms, big-endian] [16 bytes random nonce]
+    [4 bytes MAGIC] [8 bytes timestamp, ms, big-endian] [16 bytes random nonce]
     [1 byte len | sender address] [1 byte len | receiver] [1 byte len | signer peer id] [body]
+    [32 bytes tag] [64 bytes signature]                                  <- TRAILER_BYTES, fixed
 
-    D   = BLAKE3(everything after the prefix)
-    T   = DOMAIN | len(route) | route | len(reply_to) | reply_to | len(after prefix) | D
+    D   = BLAKE3(everything between MAGIC and the trailer)
+    T   = DOMAIN | len(route) | route | len(reply_to) | reply_to | len(what D covers) | D
     tag = HMAC-SHA256(secret, T)                  (zeros in a swarm without a secret)
     sig = Ed25519(signer's peer key, T)           (zeros when no member signs: answers, control)
 
@@ -27,13 +27,16 @@ One layout (version 3) for every enveloped message:
   for another answer, nor a request reflected back as an answer.
 - One hash per message serves both the tag and the signature: D is BLAKE3 (collision resistant:
   a member's signature over a digest must not transfer to another body; xxh3 would not do).
-  Everything it covers sits after a fixed-size prefix, so a receiver hashes a large body while
-  it streams in (`gossip.stream_digest`, fed by the HTTP transports) and a sender sends the
-  prefix, the small head and the body as three buffers (`transport.Parts`: no 100 MB copy).
+  Why a trailer (v4; v3 had tag and signature in a prefix): a sender then hashes a large body
+  while the transport writes it (`seal_streamed`, gossip/seal_stream.py) instead of before its
+  first byte, and a receiver hashes it while it streams in (`gossip.stream_digest`, fed by the
+  HTTP transports); a receiver could never check a prefix tag before it had hashed the whole
+  body anyway. Neither side copies the body.
 - `open` checks the length caps, the magic and the tag (in constant time, `hmac.compare_digest`),
   then the signature, before anything else looks at the body: unauthenticated bytes never reach
   msgpack. Only then does the `ReplayGuard` check the timestamp against the clock skew and the
   nonce against the nonces seen in that window, so forged messages cannot fill the window.
+  Another envelope version is refused with an error that names it.
 
 A message replayed verbatim is rejected by the guard; a replay with a changed body, route,
 names or timestamp fails the tag and the signature. Without a secret only the signed routes are
@@ -57,20 +60,25 @@ from swarmnode.gossip.auth_errors import (
     UnauthenticatedRequest,
     UnauthenticatedResponse,
 )
+from swarmnode.gossip.covered import mark as mark_covered
 from swarmnode.gossip.peer_key import SIGNATURE_BYTES, PeerKey, verify_signature
 from swarmnode.gossip.replay import MAX_NONCES, MAX_SKEW_S, ReplayGuard
+from swarmnode.gossip.seal_stream import StreamedSeal
 from swarmnode.gossip.stream_digest import StreamDigest
-from swarmnode.gossip.transport import ARRIVED_AT, Parts
+from swarmnode.gossip.transport import ARRIVED_AT, Parts, Trailed
 
-MAGIC = b"SNA3"
-DOMAIN = b"swarmnode/auth/v3\x00"
+VERSION = 4
+MAGIC = b"SNA4"
+MAGIC_BYTES = len(MAGIC)
+DOMAIN = b"swarmnode/auth/v4\x00"
 TAG_BYTES = 32
-PREFIX_BYTES = len(MAGIC) + TAG_BYTES + SIGNATURE_BYTES
+TRAILER_BYTES = TAG_BYTES + SIGNATURE_BYTES
 NONCE_BYTES = 16
-FIXED_BYTES = PREFIX_BYTES + 8 + NONCE_BYTES
+FIXED_BYTES = MAGIC_BYTES + 8 + NONCE_BYTES  # the names start here
 HEADER_BYTES = FIXED_BYTES + 3  # the shortest header: empty sender, receiver and signer
 MAX_NAME_BYTES = 255
 MAX_HEADER_BYTES = HEADER_BYTES + 3 * MAX_NAME_BYTES
+MAX_OVERHEAD_BYTES = MAX_HEADER_BYTES + TRAILER_BYTES  # what an envelope adds to a body, at most
 MAX_BODY_BYTES = (1 << 30) + (1 << 20)  # a 1 GiB parameter payload plus its frame
 # The routes whose requests a member's key must sign: they hand out or move a model.
 SIGNED_ROUTES = frozenset({"params", "pushpull"})
@@ -146,29 +154,53 @@ class Signer:
     def tap(self, route: str = "") -> StreamDigest | None:
         """A streaming digest for a large envelope about to arrive on `route` (None where
         requests are not enveloped: nothing would use the digest)."""
-        wraps = not route or self.wraps(route)
-        return StreamDigest(PREFIX_BYTES, offset_of=header_length) if wraps else None
+        if route and not self.wraps(route):
+            return None
+        return StreamDigest(MAGIC_BYTES, offset_of=header_length, tail=TRAILER_BYTES)
 
     # --- sealing -------------------------------------------------------------------------
 
     def seal_parts(self, route: str, body: Any, *, to: str = "", reply_to: bytes = b"") -> Parts:
-        """`body` (any bytes-like) in an envelope for `route` on peer `to`, as three buffers:
-        prefix, head, body (the body itself, not a copy: keep it unchanged until sent)."""
-        body = _bytes_view(body)
-        if len(body) > self.max_body_bytes:
-            raise AuthError(f"body of {len(body)} bytes exceeds the {self.max_body_bytes}-byte cap")
+        """`body` (any bytes-like) in an envelope for `route` on peer `to`, hashed at once, as
+        three buffers: head, body (the body itself, not a copy: keep it unchanged until sent)
+        and trailer. Large bodies that go out over a socket take `seal_streamed`."""
+        head, view, trailer = self._begin(route, body, to, reply_to)
+        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO if len(view) > INLINE_BYTES else 1)
+        hasher.update(head[MAGIC_BYTES:])
+        hasher.update(view)
+        return Parts(head, view, trailer(hasher.digest()))
+
+    def seal_streamed(
+        self, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
+    ) -> StreamedSeal:
+        """The same envelope (the same bytes as `seal_parts` for the same clock and nonce),
+        hashed while the transport writes it: its trailer is computed once the body is out."""
+        head, view, trailer = self._begin(route, body, to, reply_to)
+        return StreamedSeal(head, view, skip=MAGIC_BYTES, tail_bytes=TRAILER_BYTES, finish=trailer)
+
+    def _begin(
+        self, route: str, body: Any, to: str, reply_to: bytes
+    ) -> tuple[bytes, memoryview, Callable[[bytes], bytes]]:
+        """The head (magic to names), the body as bytes, and how to make the trailer from D."""
+        view = _bytes_view(body)
+        if len(view) > self.max_body_bytes:
+            raise AuthError(f"body of {len(view)} bytes exceeds the {self.max_body_bytes}-byte cap")
         signs = not reply_to and route in self.signed_routes and self.key is not None
         signer = _name(self.key.peer_id) if signs else b""  # type: ignore[union-attr]
         sender, receiver = (b"", b"") if reply_to else (_name(self.name), _name(to))
         ts = int(self.clock() * 1000).to_bytes(8, "big")
-        head = b"".join((ts, os.urandom(NONCE_BYTES), _lv(sender), _lv(receiver), _lv(signer)))
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO if len(body) > INLINE_BYTES else 1)
-        hasher.update(head)
-        hasher.update(body)
-        t = _transcript(route, reply_to, len(head) + len(body), hasher.digest())
-        tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
-        sig = self.key.sign(t) if signs else _ZERO_SIG  # type: ignore[union-attr]
-        return Parts(MAGIC + tag + sig, head, body)
+        head = b"".join(
+            (MAGIC, ts, os.urandom(NONCE_BYTES), _lv(sender), _lv(receiver), _lv(signer))
+        )
+        covered = len(head) - MAGIC_BYTES + len(view)
+
+        def trailer(d: bytes) -> bytes:
+            t = _transcript(route, reply_to, covered, d)
+            tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
+            sig = self.key.sign(t) if signs else _ZERO_SIG  # type: ignore[union-attr]
+            return tag + sig
+
+        return head, view, trailer
 
     def seal(
         self, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
@@ -200,51 +232,55 @@ class Signer:
     def open_request(
         self, route: str, data: Any, *, reply_to: bytes = b"", digest: bytes | None = None
     ) -> Opened:
-        """Check an envelope; `digest`, if given, is BLAKE3 of `data[PREFIX_BYTES:]` computed
-        while it arrived (a tap's), saving the second pass. A request (no `reply_to`) must be
-        addressed to this peer (`accepts`) and, on a signed route, signed by a live member."""
+        """Check an envelope; `digest`, if given, is BLAKE3 of what it covers (between magic
+        and trailer) computed while it arrived (a tap's), saving the second pass. A request (no
+        `reply_to`) must be addressed to this peer (`accepts`) and, on a signed route, signed
+        by a live member."""
         view = _bytes_view(data)
-        if len(view) < HEADER_BYTES:
+        if len(view) < HEADER_BYTES + TRAILER_BYTES:
             raise AuthError(f"message of {len(view)} bytes is too short to be authenticated")
-        if len(view) - HEADER_BYTES > self.max_body_bytes + 3 * MAX_NAME_BYTES:
+        if len(view) - HEADER_BYTES - TRAILER_BYTES > self.max_body_bytes + 3 * MAX_NAME_BYTES:
             raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
-        if view[:4] != MAGIC:
-            raise AuthError(
-                "message is not authenticated (no envelope; is the swarm `secret` the same there?)"
-            )
+        _check_magic(view)
+        end = len(view) - TRAILER_BYTES  # the trailer: tag, then signature
         sender, pos = _read_lv(view, FIXED_BYTES)
         receiver, pos = _read_lv(view, pos)
         signer, pos = _read_lv(view, pos)
-        if len(view) - pos > self.max_body_bytes:
+        if pos > end:  # the names ran into the trailer
+            raise AuthError("message is too short to be authenticated")
+        if end - pos > self.max_body_bytes:
             raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
-        rest = view[PREFIX_BYTES:]
+        covered = view[MAGIC_BYTES:end]
         if digest is None:
-            digest = _digest(rest)
-        t = _transcript(route, reply_to, len(rest), digest)
+            digest = _digest(covered)
+        t = _transcript(route, reply_to, len(covered), digest)
         # a field this swarm does not use must be zeros: no byte of an envelope is malleable
         tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
-        if not hmac.compare_digest(tag, view[4 : 4 + TAG_BYTES]):
+        if not hmac.compare_digest(tag, view[end : end + TAG_BYTES]):
             raise AuthError("bad message authentication code (wrong secret, or altered)")
-        signed_by = self._check_signer(route, reply_to, signer, t, view)
+        signed_by = self._check_signer(route, reply_to, signer, t, view[end + TAG_BYTES :])
         if not reply_to and not self.accepts(receiver.decode("utf-8", "replace")):
             raise AuthError(
                 f"message addressed to {receiver.decode('utf-8', 'replace')!r}, not to this peer "
                 "(a request replayed from another peer, or dialled by a name this peer "
                 "does not advertise)"
             )
-        ts = int.from_bytes(view[PREFIX_BYTES : PREFIX_BYTES + 8], "big") / 1000.0
-        nonce = view[PREFIX_BYTES + 8 : FIXED_BYTES].tobytes()
+        ts = int.from_bytes(view[MAGIC_BYTES : MAGIC_BYTES + 8], "big") / 1000.0
+        nonce = view[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
         self.guard.check(ts, nonce)
-        body = view[pos:]
+        body = view[pos:end]
         del sender  # bound by the tag and signature; logs may read it, nothing trusts it
-        return Opened(body.tobytes() if len(body) <= INLINE_BYTES else body, nonce, signed_by)
+        if len(body) <= INLINE_BYTES:
+            return Opened(body.tobytes(), nonce, signed_by)
+        mark_covered(body)  # its frame's own checksum would check the same bytes again
+        return Opened(body, nonce, signed_by)
 
     def _check_signer(
-        self, route: str, reply_to: bytes, signer: bytes, t: bytes, view: memoryview
+        self, route: str, reply_to: bytes, signer: bytes, t: bytes, sig_view: memoryview
     ) -> str:
         """The member id that signed a request on a signed route (else ""), or raise."""
         if reply_to or route not in self.signed_routes:
-            if signer or view[4 + TAG_BYTES : PREFIX_BYTES] != _ZERO_SIG:
+            if signer or sig_view != _ZERO_SIG:
                 raise AuthError(f"a signature where /v1/{route} takes none (altered?)")
             return ""
         peer_id = signer.decode("utf-8", "replace")
@@ -253,8 +289,7 @@ class Signer:
         public = self.keys(peer_id) if self.keys is not None else None
         if public is None:
             raise NotAMember(f"signer {peer_id!r} is not a live member of this swarm")
-        sig = view[4 + TAG_BYTES : PREFIX_BYTES].tobytes()
-        if not verify_signature(public, sig, t):
+        if not verify_signature(public, sig_view.tobytes(), t):
             raise AuthError(f"bad signature by {peer_id!r} (not its key, or altered)")
         return peer_id
 
@@ -276,6 +311,20 @@ def addressed_to(name: str, receiver: str) -> bool:
         return True
     host, _, port = arrived.rpartition(":")
     return host in ("127.0.0.1", "[::1]") and receiver == f"localhost:{port}"
+
+
+def _check_magic(view: memoryview) -> None:
+    magic = view[:MAGIC_BYTES].tobytes()
+    if magic == MAGIC:
+        return
+    if magic[:3] == MAGIC[:3] and magic[3:].isdigit():  # another version of this envelope
+        raise AuthError(
+            f"envelope version {magic[3:].decode()} from another swarmnode release; this peer "
+            f"speaks version {VERSION} (run the same release on every peer)"
+        )
+    raise AuthError(
+        "message is not authenticated (no envelope; is the swarm `secret` the same there?)"
+    )
 
 
 def digest(body: Any) -> bytes:
@@ -326,13 +375,13 @@ def _read_lv(view: memoryview, pos: int) -> tuple[bytes, int]:
 
 def nonce_of(envelope: Any) -> bytes:
     """The nonce of a sealed envelope (what the response to it is bound to)."""
-    if isinstance(envelope, Parts):  # prefix, head, body: the nonce is in the head
-        return envelope.buffers[1][8 : 8 + NONCE_BYTES].tobytes()
-    return _bytes_view(envelope)[PREFIX_BYTES + 8 : FIXED_BYTES].tobytes()
+    if isinstance(envelope, (Parts, Trailed)):  # head, body, trailer: the nonce is in the head
+        return envelope.buffers[0][MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
+    return _bytes_view(envelope)[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
 
 
 def header_length(envelope: Any) -> int:
-    """Bytes before the body in a sealed envelope (prefix, head and the three names)."""
+    """Bytes before the body in a sealed envelope (magic, timestamp, nonce, the three names)."""
     view = _bytes_view(envelope)
     _, pos = _read_lv(view, FIXED_BYTES)
     _, pos = _read_lv(view, pos)

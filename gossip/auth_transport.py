@@ -1,31 +1,32 @@
 """Envelopes on the wire: `AuthTransport` seals requests and opens answers, `auth_handlers`
 opens requests and seals answers (gossip/auth.py has the format and what it binds).
 
-Large bodies never block the event loop: sealing hashes in worker threads (BLAKE3 of 100 MB,
-~13 ms on two threads), and an arriving envelope is hashed while it streams in by a
-`StreamDigest` the transport feeds (`transport.BODY_TAP`), so opening it only checks the tag
-and the signature. What the tap did not see in full (a small body, a copy made by a fault
-wrapper) is hashed after the fact, in a thread past 1 MiB.
+Large bodies never block the event loop and are hashed while they move: a large envelope
+goes out as a `StreamedSeal` (its body is hashed in a worker thread while the transport writes
+it, the tag and signature follow as a trailer), and an arriving one is hashed while it streams
+in by a `StreamDigest` the transport feeds (`transport.BODY_TAP`), so opening it only checks
+the tag and the signature. What the tap did not see in full (a small body, a copy made by a
+fault wrapper) is hashed after the fact, in a thread past 1 MiB.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from swarmnode.gossip.auth import (
-    INLINE_BYTES,
-    PREFIX_BYTES,
-    Opened,
-    Signer,
-    header_length,
-    nonce_of,
-)
+from swarmnode.gossip.auth import INLINE_BYTES, Opened, Signer, nonce_of
 from swarmnode.gossip.auth_errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
 from swarmnode.gossip.stream_digest import StreamDigest
-from swarmnode.gossip.transport import BODY_TAP, SIGNED_BY, Handler, RequestTimeout, Transport
+from swarmnode.gossip.transport import (
+    BODY_TAP,
+    SIGNED_BY,
+    Handler,
+    Parts,
+    Trailed,
+    Transport,
+    body_views,
+)
 
 
 class AuthTransport:
@@ -39,17 +40,23 @@ class AuthTransport:
     async def request(self, addr: str, route: str, body: Any, *, timeout: float) -> Any:
         if not self.signer.wraps(route):
             return await self.inner.request(addr, route, body, timeout=timeout)
-        start = time.monotonic()
-        sealed = await _maybe_in_thread(len(body), self.signer.seal_parts, route, body, to=addr)
-        remaining = timeout - (time.monotonic() - start)
-        if remaining <= 0:
-            raise RequestTimeout(f"{addr} {route}: deadline passed while signing")
-        if not self.signer.has_secret:  # answers travel bare without a secret
-            return await self.inner.request(addr, route, sealed, timeout=remaining)
-        tap = StreamDigest(PREFIX_BYTES, offset_of=header_length)
+        sealed = _seal(self.signer, route, body, to=addr)
+        try:
+            if not self.signer.has_secret:  # answers travel bare without a secret
+                return await self.inner.request(addr, route, sealed, timeout=timeout)
+            return await self._request_sealed(addr, route, sealed, timeout)
+        finally:
+            if isinstance(sealed, Trailed):  # its hashing read the body: none outlives us
+                await sealed.close()
+
+    async def _request_sealed(
+        self, addr: str, route: str, sealed: Parts | Trailed, timeout: float
+    ) -> Any:
+        tap = self.signer.tap()
+        assert tap is not None  # every message is enveloped with a secret
         token = BODY_TAP.set(tap)
         try:
-            answer = await self.inner.request(addr, route, sealed, timeout=remaining)
+            answer = await self.inner.request(addr, route, sealed, timeout=timeout)
             opened = await _open(self.signer, route, answer, tap, reply_to=nonce_of(sealed))
         except AuthError as exc:
             raise UnauthenticatedResponse(f"{addr} {route}: {exc}") from None
@@ -92,9 +99,8 @@ def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
             SIGNED_BY.reset(token)
         if not signer.has_secret:
             return answer
-        return await _maybe_in_thread(
-            len(answer), signer.seal_parts, route, answer, reply_to=opened.nonce
-        )
+        # a large answer is a StreamedSeal: whoever writes it closes it (node/net/app.py)
+        return _seal(signer, route, answer, reply_to=opened.nonce)
 
     wrapped.__name__ = f"authenticated_{getattr(handler, '__name__', 'handler')}"
     return wrapped
@@ -109,6 +115,15 @@ async def _open(
     return await _maybe_in_thread(
         size, signer.open_request, route, data, reply_to=reply_to, digest=digest
     )
+
+
+def _seal(
+    signer: Signer, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
+) -> Parts | Trailed:
+    """Small bodies sealed at once; large ones hashed while the transport writes them."""
+    if sum(view.nbytes for view in body_views(body)) <= INLINE_BYTES:
+        return signer.seal_parts(route, body, to=to, reply_to=reply_to)
+    return signer.seal_streamed(route, body, to=to, reply_to=reply_to)
 
 
 async def _maybe_in_thread(size: int, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:

@@ -31,7 +31,9 @@ from swarmnode.gossip.transport import (
     PeerUnreachable,
     RemoteError,
     RequestTimeout,
+    Trailed,
     TransportError,
+    completed,
 )
 from swarmnode.kernels.errors import SwarmnodeError
 
@@ -129,11 +131,11 @@ async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Coun
         raise RemoteError(f"{dst} {route}: internal error", 500) from None
     finally:
         ARRIVED_AT.reset(arrived)
-    if not isinstance(answer, (bytes, bytearray, memoryview, Parts)):
+    if not isinstance(answer, (bytes, bytearray, memoryview, Parts, Trailed)):
         stats["remote_errors"] += 1
         log.error("handler %s at %s returned %s, not bytes", route, dst, type(answer).__name__)
         raise RemoteError(f"{dst} {route}: internal error", 500)
-    return bytes(answer)
+    return bytes(await completed(answer))  # a Trailed (a large sealed answer): hashed here
 
 
 class InMemoryTransport:
@@ -149,7 +151,7 @@ class InMemoryTransport:
             raise TransportError(f"transport of {self.addr} is closed")
         if not timeout > 0:
             raise RequestTimeout(f"{addr} {route}: deadline already passed")
-        work = self.network.deliver(self.addr, addr, route, bytes(body))
+        work = self.network.deliver(self.addr, addr, route, bytes(await completed(body)))
         try:
             return await asyncio.wait_for(work, timeout)
         except asyncio.TimeoutError:

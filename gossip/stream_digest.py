@@ -1,11 +1,13 @@
-"""BLAKE3 of a large body, computed while the body arrives (issue 10, signing cost).
+"""BLAKE3 of a large body, computed while the body moves (issue 10, signing cost).
 
-An envelope's digest covers everything after its fixed prefix (gossip/auth.py), so it can be
-hashed without knowing anything else about the message. The transport that reads a body copies
-each chunk into one preallocated buffer and calls `feed(buf, end)`; every `STEP` bytes a range
-is queued for one worker thread, which hashes the ranges in order. The hash thus runs while
-the rest of the body is still on the wire, and `finish` only waits for the last range (a few
-ms) instead of hashing 100 MB after the fact (~25-35 ms here, on the critical path).
+An envelope's digest covers everything between its magic and its fixed-size trailer
+(gossip/auth.py), so it can be hashed without knowing anything else about the message, on
+either side of the wire. A reader copies each arriving chunk into one preallocated buffer and
+calls `feed(buf, end)`; a sender (gossip/seal_stream.py) calls it after each slice it wrote.
+Every `STEP` bytes a range is queued for one worker thread, which hashes the ranges in order.
+The hash thus runs while the rest of the body is still on the wire, and `finish` only waits
+for the last range (a few ms) instead of hashing 100 MB before sending or after receiving
+(~22-35 ms here, on the critical path).
 
 The event loop only records ranges; the hashing (which releases the GIL) runs in the default
 executor, one job at a time per body. A digest is handed out only for the very buffer that was
@@ -30,15 +32,23 @@ STEP = (
 
 
 class StreamDigest:
-    """BLAKE3 of `buf[skip:]` of the one buffer fed to it. Use from one event loop."""
+    """BLAKE3 of `lead + buf[skip : len(buf) - tail]` of the one buffer fed to it (`lead`: a
+    few bytes hashed first, the sender's envelope head). Use from one event loop."""
 
     def __init__(
-        self, skip: int, step: int = STEP, offset_of: Callable[[Any], int] | None = None
+        self,
+        skip: int,
+        step: int = STEP,
+        offset_of: Callable[[Any], int] | None = None,
+        *,
+        tail: int = 0,
+        lead: bytes = b"",
     ) -> None:
         self.skip = skip
+        self.tail = tail
         self._offset_of = offset_of  # the envelope's body offset from its first bytes
         self.step = step
-        self._hasher = blake3.blake3()
+        self._hasher = blake3.blake3(lead)
         self._buf: memoryview | None = None
         self._queued = skip  # bytes handed to the worker so far (from `skip` on)
         self._spoiled = False
@@ -67,25 +77,38 @@ class StreamDigest:
         elif buf is not self._buf:
             self._spoiled = True  # a second body on the same tap: trust neither
             return
+        end = min(end, len(buf) - self.tail)  # the trailer is not hashed
         if end - self._queued >= self.step:
             self._queue(end)
 
     async def finish(self, data: Any) -> bytes | None:
-        """The digest of `data[skip:]` if `data` is the whole buffer that was fed, else None."""
+        """The digest of `lead + data[skip:-tail]` if `data` is the whole buffer that was fed,
+        else None."""
         buf = self._buf
-        whole = buf is not None and data is buf and not self._spoiled and len(buf) >= self.skip
+        whole = (
+            buf is not None
+            and data is buf
+            and not self._spoiled
+            and not self._abort
+            and len(buf) >= self.skip + self.tail
+        )
         if whole:
-            self._queue(len(buf))  # type: ignore[arg-type]
+            self._queue(len(buf) - self.tail)  # type: ignore[arg-type]
         else:
             self._abort = True
         await self.settle()
         return self._hasher.digest() if whole else None
 
     async def settle(self) -> None:
-        """Wait for every hashing job this tap started (on every path: the jobs read `buf`)."""
-        jobs, self._jobs = self._jobs, []
-        if jobs:
-            await asyncio.gather(*jobs)
+        """Wait for every hashing job this tap started (on every path: the jobs read `buf`).
+        A job is forgotten only once done: a settle cancelled midway leaves the rest to the
+        next one (a cancelled wait does not stop a thread that is still reading `buf`)."""
+        while self._jobs:
+            await asyncio.wait(self._jobs)
+            done = [job for job in self._jobs if job.done()]
+            self._jobs = [job for job in self._jobs if not job.done()]
+            for job in done:
+                job.result()  # a hashing job that failed is a bug: raise it
 
     def abort(self) -> None:
         """Stop hashing (the body failed): queued ranges are dropped; `settle` still waits."""

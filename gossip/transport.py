@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from swarmnode.kernels.errors import SwarmnodeError
 
 # A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
-# the response body (bytes-like, or `Parts`). Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
+# the response body (bytes-like, `Parts` or `Trailed`). Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
 Handler = Callable[[bytes], Awaitable[bytes]]
 
 # While a server-side handler runs: the "host:port" its request arrived at (over HTTP, the
@@ -65,6 +65,48 @@ class Parts:
 
     def __bytes__(self) -> bytes:
         return b"".join(self.buffers)
+
+
+class Trailed:
+    """A body whose last bytes (a trailer) are computed from the bytes before it while those
+    are written: a signed envelope (gossip/seal_stream.py) hashes its body in a worker thread
+    as the transport sends it, then sends the tag and signature, instead of hashing 100 MB
+    before its first byte. A streaming writer writes `buffers` in order, calls `sent(buf, end)`
+    after each piece of one of them, then writes `await trailer()`; whoever writes one calls
+    `await close()` when done, on every path (it stops and awaits the hashing). Writers that
+    need all bytes at once (the in-memory network, a fault that corrupts or duplicates a body)
+    take `await completed(body)`. `len()` is the whole body, trailer included."""
+
+    def __init__(self, buffers: tuple[memoryview, ...], tail_bytes: int) -> None:
+        self.buffers = buffers
+        self.nbytes = sum(b.nbytes for b in buffers) + tail_bytes
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def sent(self, buf: memoryview, end: int) -> None:
+        """Bytes up to `end` of `buf` (one of `buffers`) went out."""
+        raise NotImplementedError
+
+    async def trailer(self) -> bytes:
+        """The last bytes, once every buffer was `sent` in full."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop and await any work still running for this body (idempotent)."""
+
+
+async def completed(body: Any) -> Any:
+    """`body` with every byte known: a `Trailed` becomes `Parts` (its trailer computed over
+    all of it at once), anything else is returned as it is."""
+    if not isinstance(body, Trailed):
+        return body
+    try:
+        for buf in body.buffers:
+            body.sent(buf, buf.nbytes)
+        return Parts(*body.buffers, await body.trailer())
+    finally:
+        await body.close()
 
 
 def _as_bytes_view(data: Any) -> memoryview:

@@ -3,7 +3,9 @@
 
 It serves, on 127.0.0.1:
 - the peer app from node/net/app.py with an echo-style `pushpull` route (receive N bytes, answer
-  this peer's own N-byte "model", as a real average-mode exchange does) and a `bench/run` route
+  this peer's own N-byte "model", as a real average-mode exchange does), the same echo behind
+  envelopes on `sealed` (a swarm secret and a member key, as `--secret` peers: the request
+  signed and tagged, the answer sealed; both helpers hold the same key) and a `bench/run` route
   that makes *this* peer drive a measurement against another peer and answer the timings as JSON;
 - a plain aiohttp app (`await request.read()`, `web.Response(body=...)`, default settings) on a
   second port: the naive baseline;
@@ -25,16 +27,29 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
+from swarmnode.gossip.peer_key import PeerKey
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 
 MAX_BODY = 1 << 30
+KEY = PeerKey.from_private_bytes(bytes(range(32)))  # a bench key: both helpers sign with it
+SEALED = "sealed"
+
+
+def signer(name: str) -> Signer:
+    keys = {KEY.peer_id: KEY.public}.get
+    return Signer("bench-secret", key=KEY, keys=keys, signed_routes={SEALED}, name=name)
+
+
 _models: dict[int, bytearray] = {}
 _inboxes: dict[int, bytearray] = {}
 
@@ -121,11 +136,20 @@ _session: list[aiohttp.ClientSession] = []
 
 
 async def run_http(spec: dict) -> list[float]:
+    return await _echo(spec, _transport, "pushpull")
+
+
+async def run_sealed(spec: dict) -> list[float]:
+    sealing = AuthTransport(_transport, signer("127.0.0.1:9"))  # shares the pool with `http`
+    return await _echo(spec, sealing, SEALED)
+
+
+async def _echo(spec: dict, transport: Any, route: str) -> list[float]:
     payload = own_model(spec["size"])
     addr = f"127.0.0.1:{spec['http_port']}"
 
     async def once() -> int:
-        answer = await _transport.request(addr, "pushpull", payload, timeout=120.0)
+        answer = await transport.request(addr, route, payload, timeout=120.0)
         if len(answer) != len(payload):
             raise RuntimeError(f"answer of {len(answer)} bytes, sent {len(payload)}")
         return len(answer)
@@ -146,7 +170,7 @@ async def run_naive(spec: dict) -> list[float]:
     return await _time(once, spec["reps"])
 
 
-DRIVERS = {"raw": run_raw, "http": run_http, "naive": run_naive}
+DRIVERS = {"raw": run_raw, "http": run_http, "sealed": run_sealed, "naive": run_naive}
 
 
 async def bench_run(body: bytes) -> bytes:
@@ -173,11 +197,16 @@ async def naive_pushpull(request: web.Request) -> web.Response:
 
 
 async def main() -> None:
+    sealer = signer("")
+    handlers = {"pushpull": pushpull, "bench/run": bench_run, "bench/cpu": bench_cpu}
+    handlers |= auth_handlers({SEALED: pushpull}, sealer)
     app = build_app(
-        {"pushpull": pushpull, "bench/run": bench_run, "bench/cpu": bench_cpu},
+        handlers,
         max_body_bytes=MAX_BODY,
+        tap=lambda route: sealer.tap(route) if route == SEALED else None,  # the others: bare
     )
     runner, http_port = await serve(app, "127.0.0.1", 0)
+    sealer.name = f"127.0.0.1:{http_port}"
     naive = web.Application(client_max_size=MAX_BODY)
     naive.router.add_post("/pushpull", naive_pushpull)
     naive_runner = web.AppRunner(naive, access_log=None)

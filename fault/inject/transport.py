@@ -32,7 +32,13 @@ from typing import Any
 
 from swarmnode.fault.inject.partition import is_blocked
 from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError
-from swarmnode.gossip.transport import Parts, PeerUnreachable, RequestTimeout, Transport
+from swarmnode.gossip.transport import (
+    Parts,
+    PeerUnreachable,
+    RequestTimeout,
+    Transport,
+    completed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +147,8 @@ class FaultyTransport:
             await self._wait(plan.delay, deadline, addr, route)
         if config.bandwidth > 0:
             await self._transmit("up", len(body), config.bandwidth, deadline, addr, route)
+        if plan.corrupt_request or plan.duplicate:  # both need every byte of the body now
+            body = await completed(body)
         if plan.corrupt_request and len(body):
             self._stats["corrupted_requests"] += 1
             body = _flip_bytes(body, plan.rng)

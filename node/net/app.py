@@ -29,11 +29,19 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from swarmnode.gossip.transport import ARRIVED_AT, BODY_TAP, Handler, Tap, body_views
+from swarmnode.gossip.transport import (
+    ARRIVED_AT,
+    BODY_TAP,
+    Handler,
+    Tap,
+    Trailed,
+    body_views,
+    completed,
+)
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.body import BodyError
 from swarmnode.node.net.intake import ByteBudget, IntakeLimits, Meter, RemoteSlots, read_on_time
-from swarmnode.node.net.transport import INLINE_BYTES, read_sized_body, write_sliced
+from swarmnode.node.net.transport import INLINE_BYTES, read_sized_body, write_body
 
 log = logging.getLogger(__name__)
 
@@ -179,25 +187,33 @@ def local_addr(request: web.Request) -> str:
 async def _answer(
     request: web.Request, route: str, answer: Any, logger: logging.Logger
 ) -> web.StreamResponse:
-    """Small answers in one write; large ones (bytes-like or `Parts`: an envelope's head and
-    the body) streamed in memoryview slices (no copies)."""
-    views = body_views(answer)  # a bytes-like of any format, as bytes
-    size = sum(v.nbytes for v in views)
-    if size <= STREAM_ABOVE:
-        body = answer if isinstance(answer, bytes) else b"".join(views)
-        return web.Response(body=body, content_type=CONTENT_TYPE)
-    resp = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
-    resp.content_length = size
+    """Small answers in one write; large ones (bytes-like, `Parts`: an envelope's head, body
+    and trailer, or `Trailed`: the same with the trailer computed while the rest goes out)
+    streamed in memoryview slices (no copies)."""
     try:
-        await resp.prepare(request)
-        for view in views:
-            await write_sliced(resp, view)
-        await resp.write_eof()
-    except ConnectionError as exc:  # the caller left before taking the whole answer
-        logger.warning(
-            "answer to /v1/%s for %s cut short: %s", route, request.remote, _one_line(str(exc))
-        )
-    return resp
+        size = len(answer) if isinstance(answer, Trailed) else _nbytes(answer)
+        if size <= STREAM_ABOVE:
+            views = body_views(await completed(answer))  # a bytes-like of any format, as bytes
+            body = answer if isinstance(answer, bytes) else b"".join(views)
+            return web.Response(body=body, content_type=CONTENT_TYPE)
+        resp = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
+        resp.content_length = size
+        try:
+            await resp.prepare(request)
+            await write_body(resp, answer)
+            await resp.write_eof()
+        except ConnectionError as exc:  # the caller left before taking the whole answer
+            logger.warning(
+                "answer to /v1/%s for %s cut short: %s", route, request.remote, _one_line(str(exc))
+            )
+        return resp
+    finally:
+        if isinstance(answer, Trailed):  # its hashing reads the body: none outlives the answer
+            await answer.close()
+
+
+def _nbytes(answer: Any) -> int:
+    return sum(v.nbytes for v in body_views(answer))
 
 
 async def serve(

@@ -9,7 +9,8 @@ with the peer's status and one-line reason.
 Bulk bodies (100 MB of parameters) take a path built for them, the client half of the one in
 node/net/app.py: the request body is sent with a Content-Length in memoryview slices straight
 from the caller's buffer (`_SlicedPayload`: no join, no copy into the transport's buffer beyond
-the unsent rest of one slice), and the answer is read into one preallocated buffer of its
+the unsent rest of one slice; a `Trailed` body, a large signed envelope, is told of each slice
+sent and its trailer goes last), and the answer is read into one preallocated buffer of its
 declared size with a large read buffer so the socket is not paused every 128 KiB.
 """
 
@@ -29,6 +30,7 @@ from swarmnode.gossip.transport import (
     PeerUnreachable,
     RemoteError,
     RequestTimeout,
+    Trailed,
     body_views,
 )
 from swarmnode.node.net.body import BodyError, read_body
@@ -45,7 +47,8 @@ class HttpTransport:
     """POST `http://{addr}/v1/{route}` with a raw body; the answer comes back in one buffer.
 
     `body` may be any C-contiguous bytes-like object (bytes, bytearray, memoryview, a numpy
-    array) or a `gossip.transport.Parts` (sent back to back); it is sent without copying, so the caller must not change it until `request`
+    array), a `gossip.transport.Parts` (sent back to back) or a `Trailed` (its trailer computed
+    while the rest goes out; the caller closes it); it is sent without copying, so the caller must not change it until `request`
     returns. The answer is `bytes` up to `INLINE_BYTES`, else a writable `memoryview` (format
     "B") over one freshly allocated buffer that the caller owns.
     """
@@ -130,31 +133,48 @@ class _SlicedPayload(Payload):
     """
 
     def __init__(self, body: Any) -> None:
-        views = body_views(body)  # TypeError for a non-contiguous buffer: a caller bug
+        # TypeError for a non-contiguous buffer: a caller bug
+        views = body.buffers if isinstance(body, Trailed) else body_views(body)
         super().__init__(views, content_type=CONTENT_TYPE)
-        self._size = sum(v.nbytes for v in views)
+        self._body = body
+        self._size = len(body) if isinstance(body, Trailed) else sum(v.nbytes for v in views)
         self._autoclose = True  # nothing to release: the caller owns the buffer
 
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         return b"".join(self._value).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
-        await self.write_with_length(writer, None)
+        await write_body(writer, self._body)
 
     async def write_with_length(
         self, writer: AbstractStreamWriter, content_length: int | None
     ) -> None:
-        left = self._size if content_length is None else content_length
-        for view in self._value:
-            view = view[:left]
-            left -= view.nbytes
+        # aiohttp passes our own size (the Content-Length it sent) or None
+        await write_body(writer, self._body)
+
+
+async def write_body(writer: Any, body: Any) -> None:
+    """Every buffer of `body` in slices; a `Trailed`'s trailer last, once the rest is out (its
+    hashing runs in a worker thread meanwhile)."""
+    if not isinstance(body, Trailed):
+        for view in body_views(body):
             await write_sliced(writer, view)
+        return
+    for view in body.buffers:
+        await write_sliced(writer, view, body.sent)
+    await writer.write(await body.trailer())
 
 
-async def write_sliced(writer: Any, view: memoryview) -> None:
-    """`view` in SLICE_BYTES memoryview slices (a small one in one write: an envelope's head)."""
+async def write_sliced(
+    writer: Any, view: memoryview, sent: Callable[[memoryview, int], None] | None = None
+) -> None:
+    """`view` in SLICE_BYTES memoryview slices (a small one in one write: an envelope's head);
+    `sent(view, end)` after each."""
     for start in range(0, view.nbytes, SLICE_BYTES):
-        await writer.write(view[start : start + SLICE_BYTES])  # drains once past 64 KiB
+        end = min(start + SLICE_BYTES, view.nbytes)
+        await writer.write(view[start:end])  # drains once past 64 KiB
+        if sent is not None:
+            sent(view, end)
 
 
 async def read_sized_body(

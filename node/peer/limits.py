@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from swarmnode.gossip.auth import MAX_HEADER_BYTES as AUTH_HEADER_BYTES
+from swarmnode.gossip.auth import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
 from swarmnode.gossip.backoff import BULK
 from swarmnode.gossip.codec import MAX_CONTROL_BYTES
 from swarmnode.gossip.failure import ALIVE, SUSPECT
@@ -59,7 +59,7 @@ def body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
     """Per-route caps, checked before a body is read: only pushpull carries a model inbound,
     and never a larger one than ours; control routes never need more than a control message
     (plus its HMAC envelope)."""
-    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    envelope = AUTH_ENVELOPE_BYTES if cfg.secret else 0
     return {
         "pushpull": min(int(cfg.max_body_mb * 2**20), max_frame_bytes(n_params)) + envelope,
         "*": MAX_CONTROL_BYTES + envelope,
@@ -69,7 +69,7 @@ def body_caps(cfg: PeerConfig, n_params: int) -> dict[str, int]:
 def answer_cap(cfg: PeerConfig, n_params: int) -> int:
     """What any answer may weigh: a model frame of our size at most (a lying peer cannot make
     us read 1 GiB), or a control message."""
-    envelope = AUTH_HEADER_BYTES if cfg.secret else 0
+    envelope = AUTH_ENVELOPE_BYTES if cfg.secret else 0
     return max(max_frame_bytes(n_params), MAX_CONTROL_BYTES) + envelope
 
 

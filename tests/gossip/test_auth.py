@@ -56,7 +56,7 @@ def receiver(clock: FakeClock) -> Signer:
 
 def test_round_trip_small_body_comes_back_as_bytes(sender: Signer, receiver: Signer) -> None:
     sealed = sender.seal("gossip", b"hello")
-    assert len(sealed) == auth.HEADER_BYTES + 5
+    assert len(sealed) == auth.HEADER_BYTES + 5 + auth.TRAILER_BYTES
     body = receiver.open("gossip", sealed)
     assert body == b"hello" and isinstance(body, bytes)
 
@@ -76,11 +76,11 @@ def test_empty_body_round_trips(sender: Signer, receiver: Signer) -> None:
 
 def test_tag_is_hmac_sha256_over_route_and_the_digest_of_names_time_nonce_and_body(clock) -> None:
     sealed = bytes(Signer(SECRET, name="a:1", clock=clock).seal("gossip", b"body", to="b:2"))
-    tag, sig, rest = sealed[4:36], sealed[36:100], sealed[100:]
+    rest, tag, sig = sealed[4:-96], sealed[-96:-64], sealed[-64:]  # v4: the trailer last
     nonce = rest[8:24]
     assert sig == bytes(64)  # no member signs a gossip request
     assert rest[24:33] == b"\x03a:1\x03b:2\x00" and rest[33:] == b"body"
-    assert auth.header_length(sealed) == 133
+    assert auth.header_length(sealed) == 37
     msg = (
         auth.DOMAIN
         + len(b"gossip").to_bytes(2, "big")

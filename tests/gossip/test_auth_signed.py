@@ -7,7 +7,14 @@ import asyncio
 import blake3
 import numpy as np
 import pytest
-from swarmnode.gossip.auth import PREFIX_BYTES, SIGNED_ROUTES, AuthError, NotAMember, Signer
+from swarmnode.gossip.auth import (
+    MAGIC_BYTES,
+    SIGNED_ROUTES,
+    TRAILER_BYTES,
+    AuthError,
+    NotAMember,
+    Signer,
+)
 from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
 from swarmnode.gossip.exchange_access import check_sender
 from swarmnode.gossip.inmemory import InMemoryNetwork
@@ -37,7 +44,7 @@ def test_a_members_request_opens_with_its_id_and_a_strangers_is_403(secret) -> N
 
 def test_a_signature_by_another_key_under_a_members_id_is_refused() -> None:
     sealed = bytearray(signer(A).seal("params", b"pull"))
-    sealed[4 + 32 : PREFIX_BYTES] = C.sign(b"anything")  # C's signature where A's must be
+    sealed[-64:] = C.sign(b"anything")  # C's signature where A's must be (the trailer's end)
     with pytest.raises(AuthError, match="bad signature") as info:
         signer(B, members=(A,)).open_request("params", bytes(sealed))
     assert info.value.status == 401
@@ -74,15 +81,19 @@ async def test_the_handler_sees_the_signer_and_a_declared_sender_must_match() ->
 async def test_the_streaming_digest_equals_one_pass_and_refuses_other_buffers() -> None:
     data = np.random.default_rng(0).integers(0, 256, 9_000_123, dtype=np.uint8)
     buf = memoryview(data)
-    tap = StreamDigest(PREFIX_BYTES, step=1 << 20)
+    tap = StreamDigest(MAGIC_BYTES, step=1 << 20, tail=TRAILER_BYTES)
     for end in range(65_536, len(buf) + 65_536, 65_536):  # chunks as a socket delivers them
         tap.feed(buf, min(end, len(buf)))
         await asyncio.sleep(0)
-    assert await tap.finish(buf) == blake3.blake3(buf[PREFIX_BYTES:]).digest()
-    other = StreamDigest(PREFIX_BYTES)
+    covered = buf[MAGIC_BYTES : len(buf) - TRAILER_BYTES]  # between the magic and the trailer
+    assert await tap.finish(buf) == blake3.blake3(covered).digest()
+    lead = StreamDigest(0, step=1 << 20, lead=b"head")  # a sender's: the head, then the body
+    lead.feed(buf, len(buf))
+    assert await lead.finish(buf) == blake3.blake3(b"head" + bytes(buf)).digest()
+    other = StreamDigest(MAGIC_BYTES)
     other.feed(buf, len(buf))
     assert await other.finish(memoryview(data.copy())) is None  # not the buffer it saw
-    mixed = StreamDigest(PREFIX_BYTES)
+    mixed = StreamDigest(MAGIC_BYTES)
     mixed.feed(buf, 10)
     mixed.feed(memoryview(bytearray(20)), 20)  # a second reader on the same tap
     assert await mixed.finish(buf) is None

@@ -27,8 +27,10 @@ from scripts.netlab.__main__ import _floats, _links
 from scripts.netlab.lab import Lab
 
 
-def one_run(out: Path, links: list[str], slow: list[float], args: list[str]) -> dict[str, Any]:
-    with Lab(links, out, args, slow, ready_timeout=180) as lab:
+def one_run(
+    out: Path, links: list[str], slow: list[float], args: list[str], hold: bool = True
+) -> dict[str, Any]:
+    with Lab(links, out, args, slow, ready_timeout=180, hold=hold) as lab:
         rows = record.watch(lab, every=1.0, timeout=3600)
         rep = record.report(lab, rows, None)
     record.save(out, rep, rows)
@@ -78,6 +80,13 @@ def main() -> None:
     ap.add_argument("--slowdown", default="")
     ap.add_argument("--within", type=float, default=0.01, help="accuracy margin (0.01: 1 point)")
     ap.add_argument("--ref", default="", help="bench.json whose first run is the reference")
+    ap.add_argument(
+        "--no-hold",
+        dest="hold",
+        action="store_false",
+        help="let each peer train from its own start (default: hold every peer until all are "
+        "up, then release them together; times count from the release)",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     results: list[dict[str, Any]] = []
@@ -91,6 +100,7 @@ def main() -> None:
             _links(args.links),
             _floats(args.slowdown),
             [*start_args, "--compress", codec],
+            args.hold,
         )
         if target is None:
             peers = run["report"]["peers"]

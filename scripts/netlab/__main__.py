@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", type=float, default=None, help="accuracy to time, in [0, 1]")
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument(
+        "--hold",
+        action="store_true",
+        help="hold every peer until all are up, then release them together (times count from "
+        "the release); without it the seed trains while the others start",
+    )
     args = ap.parse_args(argv)
     if args.cleanup:
         print("removed:", ", ".join(net.cleanup_stale(everything=True)) or "nothing")
@@ -78,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = scenarios.run(args.name, out, start_args)
         print(json.dumps(verdict, indent=1))
         return 0 if verdict["passed"] else 1
-    lab = Lab(_links(args.links), out, start_args, _floats(args.slowdown))
+    lab = Lab(_links(args.links), out, start_args, _floats(args.slowdown), hold=args.hold)
     with lab:
         for p in lab.peers:
             print(f"p{p.index} {p.addr} {p.link.rate_bps / 1e6:g} Mbit/s ns={p.link.ns}")

@@ -21,9 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.operator import OperatorKey
+
 from scripts.netlab.net import LabNet, Link, NetLabError, parse_rate
 
 PORT = 7070
+# `hold`: peers start at this slowdown (a step every few seconds to minutes) and are released
+# together once all are up, as the integration tests do: otherwise the seed trains alone while
+# the others start and sync, and a joiner begins tens of steps behind it.
+HOLD_SLOWDOWN = 200.0
 
 
 @dataclass
@@ -50,9 +57,12 @@ class Lab:
     slowdowns: list[float] = field(default_factory=list)
     per_peer_args: list[list[str]] = field(default_factory=list)
     ready_timeout: float = 60.0
+    hold: bool = False
     net: LabNet | None = None
     peers: list[PeerProc] = field(default_factory=list)
     t0: float = 0.0
+    spawned: dict[int, float] = field(default_factory=dict)  # monotonic time of each start
+    operator: OperatorKey | None = None  # signs the release (admin routes are operator-only)
 
     def __enter__(self) -> Lab:
         self.start()
@@ -70,12 +80,36 @@ class Lab:
         atexit.register(self.close)
         self.net.create()
         self.t0 = time.monotonic()
+        if self.hold:
+            self.operator = OperatorKey.generate()
+            (self.workdir / "operator.pub").write_bytes(self.operator.public_pem())
         for i, link in enumerate(self.net.links):
+            self.spawned[i] = time.monotonic()
             self.peers.append(self._spawn(i, link))
             if i == 0:  # the seed serves before anyone joins through it
                 self.wait_ready(self.peers[0])
         for p in self.peers[1:]:
             self.wait_ready(p)
+        if self.hold:
+            self.release()
+
+    def pace(self, i: int) -> float:
+        return self.slowdowns[i] if self.slowdowns else 1.0
+
+    def release(self) -> None:
+        """Every peer to its own pace at once; the lab's clock (`elapsed`) starts again here."""
+        assert self.operator is not None
+        for p in self.peers:
+            body = encode_control("slowdown", sender="netlab", factor=self.pace(p.index))
+            signed = self.operator.sign("admin/slowdown", body, to=p.addr)
+            req = urllib.request.Request(f"http://{p.addr}/v1/admin/slowdown", data=signed)
+            with urllib.request.urlopen(req, timeout=10.0) as resp:
+                resp.read()
+        self.t0 = time.monotonic()
+
+    def held_s(self, i: int) -> float:
+        """How long peer i was held before the release (0 without `hold`)."""
+        return max(0.0, self.t0 - self.spawned[i]) if self.hold else 0.0
 
     def _spawn(self, i: int, link: Link) -> PeerProc:
         d = self.workdir / f"p{i}"
@@ -91,8 +125,11 @@ class Lab:
         ]  # fmt: skip
         if i > 0:
             argv += ["--join", f"{self.net.links[0].ip}:{PORT}"]  # type: ignore[union-attr]
-        if self.slowdowns and self.slowdowns[i] != 1:
-            argv += ["--slowdown", str(self.slowdowns[i])]
+        if self.hold:
+            pub = self.workdir / "operator.pub"
+            argv += ["--enable-admin", "--admin-key", str(pub), "--slowdown", str(HOLD_SLOWDOWN)]
+        elif self.pace(i) != 1:
+            argv += ["--slowdown", str(self.pace(i))]
         argv += self.peer_args
         if i < len(self.per_peer_args):
             argv += self.per_peer_args[i]

@@ -60,7 +60,8 @@ def report(lab: Lab, rows: list[dict[str, Any]], target: float | None) -> dict[s
                 "rate_bps": p.link.rate_bps,
                 "exit": p.proc.returncode,
                 "final_acc": None if summ is None else summ.get("test_accuracy"),
-                "wall_s": None if summ is None else summ.get("wall_s"),
+                # from the release when the lab held its peers (their own clock started earlier)
+                "wall_s": _wall(summ, lab.held_s(p.index)),
                 "sent_bytes": lab.sent_bytes(p.index),
                 "t_target": reached[0] if reached else None,
                 "last_links": next((r["links"] for r in reversed(mine) if r.get("links")), None),
@@ -77,6 +78,11 @@ def report(lab: Lab, rows: list[dict[str, Any]], target: float | None) -> dict[s
                 swarm_t = t
                 break
     return {"target": target, "swarm_t_target": swarm_t, "peers": peers}
+
+
+def _wall(summary: dict[str, Any] | None, held_s: float) -> float | None:
+    wall = None if summary is None else summary.get("wall_s")
+    return None if wall is None else wall - held_s
 
 
 def save(out: Path, rep: dict[str, Any], rows: list[dict[str, Any]]) -> None:

@@ -66,3 +66,14 @@ def test_cut_link_is_detected_and_healed(lab: Lab) -> None:
     wait_for(lambda: members(lab, 0)[far]["state"] == "alive", 60, "p2 back alive after heal")
     step = lab.status(2)["self"]["step"]
     wait_for(lambda: lab.status(2)["self"]["step"] > step, 30, "p2 training after the heal")
+
+
+def test_a_held_lab_releases_every_peer_together(tmp_path: Path) -> None:
+    """`hold`: the peers start held and are released by a signed admin request once all are up,
+    so no peer trains alone while the others start (bench_lab's default)."""
+    args = ["--steps", "0", "--gossip-interval", "0.2", "--model", "mlp:32", "--data", "digits"]
+    with Lab(["1gbit", "100mbit"], tmp_path, args, [1.0, 4.0], hold=True) as lab:
+        assert lab.held_s(0) > lab.held_s(1) >= 0  # the seed waited for the joiner
+        for i in range(2):  # released: each peer trains on at its own pace
+            step = lab.status(i)["self"]["step"]
+            wait_for(lambda i=i, s=step: lab.status(i)["self"]["step"] > s + 20, 60, f"p{i} steps")

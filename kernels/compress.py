@@ -46,6 +46,7 @@ from swarmnode.kernels.codec_base import (
     topk_count,
 )
 from swarmnode.kernels.errors import ShapeError
+from swarmnode.kernels.topk_select import top_k_indices
 
 __all__ = [
     "CHUNK",
@@ -251,7 +252,7 @@ def topk_encode(x: np.ndarray, ratio: float) -> Packed:
     if k == n:
         idx = np.arange(n, dtype=np.int64)
     else:
-        idx = np.argpartition(np.abs(x), n - k)[n - k :]
+        idx = top_k_indices(np.abs(x), k)  # a sampled threshold first (kernels/topk_select.py)
         idx.sort()
     counts = np.bincount(idx // TOPK_BUCKET, minlength=topk_buckets(n)).astype(np.uint32)
     lo = (idx & (TOPK_BUCKET - 1)).astype(np.uint16)

@@ -75,6 +75,7 @@ MODES = {
     "average-linear": ["--exchange", "average", "--lr-scale", "linear"],
     "robust-linear": ["--exchange", "robust", "--lr-scale", "linear"],
     "average-sqrt": ["--exchange", "average", "--lr-scale", "sqrt"],
+    "average-adaptive": ["--exchange", "average", "--lr-scale", "adaptive"],
     "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
     "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
 }

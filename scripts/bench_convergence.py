@@ -12,9 +12,9 @@ Configurations, each with the same steps per peer (`--steps`):
   rate the best of `--ideal-lr-mults` x lr. It runs unpaced; its time is its steps x the
   single peer's paced step time (N workers computing B each, an all-reduce that costs nothing);
 - `swarm-N-MODE`: N peers on `--shard i/N` for each N in `--peers`, MODE in `--modes`:
-  `average` and `robust` are the defaults of this code (group push-pull + outer step, the lr
-  scaled with the swarm size; ss-clip); `*-unscaled` the same with `--lr-scale none` (the
-  defaults before the lr scaling); `old-average` is the behaviour before the group
+  `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
+  `*-unscaled` the same with `--lr-scale none` (the default), `*-linear`, `*-sqrt` and
+  `average-adaptive` with that `--lr-scale`; `old-average` is the behaviour before the group
   (`--group 1 --outer-lr 1 --outer-momentum 0`, pairwise AD-PSGD) and `old-robust` Krum with
   plain mixing;
 - `attack-KIND`: 5 peers, robust, one of them serving `--byzantine KIND`, beside 5 honest
@@ -75,6 +75,7 @@ MODES = {
     "average-linear": ["--exchange", "average", "--lr-scale", "linear"],
     "robust-linear": ["--exchange", "robust", "--lr-scale", "linear"],
     "average-sqrt": ["--exchange", "average", "--lr-scale", "sqrt"],
+    "average-adaptive": ["--exchange", "average", "--lr-scale", "adaptive"],
     "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
     "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
 }

@@ -18,10 +18,12 @@ Exchange rules (`--rule`):
 - `allreduce`: every model set to the mean of all (the synchronous ideal of the same period).
 Momentum handling (`--momentum-mode`): `keep` (each peer keeps its own buffer, the code's
 behaviour), `reset` (zeroed at each mix), `mix` (buffers mixed like the parameters).
-The local lr (`--lr-scale none|sqrt|linear --warmup W --scale-cap N`): x f(peers) after a linear
-warm-up, as `--lr-scale` in the node. With `--single` each run also reports the first evaluated
-step at which its worst peer reaches the single peer's accuracy (mean of its last 3) - 1 point;
-`--ideal` adds one peer with a `--peers` x batch and lr.
+The local lr (`--lr-scale none|sqrt|linear|adaptive --warmup W --scale-cap N`): x f(peers) after
+a linear warm-up, as `--lr-scale` in the node (`adaptive`: each peer its own `SwarmLR`, the
+node's class, fed by its trainer's half-batch probe). With `--single` each run also reports the
+first evaluated step at which its worst peer reaches the single peer's accuracy (mean of its
+last 3) - 1 point; `--ideal` adds one peer with a `--peers` x batch and the lr x each of
+`--ideal-lr-mults` (`n`: x peers, `sqrt`: x sqrt(peers), or a number).
 """
 
 from __future__ import annotations
@@ -42,9 +44,29 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
+from swarmnode.node.train.lr_scale import SwarmLR  # noqa: E402
 from swarmnode.node.train.models import build_model  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+
+def adaptive_scales(opts: argparse.Namespace, trainers: list[Trainer]) -> list[SwarmLR] | None:
+    """`--lr-scale adaptive`: one node `SwarmLR` per peer, its probe on the peer's trainer."""
+    if opts.lr_scale != "adaptive":
+        return None
+    scales = []
+    for t in trainers:
+        s = SwarmLR("adaptive", max_n=opts.scale_cap or opts.peers, warmup=opts.warmup)
+        s.set_size(opts.peers)
+        s.gain.beta = opts.gain_beta
+        t.grad_probe = s.probe
+        scales.append(s)
+    return scales
+
+
+def ideal_mults(opts: argparse.Namespace) -> list[float]:
+    named = {"n": float(opts.peers), "sqrt": float(np.sqrt(opts.peers))}
+    return [named[m] if m in named else float(m) for m in opts.ideal_lr_mults]
 
 
 def lr_at(opts: argparse.Namespace, step: int, n: int) -> float:
@@ -52,7 +74,7 @@ def lr_at(opts: argparse.Namespace, step: int, n: int) -> float:
     at `--scale-cap` models), reached by a linear warm-up from the base over `--warmup` steps
     (Goyal et al. 2017)."""
     n = min(n, opts.scale_cap) if opts.scale_cap else n
-    s = {"none": 1.0, "sqrt": float(np.sqrt(n)), "linear": float(n)}[opts.lr_scale]
+    s = {"none": 1.0, "sqrt": float(np.sqrt(n)), "linear": float(n)}.get(opts.lr_scale, 1.0)
     ramp = min(1.0, step / opts.warmup) if opts.warmup else 1.0
     return opts.lr * (1.0 + (s - 1.0) * ramp)
 
@@ -156,11 +178,12 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
     _anchor.clear()
     for t in trainers:
         outer_step(t)  # the anchors start at the initial model
+    scales = adaptive_scales(opts, trainers)
     curve = []
     for step in range(1, opts.steps + 1):
         lr = lr_at(opts, step - 1, opts.peers)
-        for t in trainers:
-            t.optimizer.lr = lr
+        for i, t in enumerate(trainers):
+            t.optimizer.lr = lr if scales is None else opts.lr * scales[i].advance()
             t.step()
         if rule != "none" and step % period == 0:
             exchange(trainers, rule, rng, opts.momentum_mode)
@@ -177,6 +200,8 @@ def run_swarm(opts: argparse.Namespace, data: Any, partition: str, period: int, 
             cons_acc = trainers[0].evaluate(data.X_test, data.y_test)[1]
             trainers[0].model.params.data[...] = saved
             curve.append({"step": step, "accs": accs, "consensus_acc": cons_acc, "dist": dist})
+            if scales is not None:
+                curve[-1]["scales"] = [s.scale for s in scales]
     last = curve[-1]
     return {
         "partition": partition,
@@ -197,10 +222,11 @@ def run_single(opts: argparse.Namespace, data: Any, batch_mult: int, lr_mult: fl
     opts.lr = lr * lr_mult
     t = build(opts, data, None, opts.batch_size * batch_mult)
     opts.lr = lr
+    steps = opts.ideal_steps if batch_mult > 1 and opts.ideal_steps else opts.steps
     curve = []
-    for step in range(1, opts.steps + 1):
+    for step in range(1, steps + 1):
         t.step()
-        if step % opts.eval_every == 0 or step == opts.steps:
+        if step % opts.eval_every == 0 or step == steps:
             curve.append({"step": step, "accs": [t.evaluate(data.X_test, data.y_test)[1]]})
     return {
         "batch_mult": batch_mult,
@@ -225,18 +251,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--period", type=int, nargs="+", default=[10])
-    p.add_argument("--rule", nargs="+", default=["pairwise"])
+    p.add_argument("--rule", nargs="*", default=["pairwise"], help="none given: no swarm runs")
     p.add_argument("--partition", nargs="+", default=["iid"])
     p.add_argument("--momentum-mode", default="keep", choices=["keep", "reset", "mix"])
     p.add_argument("--outer-lr", type=float, default=1.0)
     p.add_argument("--outer-momentum", type=float, default=0.0)
-    p.add_argument("--lr-scale", default="none", choices=["none", "sqrt", "linear"],
+    p.add_argument("--lr-scale", default="none", choices=["none", "sqrt", "linear", "adaptive"],
                    help="local lr x f(swarm size)")  # fmt: skip
     p.add_argument("--scale-cap", type=int, default=0, help="cap on n in --lr-scale (0: none)")
     p.add_argument("--warmup", type=int, default=0, help="steps of linear lr warm-up")
     p.add_argument("--single", action="store_true", help="also the one-peer baseline (sets the "
                    "target: its mean of the last 3 evaluations - 1 point)")  # fmt: skip
-    p.add_argument("--ideal", action="store_true", help="also one peer, batch x N, lr x N")
+    p.add_argument("--ideal", action="store_true", help="also one peer, batch x N, lr x each mult")
+    p.add_argument("--ideal-lr-mults", nargs="+", default=["n"], help="n, sqrt or numbers")
+    p.add_argument("--ideal-steps", type=int, default=0, help="the ideal's steps (0: --steps)")
+    p.add_argument("--gain-beta", type=float, default=0.98, help="adaptive: EMA of the gain")
     p.add_argument("--curve", action="store_true", help="print the distance curve")
     p.add_argument("--json")
     opts = p.parse_args(argv)
@@ -251,11 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out["single"] = s
         print(f"single peer, all data: {s['acc'] * 100:.1f}% (last 3: {s['final3'] * 100:.1f}), "
               f"target at step {s['steps_to_target']}", flush=True)  # fmt: skip
-    if opts.ideal:
-        s = run_single(opts, data, opts.peers, float(opts.peers))
-        out["ideal"] = s
-        print(f"ideal-{opts.peers}: {s['acc'] * 100:.1f}% (last 3 {s['final3'] * 100:.1f}), "
-              f"target at step {s['steps_to_target']}", flush=True)  # fmt: skip
+    for mult in ideal_mults(opts) if opts.ideal else ():
+        s = run_single(opts, data, opts.peers, mult)
+        out.setdefault("ideal", []).append(s)
+        print(f"ideal-{opts.peers} lr x{mult:g}: {s['acc'] * 100:.1f}% (last 3 "
+              f"{s['final3'] * 100:.1f}), target at step {s['steps_to_target']}", flush=True)  # fmt: skip
     for part, period, rule in itertools.product(opts.partition, opts.period, opts.rule):
         r = run_swarm(opts, data, part, period, rule)
         out["runs"].append(r)
@@ -270,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if opts.curve:
             print("   dist: " + " ".join(f"{c['dist']:.3f}" for c in r["curve"]))
             print("   min acc: " + " ".join(f"{min(c['accs']) * 100:.0f}" for c in r["curve"]))
+            if "scales" in r["curve"][0]:
+                print("   lr scale: " + " ".join(f"{np.mean(c['scales']):.1f}" for c in r["curve"]))
     if opts.json:
         Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
     return 0

@@ -146,11 +146,13 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--lr-scale",
         default=_PEER.lr_scale,
-        choices=["none", "sqrt", "linear"],
+        choices=["none", "sqrt", "linear", "adaptive"],
         help="scale --lr with the swarm size n (live peers + 1): linear x n (Goyal et al. "
-        "2017), sqrt x sqrt(n), none. linear reaches a target in about half the steps when "
-        "one peer with an n x batch trains better at n x --lr (check that first: it "
-        "collapsed a conv net whose lr had no headroom); alone, n = 1 and --lr is used as is",
+        "2017), sqrt x sqrt(n), adaptive x the gain ratio measured from this peer's gradient "
+        "noise (AdaScale, Johnson et al. 2020: between 1 and n), none. linear reaches a target "
+        "in about half the steps when one peer with an n x batch trains better at n x --lr "
+        "(check that first: it collapsed a conv net whose lr had no headroom); alone, n = 1 "
+        "and --lr is used as is",
     )
     e.add_argument(
         "--lr-scale-max",

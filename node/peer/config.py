@@ -70,7 +70,8 @@ class PeerConfig(NodeConfig):
     slowdown: float = 1.0
     step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
     # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
-    # n = live members + 1, n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
+    # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; gain.py),
+    # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
     # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
     # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").
     lr_scale: str = "none"

@@ -5,7 +5,9 @@ n times larger batch; at the same learning rate it also moves like one, taking n
 for the extra samples (measured in scripts/sim_swarm.py: the worst peer reached the single
 peer's accuracy in as many steps as the single peer). The linear scaling rule (Goyal et al.
 2017, "Accurate, large minibatch SGD") scales the lr by n, `sqrt` by sqrt(n) (gentler, for
-models that do not take the linear rule).
+models that do not take the linear rule). `adaptive` scales it by the gain ratio measured from
+the peer's own gradient noise (node/train/gain.py, AdaScale): ~n where one batch's gradient is
+mostly noise, ~1 where it is mostly signal, in between otherwise.
 
 The swarm size comes from membership and changes as peers join and leave, so the scale is
 elastic, with a hysteresis that errs towards safety:
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import math
 
-RULES = ("none", "sqrt", "linear")
+from swarmnode.node.train.gain import GainRatio, HalfBatchProbe
+
+RULES = ("none", "sqrt", "linear", "adaptive")
 
 
 class SwarmLR:
@@ -42,6 +46,9 @@ class SwarmLR:
         self.warmup = warmup
         self.n = 1
         self.scale = 1.0
+        # adaptive: fed by the trainer's half-batch probe (the worker installs it)
+        self.gain = GainRatio() if rule == "adaptive" else None
+        self._probe = HalfBatchProbe(self.gain) if self.gain is not None else None
 
     def set_size(self, n: int) -> None:
         """The number of peers in the swarm, this one included (live members + 1)."""
@@ -52,7 +59,15 @@ class SwarmLR:
             return float(self.n)
         if self.rule == "sqrt":
             return math.sqrt(self.n)
+        if self.gain is not None:
+            return self.gain.ratio(self.n)
         return 1.0
+
+    @property
+    def probe(self) -> HalfBatchProbe | None:
+        """What the trainer should measure its gradient noise with: only `adaptive`, and only
+        in a swarm (a peer alone steps exactly as it would without the rule)."""
+        return self._probe if self.n > 1 else None
 
     def advance(self) -> float:
         """One step's scale: at most one warm-up increment above the last, never above the

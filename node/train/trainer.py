@@ -63,6 +63,8 @@ class Trainer:
         # training worker sets its snapshot lock here (node/train/worker.py)
         self.update_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self.samples_seen = 0
+        # set (node/train/gain.py) to measure the gradient noise: each step in two half-batches
+        self.grad_probe: Any = None
         self._X = self._to_device(np.ascontiguousarray(X, dtype=np.float32))
         self._y = self._to_device(np.ascontiguousarray(y, dtype=np.int64))
         self._rng = np.random.default_rng([seed, 0x7261696E])  # own stream: not the init's
@@ -77,7 +79,11 @@ class Trainer:
             self.epoch += 1
             self._new_epoch()
         idx = self._perm_dev[self._pos : self._pos + self.batch_size]
-        loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx]))
+        probe = self.grad_probe
+        if probe is None or self.batch_size < 2:
+            loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx]))
+        else:
+            loss = self._probed_loss_and_grad(idx, probe)
         if not math.isfinite(loss):
             # Checked before the update, so the parameters stay finite for a checkpoint or a peer.
             raise DivergedError(
@@ -90,6 +96,17 @@ class Trainer:
             self.step_count += 1
             self.samples_seen += self.batch_size
         return loss
+
+    def _probed_loss_and_grad(self, idx: Any, probe: Any) -> float:
+        """The batch's mean loss and gradient, taken as two halves so that `probe` sees their
+        difference (the gradient noise); the result is the full batch's, up to rounding."""
+        h = self.batch_size // 2
+        a, b = idx[:h], idx[h:]
+        loss_a = float(self.model.loss_and_grad(self._X[a], self._y[a]))
+        probe.hold(self.model.params.grad)
+        loss_b = float(self.model.loss_and_grad(self._X[b], self._y[b]))
+        probe.merge(self.model.params.grad, h, self.batch_size - h)
+        return (h * loss_a + (self.batch_size - h) * loss_b) / self.batch_size
 
     def evaluate(self, X: Any, y: Any) -> tuple[float, float]:
         """Mean loss and accuracy over (X, y), in batches; arrays may be host or device."""

@@ -1,7 +1,7 @@
 """`TrainingWorker`: a background thread that owns a `Trainer` and steps it.
 
-This is how the asyncio peer drives training without blocking its event loop. The thread is the
-only code that touches the model; everyone else talks to it through a thread-safe API:
+How the asyncio peer trains without blocking its event loop. The thread is the only code that
+touches the model; everyone else talks to it through a thread-safe API:
 
 - `snapshot()` — a host copy of the flat parameters, taken between two steps;
 - `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
@@ -12,8 +12,8 @@ only code that touches the model; everyone else talks to it through a thread-saf
 - `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
 - `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios), or pace it as a
   compute-bound peer (`step_s`: every step takes at least that long);
-- `lr_scale` — a `SwarmLR` (replace it to pick a rule; `lr_scale.set_size(n)` from any
-  thread): the optimizer's lr at construction scaled with the swarm size, step by step.
+- `lr_scale` — a `SwarmLR` (replace it to pick a rule; `set_size(n)` from any thread): the
+  optimizer's lr at construction scaled with the swarm size (or its measured gain), per step.
 
 Per step the thread takes one lock once (a few hundred ns, uncontended but for a state); snapshots
 take only a second one, held while the parameters change (`Trainer.update_lock`), not a whole step.
@@ -73,8 +73,7 @@ class TrainingWorker:
         self._on_checkpoint = on_checkpoint
         self._on_done = on_done  # called on the thread when it ends: lets asyncio await it
         self._has_test = X_test is not None and y_test is not None and len(y_test) > 0
-        # Test data goes to the device once, not at every evaluation.
-        self._X_test = trainer._to_device(X_test) if self._has_test else None
+        self._X_test = trainer._to_device(X_test) if self._has_test else None  # once, not per eval
         self._y_test = trainer._to_device(y_test) if self._has_test else None
 
         self._lock = threading.Lock()  # held by the thread for each step; by others for states
@@ -309,6 +308,7 @@ class TrainingWorker:
         cause (a smaller --lr is the wrong advice when a peer served a poisoned model)."""
         if self.lr_scale.rule != "none":  # the setter is cheap: a float check
             self.trainer.optimizer.lr = self._base_lr * self.lr_scale.advance()
+            self.trainer.grad_probe = self.lr_scale.probe  # adaptive, in a swarm: measure
         try:
             return self.trainer.step()
         except DivergedError as exc:

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def test_a_peer_alone_keeps_its_lr_whatever_the_rule():
-    for rule in ("none", "sqrt", "linear"):
+    for rule in ("none", "sqrt", "linear", "adaptive"):
         s = SwarmLR(rule, max_n=8, warmup=10)
         assert [s.advance() for _ in range(20)] == [1.0] * 20
 

@@ -54,7 +54,9 @@ class Liar:
     def refresh(self, honest: list[np.ndarray]) -> None:
         H = np.stack(honest).astype(np.float64)
         mean = H.mean(axis=0)
-        if self.kind == "alie":
+        if self.kind == "echo":  # answers each peer with its own model: a perfectly dropped liar
+            self.vec = H[0].astype(np.float32)
+        elif self.kind == "alie":
             self.vec = (mean - self.arg * H.std(axis=0)).astype(np.float32)
         elif self.kind == "ipm":
             ref = mean if self.ref is None else self.ref
@@ -163,8 +165,11 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
     sent = liar.vec if is_liar else ts[i].model.params.data.copy()
     answers = {j: (liar.vec if liar is not None and j == n - 1 else ts[j].model.params.data.copy())
                for j in picked}  # fmt: skip
+    if liar is not None and liar.kind == "echo" and n - 1 in answers:  # says my own model back
+        answers[n - 1] = ts[i].model.params.data.copy()
     for j in picked:  # responders: own + clip(pushed - own, tau_j) at 1 / (pull + 1)
-        if (liar is not None and j == n - 1) or taus[j] is None or (is_liar and opts.no_liar_push):
+        no_push = is_liar and (opts.no_liar_push or liar.kind == "echo")  # echo: a no-op push
+        if (liar is not None and j == n - 1) or taus[j] is None or no_push:
             continue
         if opts.hold:  # kept for j's next own round, judged among its rows there
             HELD.setdefault(int(j), {})[i] = sent.copy()
@@ -208,10 +213,14 @@ def backstop(own: np.ndarray, other: np.ndarray, t: Any, opts: argparse.Namespac
     if not opts.heading or id(t) not in sw._anchor:
         return other
     m = sw._anchor[id(t)][1]
-    if opts.heading_cos and heading.backward_cosine(own, other, m) > opts.heading_cos:
-        return own.copy()  # no say at all
-    cut = heading.scale_backward if opts.heading_scale else heading.cap_backward
-    return cut(own, other, m, opts.heading)
+    b, norm = heading.backward_part(own, other, m)
+    if opts.heading_cos and b > opts.heading_cos * np.linalg.norm(other - own.astype(np.float64)):
+        return own.copy()  # no say at all beyond that cosine with m
+    if opts.heading_drop and b > opts.heading_drop * norm > 0:  # nor beyond DROP x |m| back
+        return own.copy()
+    if opts.heading_scale and b > opts.heading * norm > 0:  # the whole difference, scaled
+        return (own + (other - own) * (opts.heading * norm / b)).astype(np.float32)
+    return heading.cap_backward(own, other, m, opts.heading)
 
 
 def moves(x: np.ndarray, sent: np.ndarray, y: np.ndarray, tau: float,
@@ -276,6 +285,8 @@ def main() -> int:
                    help="cut a pull back along my outer momentum to this x |m| (0: off)")  # fmt: skip
     p.add_argument("--heading-cos", type=float, default=0.0,
                    help="with --heading: no say for a model whose cos with m is above this")  # fmt: skip
+    p.add_argument("--heading-drop", type=float, default=0.0,
+                   help="with --heading: no say for a model more than this x |m| back")  # fmt: skip
     p.add_argument("--heading-scale", action="store_true",
                    help="with --heading: scale the whole difference instead of cutting")  # fmt: skip
     p.add_argument("--avg", action="store_true", help="`average` mode instead (no liar)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip import heading
-from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
 
 from tests.gossip.test_exchange import ArrayStore, make_swarm
 
@@ -65,3 +65,9 @@ async def test_own_round_and_push_from_an_ipm_liar(limit: float) -> None:
         assert 0 < pushed <= 0.5 / 5 + 0.02
     else:
         assert pushed > 0.3
+
+
+def test_a_negative_limit_is_refused_and_zero_is_the_rule_as_it_was() -> None:
+    with pytest.raises(ExchangeError, match="backward_limit"):
+        ExchangeConfig(mode="robust", backward_limit=-0.5).validate()
+    assert ExchangeConfig(mode="robust", backward_limit=0).validate().backward_limit == 0

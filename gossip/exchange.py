@@ -9,8 +9,7 @@ training worker), the peers behind `PeerDirectory` (membership) and the wire beh
   AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
   exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
   answers, and queues a mix for its training thread.
-- `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
-  with a byzantine-robust rule (default `ss-clip`, self-centered clipping), then mix it in.
+- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
@@ -168,9 +167,8 @@ class Exchanger:
         robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
         tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
-        back = self.back if robust else None  # the heading cut: robust mode only
-        args = (self.guard, own, theirs, tau, back, self.cfg.backward_limit, sender)
-        clipped = await asyncio.to_thread(bound_push, *args)
+        args = (own, theirs, tau, self.back if robust else None, self.cfg.backward_limit, sender)
+        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
         if clipped is None:
             return
         # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to

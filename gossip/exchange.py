@@ -9,8 +9,7 @@ training worker), the peers behind `PeerDirectory` (membership) and the wire beh
   AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
   exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
   answers, and queues a mix for its training thread.
-- `robust`: pull the snapshots of `pull` sampled peers in parallel, aggregate {own} U {received}
-  with a byzantine-robust rule (default `ss-clip`, self-centered clipping), then mix it in.
+- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
@@ -37,6 +36,7 @@ from swarmnode.gossip.exchange_access import check_pusher, check_sender
 from swarmnode.gossip.exchange_config import ExchangeConfig, ExchangeError  # re-exported: the front
 from swarmnode.gossip.exchange_slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange_types import Outgoing, ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.heading import bound_push, read_heading, ss_clip_round
 from swarmnode.gossip.push_guard import PushGuard
 from swarmnode.gossip.round_log import describe, join_notes
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
@@ -81,6 +81,7 @@ class Exchanger:
         # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
+        self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init)
@@ -166,7 +167,8 @@ class Exchanger:
         robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
         tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
-        clipped = await asyncio.to_thread(self.guard.bound, own, theirs, tau, sender)
+        args = (own, theirs, tau, self.back if robust else None, self.cfg.backward_limit, sender)
+        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
         if clipped is None:
             return
         # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
@@ -289,9 +291,11 @@ class Exchanger:
         f = self._fitting_f(len(rows), result)
         if f is None:
             return
-        if self_centered:
-            self.clip_tau = await asyncio.to_thread(_radius_of, rows, f)
-        agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
+        if self_centered:  # pulls back along my heading are cut (gossip/heading.py)
+            self.back = await read_heading(self.store, lim := self.cfg.backward_limit)
+            self.clip_tau, agg = await asyncio.to_thread(ss_clip_round, rows, f, self.back, lim)
+        else:
+            agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         # a self-centered rule's result already holds my model at its weight: take it as is
         weight = 1.0 if self_centered else self.cfg.mix
         await self.store.mix_in(agg, weight)
@@ -376,10 +380,6 @@ def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(data, expected_size=size)
     wire.validate_params(vec, size)
     return header, vec
-
-
-def _radius_of(rows: list[np.ndarray], f: int) -> float:
-    return aggregate.clip_radius(np.stack(rows), f)
 
 
 def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from swarmnode.gossip import aggregate
 from swarmnode.gossip import compressed as cx
+from swarmnode.gossip.heading import BACKWARD_LIMIT
 from swarmnode.kernels.errors import SwarmnodeError
 
 MODES = ("average", "robust")
@@ -31,6 +32,7 @@ class ExchangeConfig:
     group: int = 3  # average: peers pushed to at once; the initiator takes the mean of all
     outer_lr: float = 0.7  # outer step on the mixed model (1.0 with momentum 0: none)
     outer_momentum: float = 0.5  # Nesterov momentum of the outer step (0.9 broke a conv net)
+    backward_limit: float = BACKWARD_LIMIT  # robust: pull back along m cut to this x |m| (0: off)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
     compress: str = "none"  # none|fp16|int8|topk:RATIO (gossip.compressed)
@@ -57,6 +59,7 @@ class ExchangeConfig:
             "outer_lr": 0 < self.outer_lr <= 2,
             "outer_momentum": 0 <= self.outer_momentum < 1,
             "max_inflight": self.max_inflight >= 1,
+            "backward_limit": self.backward_limit >= 0,
         }
         for name, ok in checks.items():
             if not ok:

@@ -36,7 +36,8 @@ class ParamStore(Protocol):
     # With `compress`: `async def nudge(self, delta, weight)`, x <- x + weight delta, queued.
     # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
     # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
-    # without it gets plain mixing.
+    # without it gets plain mixing. Optional: `async def heading(self) -> np.ndarray | None` —
+    # a copy of that step's momentum (gossip.heading bounds robust pulls back along it).
 
 
 class PeerDirectory(Protocol):

@@ -68,6 +68,7 @@ UNSCALED = ["--lr-scale", "none"]
 MODES = {
     "average": ["--exchange", "average"],
     "robust": ["--exchange", "robust"],
+    "robust-nocut": ["--exchange", "robust", "--backward-limit", "0"],  # before gossip/heading.py
     "old-average": ["--exchange", "average", *OLD_AVERAGE],
     "old-robust": ["--exchange", "robust", "--aggregator", "krum", *OLD_AVERAGE],
     "average-unscaled": ["--exchange", "average", *UNSCALED],

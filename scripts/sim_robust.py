@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sim_swarm as sw
-from swarmnode.gossip import aggregate
+from swarmnode.gossip import aggregate, heading
 from swarmnode.node.train.data import load_dataset
 from swarmnode.node.train.shard import all_shards, parse_partition
 
@@ -54,7 +54,9 @@ class Liar:
     def refresh(self, honest: list[np.ndarray]) -> None:
         H = np.stack(honest).astype(np.float64)
         mean = H.mean(axis=0)
-        if self.kind == "alie":
+        if self.kind == "echo":  # answers each peer with its own model: a perfectly dropped liar
+            self.vec = H[0].astype(np.float32)
+        elif self.kind == "alie":
             self.vec = (mean - self.arg * H.std(axis=0)).astype(np.float32)
         elif self.kind == "ipm":
             ref = mean if self.ref is None else self.ref
@@ -163,8 +165,11 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
     sent = liar.vec if is_liar else ts[i].model.params.data.copy()
     answers = {j: (liar.vec if liar is not None and j == n - 1 else ts[j].model.params.data.copy())
                for j in picked}  # fmt: skip
+    if liar is not None and liar.kind == "echo" and n - 1 in answers:  # says my own model back
+        answers[n - 1] = ts[i].model.params.data.copy()
     for j in picked:  # responders: own + clip(pushed - own, tau_j) at 1 / (pull + 1)
-        if (liar is not None and j == n - 1) or taus[j] is None or (is_liar and opts.no_liar_push):
+        no_push = is_liar and (opts.no_liar_push or liar.kind == "echo")  # echo: a no-op push
+        if (liar is not None and j == n - 1) or taus[j] is None or no_push:
             continue
         if opts.hold:  # kept for j's next own round, judged among its rows there
             HELD.setdefault(int(j), {})[i] = sent.copy()
@@ -173,17 +178,26 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
             continue
         x = ts[j].model.params.data
         far = np.linalg.norm(sent.astype(np.float64) - x) > opts.push_reject * taus[j]
-        y = None if far else aggregate.clip_toward(x, sent, taus[j])
+        capped = backstop(x, sent, ts[j], opts)
+        y = None if far else aggregate.clip_toward(x, capped, taus[j])
         if y is not None:
+            PUSHES.append((is_liar, *moves(x, sent, y, taus[j], opts)))
             x += (y - x) / (opts.pull + 1)
+        elif is_liar:
+            PUSHES.append((True, 0.0, 0.0))
     if is_liar:
         return
     held = {k: v for k, v in HELD.pop(i, {}).items() if k not in answers}  # answers are newer
     answers.update(held)
-    rows = np.stack([ts[i].model.params.data, *answers.values()])
-    tau = tau_of(rows, opts, hists[i])
+    own = ts[i].model.params.data
+    rows = np.stack([own, *answers.values()])
+    tau = tau_of(rows, opts, hists[i])  # on the rows as they came: the cut must not tighten tau
     taus[i] = tau
     record(rows, list(answers), n - 1 if liar else None, tau, st)
+    far = np.linalg.norm(rows[1:].astype(np.float64) - own, axis=1) > opts.reject * tau
+    rows[1:] = [
+        r if f else backstop(own, r, ts[i], opts) for r, f in zip(rows[1:], far, strict=True)
+    ]
     keep = score(i, [int(j) for j in answers], rows, tau, opts)
     m = sw._anchor[id(ts[i])][1].astype(np.float64)
     ts[i].model.params.data[...] = ssclip(rows, tau, opts, rng, keep, m)
@@ -191,6 +205,30 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
 
 
 REJECT = [aggregate.SS_CLIP_REJECT]
+PUSHES: list[tuple[bool, float, float]] = []  # (from the liar, |move| clipped, unclipped) / tau
+
+
+def backstop(own: np.ndarray, other: np.ndarray, t: Any, opts: argparse.Namespace) -> Any:
+    """`--heading C`: other's pull back along the receiver's outer momentum cut to C |m|."""
+    if not opts.heading or id(t) not in sw._anchor:
+        return other
+    m = sw._anchor[id(t)][1]
+    b, norm = heading.backward_part(own, other, m)
+    if opts.heading_cos and b > opts.heading_cos * np.linalg.norm(other - own.astype(np.float64)):
+        return own.copy()  # no say at all beyond that cosine with m
+    if opts.heading_drop and b > opts.heading_drop * norm > 0:  # nor beyond DROP x |m| back
+        return own.copy()
+    if opts.heading_scale and b > opts.heading * norm > 0:  # the whole difference, scaled
+        return (own + (other - own) * (opts.heading * norm / b)).astype(np.float32)
+    return heading.cap_backward(own, other, m, opts.heading)
+
+
+def moves(x: np.ndarray, sent: np.ndarray, y: np.ndarray, tau: float,
+          opts: argparse.Namespace) -> Any:  # fmt: skip
+    """How far one push moves the receiver, in tau: as mixed, and as it would with no bound."""
+    w = 1.0 / (opts.pull + 1) / tau
+    return (w * float(np.linalg.norm(y.astype(np.float64) - x)),
+            w * float(np.linalg.norm(sent.astype(np.float64) - x)))  # fmt: skip
 
 
 def record(rows: np.ndarray, who: list, liar: int | None, tau: float, st: dict) -> None:
@@ -201,6 +239,17 @@ def record(rows: np.ndarray, who: list, liar: int | None, tau: float, st: dict) 
         r = float(d[who.index(liar)] / tau)
         st["att_ratio"].append(r)
         st["att_rejected"].append(float(r > REJECT[0]))
+
+
+def push_stats() -> str:
+    """The liar's pushes: the share mixed, and the mean move of one (bounded / not) in tau."""
+    liar = [(a, b) for is_liar, a, b in PUSHES if is_liar]
+    PUSHES.clear()
+    if not liar:
+        return ""
+    mixed = [(a, b) for a, b in liar if a > 0]
+    a, b = np.mean(mixed, axis=0) if mixed else (0.0, 0.0)
+    return f"  liar pushes mixed {len(mixed) / len(liar):.2f}, move {a:.4f} (unbounded {b:.4f})"
 
 
 def main() -> int:
@@ -232,19 +281,29 @@ def main() -> int:
     p.add_argument("--trust-rate", type=float, default=0.2)
     p.add_argument("--hold", action="store_true", help="pushes wait for the own round's rule")
     p.add_argument("--progress", type=int, default=0, help="F most backward rows raised")
+    p.add_argument("--heading", type=float, nargs="+", default=[0.0],
+                   help="cut a pull back along my outer momentum to this x |m| (0: off)")  # fmt: skip
+    p.add_argument("--heading-cos", type=float, default=0.0,
+                   help="with --heading: no say for a model whose cos with m is above this")  # fmt: skip
+    p.add_argument("--heading-drop", type=float, default=0.0,
+                   help="with --heading: no say for a model more than this x |m| back")  # fmt: skip
+    p.add_argument("--heading-scale", action="store_true",
+                   help="with --heading: scale the whole difference instead of cutting")  # fmt: skip
     p.add_argument("--avg", action="store_true", help="`average` mode instead (no liar)")
     opts = p.parse_args()
     data = load_dataset(opts.data)
     REJECT[0] = opts.reject
-    grid = itertools.product(opts.seed, opts.outer_momentum, opts.tau, opts.bucket, opts.attack)
-    for seed, mom, tau, bucket, attack in grid:
-        opts.seed, opts.tau, opts.bucket = seed, tau, bucket
+    grid = itertools.product(
+        opts.seed, opts.outer_momentum, opts.tau, opts.bucket, opts.heading, opts.attack
+    )
+    for seed, mom, tau, bucket, cut, attack in grid:
+        opts.seed, opts.tau, opts.bucket, opts.heading = seed, tau, bucket, cut
         sw.OUTER.update(lr=opts.outer_lr, beta=mom)
         r = run(opts, data, attack)
         print(f"seed {seed} mom {mom} tau {tau}x{opts.tau_factor:g} bucket {bucket} "
               f"{attack:9}: min {r['min3'] * 100:5.1f} mean {r['mean3'] * 100:5.1f}  "
               f"liar/tau {r['att_ratio']:6.2f} rejected {r['att_rejected']:.2f}  "
-              f"honest cut {r['honest_cut']:.3f}", flush=True)  # fmt: skip
+              f"honest cut {r['honest_cut']:.3f} heading {cut:g}{push_stats()}", flush=True)  # fmt: skip
     return 0
 
 

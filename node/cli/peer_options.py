@@ -194,6 +194,14 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "trimmed-mean, centered-clip or mean",
     )
     e.add_argument(
+        "--backward-limit",
+        type=float,
+        default=_EX.backward_limit,
+        metavar="C",
+        help="robust (ss-clip): a model's pull back along my outer momentum m is cut to "
+        "C x |m| (0: off; gossip/heading.py)",
+    )
+    e.add_argument(
         "--byzantine-f",
         type=int,
         default=_EX.byzantine_f,
@@ -311,6 +319,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         group=args.group,
         outer_lr=args.outer_lr,
         outer_momentum=args.outer_momentum,
+        backward_limit=args.backward_limit,
         timeout=args.exchange_timeout,
         mix=args.mix,
         on_short=args.on_short,

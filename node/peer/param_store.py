@@ -59,6 +59,11 @@ class WorkerStore:
             return
         fut.add_done_callback(_log_failed_mix)
 
+    async def heading(self) -> np.ndarray | None:
+        """A copy of the outer step's momentum (`OuterStep.back`), read on the training thread
+        between two steps (it owns the outer step); None before any."""
+        return await asyncio.wrap_future(await self._submit(lambda _x: self.worker.outer.back()))
+
     async def nudge(self, delta: np.ndarray, weight: float) -> None:
         """Fold x <- x + w delta (a compressed exchange's gossip step), like `mix_in`."""
         try:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 
 class MixAccumulator:
     """Thread-safe: `add` from any thread, `apply_to` from the thread that owns `x`."""
@@ -125,6 +127,14 @@ class OuterStep:
     def forget(self) -> None:
         """The model was replaced (a state sync): the next step starts from it, no momentum."""
         self._has_anchor = False
+
+    def back(self) -> np.ndarray | None:
+        """A host copy of the momentum m (it points back, from the model to where it was: the
+        heading `gossip.heading` bounds pulls against), or None before any progress."""
+        if not self._has_anchor or self.steps == 0:
+            return None
+        m = self._m.get() if hasattr(self._m, "get") else self._m  # cupy: to the host
+        return np.array(m, dtype=np.float32, copy=True)
 
     def reset(self, x: Any) -> None:
         """Start from x with no momentum."""

@@ -62,3 +62,12 @@ def test_request_body_limits_are_flags_for_slow_links(monkeypatch):
     assert (cfg.body_min_rate, cfg.body_grace_s, cfg.max_body_mb) == (100_000, 30, 64)
     limits = intake_limits(cfg, n_params=1000)
     assert limits.deadline(21_000_000, 1 << 30) == pytest.approx(30 + 210)
+
+
+def test_backward_limit_flag_reaches_the_exchange_config(monkeypatch):
+    from swarmnode.node.cli.cmd_start import config_from_args
+    from swarmnode.node.cli.peer_options import peer_config_from_args
+
+    monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
+    args = build_parser().parse_args(["start", "--exchange", "robust", "--backward-limit", "0"])
+    assert peer_config_from_args(args, config_from_args(args)).exchange.backward_limit == 0.0

@@ -48,3 +48,17 @@ def test_reset_forgets_the_momentum():
     x[...] = 5.0
     outer.apply(x, 0.7, 0.9)
     np.testing.assert_array_equal(x, 5.0)
+
+
+def test_back_is_a_host_copy_of_the_momentum_and_none_before_any_step():
+    outer = OuterStep(np)
+    x = np.zeros(3, dtype=np.float32)
+    assert outer.back() is None
+    outer.apply(x, 0.7, 0.5)  # the first step only sets the anchor
+    assert outer.back() is None
+    x[...] = 1.0  # progress: the momentum points back, from x to where it was
+    outer.apply(x, 0.7, 0.5)
+    back = outer.back()
+    np.testing.assert_allclose(back, -1.0)
+    back[...] = 7.0  # a copy: the outer step's own momentum is untouched
+    np.testing.assert_allclose(outer.back(), -1.0)

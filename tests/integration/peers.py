@@ -142,7 +142,9 @@ def start_swarm(workdir: Path, per_peer: list[list[str]], timeout: float = 90.0)
     return peers
 
 
-def set_slowdown(peers: list[Peer], factor: float) -> None:
-    body = encode_control("slowdown", sender="test", factor=float(factor))
+def set_slowdown(peers: list[Peer], factor: float, step_s: float = 0.0) -> None:
+    """Release or pace `peers`: each step x `factor`, and at least `step_s` long (a fixed step
+    time: other processes' CPU use does not change it, as long as a step takes less)."""
+    body = encode_control("slowdown", sender="test", factor=float(factor), step_s=float(step_s))
     for p in peers:
         p.post("admin/slowdown", body)

@@ -106,7 +106,8 @@ SIGNAL_TRAIN = [*SIGNAL, "--lr", "0.05", "--weight-decay", "5e-4", "--seed", "0"
 # batch and an unscaled lr (docs/benchmarks.md, issue 12), so at 1500 the iid swarm was still
 # climbing where the single peer had levelled off: its worst peer ended 1-3 points below, on the
 # bar, and failed 3 of 3 runs at load 20. At 2500 the single peer ends at 78.1% and the worst of 4
-# at 76.5-78.3% (iid) and 76.8-80.4% (dirichlet:0.5) over 8 runs at load 1-12.
+# at 76.5-78.3% (iid) and 76.8-80.4% (dirichlet:0.5) in 5 runs at load 1-12; with six extra busy
+# loops on the 2 cores the iid worst fell to 75.8-76.5 (under the bar in 2 of 4 runs).
 SIGNAL_STEPS = 2500
 # Paced by a fixed step time (a compute-bound peer), not a multiple of the measured step: other
 # processes' CPU use then does not change the pace, nor the rounds per step.

@@ -61,6 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_exchange_node import NODE_MODES, NodeBench, NodeProcess, workdir
 
+from scripts.netlab.net import LabNet, parse_rate
+
 WARMUP_ROUNDS = 3
 PEER = Path(__file__).resolve().parent / "_bench_peer.py"
 TARGET = 0.5  # node throughput as a fraction of raw
@@ -164,6 +166,13 @@ def main() -> int:
         help="the nodes' --slowdown: their training threads sleep (1 - 1/S) of the time",
     )
     ap.add_argument("--node-device", default="cpu", help="the nodes' --device")
+    ap.add_argument(
+        "--link",
+        default="",
+        metavar="RATE",
+        help="node modes only: each node in its own network namespace behind a tc-shaped link "
+        "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host",
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, _sigterm)
 
@@ -187,8 +196,13 @@ def main() -> int:
     node_lat: list[float] = []
     size = 4 * args.params
     info: dict[str, Any] = {}
+    if args.link and (helper_modes or not with_node):
+        ap.error("--link measures node modes only (node, signed, secret)")
+    net = LabNet([parse_rate(args.link)] * (len(node_modes) + 1)) if args.link else None
     with workdir() as tmp, asyncio.Runner() as loop:
         try:
+            if net is not None:
+                net.create()
             if with_node:  # started first: building a 25M model takes a while
                 runs = [(args.node_model, m) for m in node_modes]
                 for model, mode in [*runs, (args.latency_model, node_modes[0])]:
@@ -199,6 +213,7 @@ def main() -> int:
                             device=args.node_device,
                             workdir=Path(tmp) / f"{mode}-{len(nodes)}",
                             mode=mode,
+                            link=None if net is None else net.links[len(nodes)],
                         )
                     )
             if helper_modes:
@@ -259,6 +274,8 @@ def main() -> int:
                 node.close()
             for peer in peers:
                 peer.close()
+            if net is not None:
+                net.teardown()
     report(args, modes, size, wall, cpu, lat, node_lat, info)
     return 0
 
@@ -282,7 +299,7 @@ def report(
         print(
             f"push-pull of a {info['params']:,}-parameter model ({info['model']}: a "
             f"{size / 1e6:.1f} MB wire frame each way), {args.rounds} rounds; node --slowdown "
-            f"{args.slowdown:g}"
+            f"{args.slowdown:g}" + (f"; each node behind a {args.link} link" if args.link else "")
         )
     else:
         print(

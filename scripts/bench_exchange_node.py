@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from swarmnode.fault.chaos.processes import PeerStartError, start_peer  # noqa: E402
+from swarmnode.fault.chaos.processes import START_COMMAND, PeerStartError, start_peer  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
 from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
 from swarmnode.gossip.auth_transport import AuthTransport  # noqa: E402
@@ -45,6 +45,8 @@ from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
 from swarmnode.gossip.membership import Membership  # noqa: E402
 from swarmnode.gossip.peer_key import PeerKey  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
+
+from scripts.netlab.net import Link  # noqa: E402
 
 SECRET = "bench-secret"
 # The node modes, each against a `swarmnode start` of its own, all in one run:
@@ -104,7 +106,14 @@ class NodeProcess:
     """A `swarmnode start` child process (swarmnode.fault.chaos.processes); always `close()` it."""
 
     def __init__(
-        self, model: str, *, slowdown: float, device: str, workdir: Path, mode: str = "node"
+        self,
+        model: str,
+        *,
+        slowdown: float,
+        device: str,
+        workdir: Path,
+        mode: str = "node",
+        link: Link | None = None,
     ) -> None:
         self.model = model
         self.mode = mode
@@ -116,10 +125,15 @@ class NodeProcess:
             *(["--unsigned-exchange-for-bench"] if mode == "node" else []),
             *(["--secret", SECRET] if mode == "secret" else []),
         ]
+        command: tuple[str, ...] = START_COMMAND
+        if link is not None:  # behind a shaped link in its own namespace (scripts/netlab)
+            command = ("ip", "netns", "exec", link.ns, *START_COMMAND)
+            addr = f"{link.ip}:7070"
+            args += ["--listen", addr, "--advertise", addr]
         # The shell's environment as it is: a lone node measured against this process keeps the
         # BLAS threads it would have, unlike the peers of a swarm sharing a few cores.
         self.process = start_peer(
-            args, workdir, "node", dict(os.environ), log_name="node.log", cwd=ROOT
+            args, workdir, "node", dict(os.environ), command=command, log_name="node.log", cwd=ROOT
         )
         self.proc = self.process.proc
         self.addr = ""

@@ -42,6 +42,11 @@ then start where the models started and catch up at the codec's rate (the error 
 which for a pair formed late in a run is slower than a full frame, never wrong: the two sides
 still hold the same bytes. A joiner's state sync takes the same path (`gossip.compressed`).
 
+A topk delta travels into a copy sparsely (the decoder's `compress.Sparse`: k values added at
+their indices, only those checked for overflow), and the sender's new reference is its old one
+plus the same k values: the dense path's bits, without decoding n zeros (`_plus`,
+`_add_overflows`).
+
 Memory: two model-sized vectors per partner, for at most `max_partners` partners (least recently
 used evicted; an evicted pair resynchronises with a full frame).
 """

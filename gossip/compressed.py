@@ -37,7 +37,8 @@ from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
-# (body, *, source=...) -> (header, validated vector): the exchange's own decoding
+# (body, *, source=..., sparse=...) -> (header, validated vector, or a tk16 frame's
+# `compress.Sparse`): the exchange's own decoding
 Decode = Callable[..., Awaitable[tuple[dict[str, Any], np.ndarray]]]
 NOT_COMPRESSED = "this peer exchanges uncompressed (`compress` none)"
 MAX_PAIR_WEIGHT = 0.5  # past it a pair would overshoot: each side past the other's copy
@@ -92,7 +93,8 @@ class CompressedPushPull:
         try:
             answer = await self.transport.request(addr, "pushpull", frame, timeout=self.timeout)
             self.bytes_sent += len(frame)
-            header, theirs = await self.decode(answer, source=f"pushpull answer from {peer_id}")
+            source = f"pushpull answer from {peer_id}"
+            header, theirs = await self.decode(answer, source=source, sparse=True)
             if not refs.is_ref_frame(header):
                 raise wire.WireError(f"{peer_id} answered a compressed push-pull uncompressed")
             await asyncio.to_thread(refs.receive, peer_id, header, theirs)
@@ -149,10 +151,10 @@ class CompressedPushPull:
     # --- serving -------------------------------------------------------------------------
 
     async def serve_frame(self, body: bytes) -> bytes:
-        header, theirs = await self.decode(body, source="compressed pushpull request")
+        header, theirs = await self.decode(body, source="compressed pushpull request", sparse=True)
         return await self.serve(header, theirs)
 
-    async def serve(self, header: dict[str, Any], theirs: np.ndarray) -> bytes:
+    async def serve(self, header: dict[str, Any], theirs: np.ndarray | compress.Sparse) -> bytes:
         """Answer a decoded, validated compressed push-pull and queue our gossip step (at the
         pair weight the request names)."""
         partner = header["sender"]

@@ -365,10 +365,10 @@ class Exchanger:
         return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
 
     async def _decode(
-        self, data: bytes, *, source: str, quiet: bool = False
-    ) -> tuple[dict, np.ndarray]:
+        self, data: bytes, *, source: str, quiet: bool = False, sparse: bool = False
+    ) -> tuple[dict, np.ndarray]:  # sparse: a tk16 frame as a compress.Sparse (gossip.refs)
         try:
-            return await asyncio.to_thread(_decode_checked, data, self.store.size)
+            return await asyncio.to_thread(_decode_checked, data, self.store.size, sparse)
         except SwarmnodeError as exc:
             self.rejected += 1
             if not quiet:
@@ -376,8 +376,8 @@ class Exchanger:
             raise
 
 
-def _decode_checked(data: bytes, size: int) -> tuple[dict, np.ndarray]:
-    header, vec = wire.decode_params(data, expected_size=size)
+def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict, np.ndarray]:
+    header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
     wire.validate_params(vec, size)
     return header, vec
 

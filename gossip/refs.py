@@ -42,6 +42,11 @@ then start where the models started and catch up at the codec's rate (the error 
 which for a pair formed late in a run is slower than a full frame, never wrong: the two sides
 still hold the same bytes. A joiner's state sync takes the same path (`gossip.compressed`).
 
+A topk delta travels into a copy sparsely (the decoder's `compress.Sparse`: k values added at
+their indices, only those checked for overflow), and the sender's new reference is its old one
+plus the same k values: the dense path's bits, without decoding n zeros (`_plus`,
+`_add_overflows`).
+
 Memory: two model-sized vectors per partner, for at most `max_partners` partners (least recently
 used evicted; an evicted pair resynchronises with a full frame).
 """
@@ -206,9 +211,7 @@ class PairRefs:
         else:
             codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
             packed = compress.encode(x - ref.vec, codec, self.ratio)
-            step = compress.decode(packed)
-            step += ref.vec
-            new = Ref(ref.epoch, ref.ver + 1, step)
+            new = Ref(ref.epoch, ref.ver + 1, _plus(ref.vec, packed))
             fields = {"ref": "delta", "ref_epoch": ref.epoch, "ref_ver": ref.ver}
             self.delta_frames += 1
             self.init_frames += on_start
@@ -241,14 +244,18 @@ class PairRefs:
     def is_ref_frame(header: dict[str, Any]) -> bool:
         return "ref" in header
 
-    def receive(self, partner: str, header: dict[str, Any], vec: np.ndarray) -> np.ndarray:
-        """Apply a received full frame or delta (already decoded, finite, of our size) to our
-        copy of `partner`'s reference; return that copy. Raises `RefMismatch` or `WireError`."""
+    def receive(
+        self, partner: str, header: dict[str, Any], vec: np.ndarray | compress.Sparse
+    ) -> np.ndarray:
+        """Apply a received full frame or delta (already decoded, finite, of our size; a tk16
+        one as `compress.Sparse`) to our copy of `partner`'s reference; return that copy.
+        Raises `RefMismatch` or `WireError`."""
         kind = header.get("ref")
         if kind not in REF_KINDS:
             raise WireError(f"payload header field 'ref' must be full or delta, got {kind!r}")
         epoch, ver = _int(header, "ref_epoch"), _int(header, "ref_ver")
         if kind == "full":
+            vec = vec.dense() if isinstance(vec, compress.Sparse) else vec  # none sends tk16 full
             copy = vec if vec.flags.writeable and vec.flags.owndata else vec.copy()
             self._put(self.recv, partner, Ref(epoch, 1, copy))
             return copy
@@ -261,9 +268,7 @@ class PairRefs:
             raise RefMismatch(
                 f"reference out of sync with {partner}: delta on {epoch}/{ver}, we hold {held}"
             )
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked just below
-            r.vec += vec
-        if count_nonfinite(r.vec):
+        if _add_overflows(r.vec, vec):
             self.recv.pop(partner, None)
             raise WireError(f"reference of {partner} overflowed: dropped, next frame is full")
         r.ver += 1
@@ -276,7 +281,12 @@ class PairRefs:
         theirs, mine = self.recv.get(partner), self.sent.get(partner)
         if theirs is None or mine is None:
             return None
-        d = theirs.vec - mine.vec
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            d = theirs.vec - mine.vec
+        if count_nonfinite(d):  # both copies stay finite, which `receive` relies on: a finite
+            self.sent.pop(partner, None)  # d (w <= 1/2) keeps each between the two old copies
+            self.recv.pop(partner, None)
+            raise WireError(f"references of {partner} too far apart: dropped, next frame full")
         d *= np.float32(weight)
         mine.vec += d
         theirs.vec -= d
@@ -287,3 +297,28 @@ class PairRefs:
         table.move_to_end(partner)
         while len(table) > self.max_partners:
             table.popitem(last=False)
+
+
+def _plus(base: np.ndarray, packed: compress.Packed) -> np.ndarray:
+    """base + decode(packed), a new vector: for topk a copy of base with the k values added at
+    their indices (what the dense sum gives, without decoding n zeros and adding them)."""
+    if packed.codec == "topk" and isinstance(base, np.ndarray):
+        s = compress.topk_sparse(packed)
+        out = base.copy()
+        out[s.idx] += s.values  # the indices are unique: fancy-index += is exact (no add.at)
+        return out
+    step = compress.decode(packed)
+    step += base
+    return step
+
+
+def _add_overflows(copy: np.ndarray, vec: np.ndarray | compress.Sparse) -> bool:
+    """copy += vec in place; whether that made a value non-finite. A sparse delta can only
+    have done it at its own indices (the copy was finite: `receive` and `gossip_step` keep it
+    so, and its values are finite), so only those k values are checked."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is what this checks
+        if isinstance(vec, compress.Sparse):
+            copy[vec.idx] += vec.values
+            return not bool(np.isfinite(copy[vec.idx]).all())
+        copy += vec
+    return bool(count_nonfinite(copy))

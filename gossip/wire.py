@@ -38,7 +38,7 @@ import xxhash
 from swarmnode.gossip import bufpool, covered, wire_codecs
 from swarmnode.gossip.finite import count_nonfinite
 from swarmnode.gossip.wire_error import WireError
-from swarmnode.kernels.compress import Packed
+from swarmnode.kernels.compress import Packed, Sparse
 
 WIRE_VERSION = 1
 MSG_TYPE = "params"
@@ -189,8 +189,10 @@ def decode_params(
     *,
     caps: WireCaps = DEFAULT_CAPS,
     expected_size: int | None = None,
-) -> tuple[dict[str, Any], np.ndarray]:
+    sparse: bool = False,
+) -> tuple[dict[str, Any], Any]:
     """Check a frame and return (header, array); raise `WireError` on anything unexpected.
+    `sparse`: a tk16 frame of a 1-D shape comes back as a `Sparse` (`wire_codecs`).
 
     The array is a zero-copy view into `buf` for codec "raw" (a float32 copy for "f16"). Call
     `validate_params` before the array may touch a model: this checks framing, not finiteness.
@@ -213,9 +215,9 @@ def decode_params(
     if header["codec"] == "raw":
         arr = np.frombuffer(view, dtype=DTYPES[header["dtype"]], count=count, offset=offset)
     else:
-        arr = wire_codecs.decode_payload(header, view[offset:], count)
+        arr = wire_codecs.decode_payload(header, view[offset:], count, sparse and len(shape) == 1)
     del header["_header_len"]
-    return header, arr.reshape(shape)
+    return header, arr if isinstance(arr, Sparse) else arr.reshape(shape)
 
 
 def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> dict:
@@ -232,6 +234,10 @@ def validate_params(arr: Any, expected_size: int) -> None:
     Works on numpy and cupy arrays. A 2-D or (d, 1) array is refused even with the right size:
     it would broadcast into an (d, d) monster when mixed into the flat model.
     """
+    if isinstance(arr, Sparse):  # decode_params checked its indices: its k values are left
+        if arr.n != expected_size or arr.idx.shape != arr.values.shape:
+            raise WireError(f"sparse parameters of {arr.n} values, expected {expected_size}")
+        arr, expected_size = arr.values, arr.values.size
     dtype = getattr(arr, "dtype", None)
     shape = getattr(arr, "shape", None)
     if dtype is None or shape is None:

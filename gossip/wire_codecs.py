@@ -13,6 +13,8 @@ checks every field against the shape before touching the payload (`block` in [4,
 `chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
 `k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
+Asked `sparse`, a tk16 payload comes back as a `compress.Sparse` (indices, values) after the
+same checks: a reference copy takes it in O(k) (`gossip.refs`), not n.
 """
 
 from __future__ import annotations
@@ -58,8 +60,11 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
     return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
 
 
-def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> np.ndarray:
-    """The dense float32 vector a non-raw payload stands for (sizes already checked)."""
+def decode_payload(
+    header: dict[str, Any], payload: memoryview, count: int, sparse: bool = False
+) -> np.ndarray | compress.Sparse:
+    """The dense float32 vector a non-raw payload stands for (sizes already checked); `sparse`:
+    a tk16 payload as a `compress.Sparse`, checked alike."""
     codec = header["codec"]
     try:
         if codec == "f16":
@@ -74,12 +79,13 @@ def decode_payload(header: dict[str, Any], payload: memoryview, count: int) -> n
             q = np.frombuffer(payload, dtype=np.int8, count=count, offset=4 * nb)
             parts = {"scales": scales, "q": q}
             return compress.int8_decode(compress.Packed("int8", count, parts, block=block))
-        return _decode_topk(header["k"], payload, count)
+        s = _decode_topk(header["k"], payload, count)
+        return s if sparse else s.dense()
     except ShapeError as exc:
         raise WireError(f"{codec} payload: {exc}") from None
 
 
-def _decode_topk(k: int, payload: memoryview, count: int) -> np.ndarray:
+def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:
     nb = compress.topk_buckets(count)
     counts = np.frombuffer(payload, dtype="<u4", count=nb)
     if int(counts.sum(dtype=np.int64)) != k:  # before any allocation sized by the counts
@@ -92,7 +98,7 @@ def _decode_topk(k: int, payload: memoryview, count: int) -> np.ndarray:
     idx = compress.topk_indices(p)
     if k and (int(idx[-1]) >= count or (k > 1 and not (idx[1:] > idx[:-1]).all())):
         raise WireError(f"tk16 indices must increase strictly and stay below {count}")
-    return compress.topk_decode(p)
+    return compress.topk_sparse(p)
 
 
 def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:

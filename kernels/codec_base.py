@@ -53,6 +53,21 @@ class Packed:
         return sum(int(p.nbytes) for p in self.parts.values())
 
 
+@dataclass
+class Sparse:
+    """A vector of `n` values, zero except `values` (float32, finite) at `idx` (int64, strictly
+    increasing, below n): a topk delta as its receiver applies it, without a dense decode."""
+
+    n: int
+    idx: np.ndarray
+    values: np.ndarray
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.n, dtype=np.float32)
+        out[self.idx] = self.values
+        return out
+
+
 def _check_vector(x: Any) -> None:
     if str(getattr(x, "dtype", "")) != "float32":
         raise ShapeError(f"codec input must be float32, got {getattr(x, 'dtype', type(x))}")

@@ -40,6 +40,7 @@ from swarmnode.kernels.codec_base import (
     I8_MIN_AMAX,
     TOPK_BUCKET,
     Packed,
+    Sparse,
     _check_vector,
     int8_layout,
     topk_buckets,
@@ -56,6 +57,7 @@ __all__ = [
     "I8_MIN_AMAX",
     "TOPK_BUCKET",
     "Packed",
+    "Sparse",
     "int8_layout",
     "topk_buckets",
     "topk_count",
@@ -271,8 +273,16 @@ def topk_indices(p: Packed) -> np.ndarray:
 def topk_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(p.n, dtype=np.float32) if out is None else out
     out.fill(0.0)
-    out[topk_indices(p)] = fp16_decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
+    s = topk_sparse(p)
+    out[s.idx] = s.values
     return out
+
+
+def topk_sparse(p: Packed) -> Sparse:
+    """The kept (indices, float32 values) without the dense vector: a receiver adds them to its
+    reference copy in O(k) (`gossip.refs`), where the decode wrote and reread n zeros."""
+    values = fp16_decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
+    return Sparse(p.n, topk_indices(p), values)
 
 
 # --- one front -------------------------------------------------------------------------------

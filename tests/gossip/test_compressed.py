@@ -29,8 +29,8 @@ class Store:
         self.x += np.float32(weight) * delta
 
 
-async def decode(body: bytes, *, source: str) -> tuple[dict, np.ndarray]:
-    header, vec = wire.decode_params(body, expected_size=N)
+async def decode(body: bytes, *, source: str, sparse: bool = False) -> tuple[dict, np.ndarray]:
+    header, vec = wire.decode_params(body, expected_size=N, sparse=sparse)
     wire.validate_params(vec, N)
     return header, vec
 
@@ -43,7 +43,7 @@ def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: 
     )  # fmt: skip
 
     async def handle(body: bytes) -> bytes:
-        header, vec = await decode(body, source="request")
+        header, vec = await decode(body, source="request", sparse=True)
         if not compressed:
             refuse_compressed(header)
         return await cpp.serve(header, vec)

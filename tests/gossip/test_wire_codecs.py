@@ -79,29 +79,46 @@ def _payload_patched(buf: memoryview, at: int, value: bytes) -> bytes:
     return _rewrite(memoryview(raw), crc=digest)
 
 
-def test_topk_counts_that_do_not_add_up_are_refused_before_allocating() -> None:
+SPARSE = pytest.mark.parametrize("sparse", [False, True])  # the refs layer's form: same checks
+
+
+@SPARSE
+def test_topk_counts_that_do_not_add_up_are_refused_before_allocating(sparse: bool) -> None:
     bad = _payload_patched(frame("topk:0.01"), 0, np.uint32(2**32 - 1).tobytes())
     with pytest.raises(WireError, match="add up to"):
-        decode_params(bad)
+        decode_params(bad, sparse=sparse)
 
 
+@SPARSE
 @pytest.mark.parametrize("n", [N, 70_000])
-def test_topk_indices_out_of_order_or_range_refused(n: int) -> None:
+def test_topk_indices_out_of_order_or_range_refused(n: int, sparse: bool) -> None:
     # offsets start after the counts (one per 65536 values); offset 0 := 65535 breaks the order
     # (N) or, in the last, short bucket of 70 000 values, points past the end
     nb = -(-n // 65536)
     at = 4 * nb if n == N else 4 * nb + 2 * (compress.topk_count(n, 0.01) - 1)
     bad = _payload_patched(frame("topk:0.01", vec(n)), at, np.uint16(65535).tobytes())
     with pytest.raises(WireError, match="indices"):
-        decode_params(bad)
+        decode_params(bad, sparse=sparse)
 
 
-def test_topk_inf_value_refused() -> None:
+@SPARSE
+def test_topk_inf_value_refused(sparse: bool) -> None:
     k = compress.topk_count(N, 0.01)
     at = 4 + 2 * (k + k % 2)
     bad = _payload_patched(frame("topk:0.01"), at, np.float16(np.inf).tobytes())
     with pytest.raises(WireError, match="Inf or NaN"):
-        decode_params(bad)
+        decode_params(bad, sparse=sparse)
+
+
+def test_sparse_topk_is_the_dense_decode_and_checks_its_size() -> None:
+    _, dense = decode_params(frame("topk:0.01"))
+    _, sparse = decode_params(frame("topk:0.01"), sparse=True)
+    assert isinstance(sparse, compress.Sparse) and np.array_equal(sparse.dense(), dense)
+    wire.validate_params(sparse, N)
+    with pytest.raises(WireError, match="sparse parameters of"):
+        wire.validate_params(sparse, N + 1)
+    _, other = decode_params(frame("int8"), sparse=True)  # dense codecs stay dense
+    assert isinstance(other, np.ndarray)
 
 
 def test_f16_inf_refused() -> None:

@@ -14,7 +14,8 @@ clipped) and how much of the honest rows' difference the clip removed, so the co
 (clean) and of the liar can be told apart. `--avg` runs the `average` mode's group push-pull
 instead (clean or silent only).
 
-Mechanisms to try, each off by default (the node's rule as it is): `--tau median|hist` (the
+Mechanisms to try, each off by default (the node's rule as it is): `--tau kth|median|hist` (the
+rule's radius before the ALIE pass, the (m - f)-th smallest distance; or the
 radius from this round's median distance, or from the median of the last 16, x `--tau-factor`),
 `--bucket S` (answers averaged in random buckets of S first, Karimireddy et al. 2022),
 `--reject R` / `--push-reject R` (no say beyond R x tau in own rounds / pushes), `--trim F`
@@ -73,6 +74,8 @@ def tau_of(rows: np.ndarray, opts: argparse.Namespace, hist: list[float]) -> flo
     d = np.linalg.norm(rows[1:].astype(np.float64) - rows[0], axis=1)
     if opts.tau == "rule":
         return aggregate.clip_radius(rows, 1)
+    if opts.tau == "kth":  # the rule before "Robust mode against ALIE": the (m - f)-th smallest
+        return float(np.sort(d)[len(d) - 2])
     if opts.tau == "median":  # the median distance of this round, x factor
         return opts.tau_factor * float(np.median(d))
     hist.extend(d.tolist())  # "hist": factor x median of the last 16 distances of own rounds
@@ -310,7 +313,7 @@ def main() -> int:
     p.add_argument("--outer-lr", type=float, default=0.7)
     p.add_argument("--outer-momentum", type=float, nargs="+", default=[0.5])
     p.add_argument("--attack", nargs="+", default=["none", "alie:30", "ipm:10"])
-    p.add_argument("--tau", nargs="+", default=["rule"], choices=["rule", "median", "hist"])
+    p.add_argument("--tau", nargs="+", default=["rule"], choices=["rule", "kth", "median", "hist"])
     p.add_argument("--tau-factor", type=float, default=1.0)
     p.add_argument("--bucket", type=int, nargs="+", default=[1])
     p.add_argument("--reject", type=float, default=aggregate.SS_CLIP_REJECT)

@@ -36,12 +36,10 @@ learning via ClippedGossip"): row 0 is the caller's own model x; the result is
 x + (1/n) sum_j clip(x_j - x, tau), clip(z, tau) = z min(1, tau / ||z||). Centred on the peer's
 own model rather than on an estimate of the honest mean, it keeps the honest peers' diversity
 (the mean of close-by non-iid models, which Krum throws away by picking one) while a liar moves x
-by at most tau / n per round. With `tau=None`, tau is SS_CLIP_RADIUS (0.5) x the median of the
-m distances ||x_j - x|| (f >= 1; with f = 0 the largest, nothing clipped): with f < m / 2 the
-median is an honest distance, so a liar is clipped to half the honest spread however far it
-lies, and a row farther than SS_CLIP_REJECT x tau gets no weight. Like every rule it drops
-NaN/Inf rows first (then the first finite row is the center; the exchange's own row is always
-finite).
+by at most tau / n per round. With `tau=None`, tau is the (m - f)-th smallest of the m distances
+||x_j - x||: at most f honest rows are clipped, and a liar is clipped to the scale of the honest
+spread however far it lies, and a row farther than SS_CLIP_REJECT x tau gets no weight. Like every rule it drops NaN/Inf rows first (then the first finite
+row is the center; the exchange's own row is always finite).
 
 Column-wise work (median, trimmed mean, means) runs over blocks of coordinates, so memory beyond
 the input stays at a few MB per block whatever d is; sums are accumulated in float64. mean,
@@ -222,8 +220,8 @@ def self_centered_clip(updates: Any, f: int, tau: float | None = None) -> Any:
 
 
 def clip_radius(updates: Any, f: int) -> float:
-    """The tau `self_centered_clip(updates, f)` clips with: SS_CLIP_RADIUS x the median distance
-    from the first finite row to the m other finite rows. The exchange keeps it to clip what peers
+    """The tau `self_centered_clip(updates, f)` clips with: the (m - f)-th smallest distance from
+    the first finite row to the m other finite rows. The exchange keeps it to clip what peers
     push to it between its own rounds."""
     X, xp = _prepare(updates, f)
     idx = _finite_index(X, f, "ss-clip")
@@ -233,11 +231,7 @@ def clip_radius(updates: Any, f: int) -> float:
 
 def _radius(dist: Any, f: int) -> float:
     others = np.sort(np.asarray(dist[1:].get() if hasattr(dist, "get") else dist[1:]))
-    if not others.size:
-        return 0.0
-    if f == 0:  # nobody to guard against: the farthest row, nothing clipped
-        return float(others[-1])
-    return SS_CLIP_RADIUS * float(np.median(others))
+    return float(others[max(others.size - f, 1) - 1]) if others.size else 0.0
 
 
 def clip_toward(own: np.ndarray, other: np.ndarray, tau: float) -> np.ndarray | None:
@@ -252,15 +246,6 @@ def clip_toward(own: np.ndarray, other: np.ndarray, tau: float) -> np.ndarray | 
         return other.astype(np.float32, copy=False)
     return chunked.toward(own, other, tau / dist)
 
-
-# tau = SS_CLIP_RADIUS x the median distance from the own model to the others (f >= 1). It was
-# the (m - f)-th smallest distance, the farthest honest row: an ALIE liar (mean - 3 std) landing
-# 2.7 of those radii out was clipped to it, and its pushes and its answers together widened the
-# honest spread round after round (tau 0.67 -> 3.3 on the signal task, honest mean 54% against
-# the 4 honest peers alone at 71%); cutting either channel alone stopped it. Half the median
-# keeps that loop's gain below one (docs/benchmarks.md, "Robust mode against ALIE inside the
-# spread"); with f < m / 2 the median is an honest distance whatever the f liars send.
-SS_CLIP_RADIUS = 0.5
 
 # ss-clip gives a row farther than this many radii from the own model no weight at all. Clipping
 # alone still lets a far liar pull by tau / n every round, always the same way: measured on the

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip import wire
-from swarmnode.gossip.aggregate import SS_CLIP_RADIUS
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
 
 from tests.gossip.test_exchange import ArrayStore, D, make_swarm
@@ -65,9 +64,9 @@ async def test_robust_default_is_self_centered_clipping_taken_whole():
     _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, byzantine_f=1))
     assert (await exs[0].round()).applied
     x = exs[0].store.x
-    # three honest rows at distance sqrt(D) (the median) are clipped to tau = SS_CLIP_RADIUS x
-    # sqrt(D); the liar, 1e6 times farther, gets no weight: x = 3 * SS_CLIP_RADIUS / 5 each
-    np.testing.assert_allclose(x, 3 * SS_CLIP_RADIUS / 5, rtol=1e-5)
+    # three honest rows at distance sqrt(D) stay whole; the liar, 1e6 times farther, gets no
+    # weight: x = 0 + (3 * 1) / 5 per coordinate
+    np.testing.assert_allclose(x, 3 / 5, rtol=1e-5)
 
 
 def test_bad_group_and_outer_settings_are_refused():

@@ -14,7 +14,8 @@ clipped) and how much of the honest rows' difference the clip removed, so the co
 (clean) and of the liar can be told apart. `--avg` runs the `average` mode's group push-pull
 instead (clean or silent only).
 
-Mechanisms to try, each off by default (the node's rule as it is): `--tau median|hist` (the
+Mechanisms to try, each off by default (the node's rule as it is): `--tau kth|median|hist` (the
+rule's radius before the ALIE pass, the (m - f)-th smallest distance; or the
 radius from this round's median distance, or from the median of the last 16, x `--tau-factor`),
 `--bucket S` (answers averaged in random buckets of S first, Karimireddy et al. 2022),
 `--reject R` / `--push-reject R` (no say beyond R x tau in own rounds / pushes), `--trim F`
@@ -22,7 +23,11 @@ radius from this round's median distance, or from the median of the last 16, x `
 `--no-liar-push` (the liar only answers: which channel does the damage), `--hold` (pushes are
 not mixed on arrival but wait as rows of the receiver's next round; with 5 peers and pull 4
 that is pull-only), `--progress F` (the F answers pointing farthest against my outer momentum
-get that component raised to the next one's), `--outer-momentum`.
+get that component raised to the next one's), `--outer-momentum`, `--box` (each answer and
+push clamped coordinate-wise to own +- the per-coordinate (m - f)-th distance of the last round),
+`--push-factor K` (pushes clipped to K x tau). The second line per run: the mean tau, and per
+own round how far each honest answer, the honest answers' net, and the liar move the peer (in
+tau), with the liar's cosine to that net and to its previous accepted pull.
 
     .venv/bin/python scripts/sim_robust.py --attack none alie:30 ipm:10 --tau rule
 """
@@ -69,6 +74,8 @@ def tau_of(rows: np.ndarray, opts: argparse.Namespace, hist: list[float]) -> flo
     d = np.linalg.norm(rows[1:].astype(np.float64) - rows[0], axis=1)
     if opts.tau == "rule":
         return aggregate.clip_radius(rows, 1)
+    if opts.tau == "kth":  # the rule before "Robust mode against ALIE": the (m - f)-th smallest
+        return float(np.sort(d)[len(d) - 2])
     if opts.tau == "median":  # the median distance of this round, x factor
         return opts.tau_factor * float(np.median(d))
     hist.extend(d.tolist())  # "hist": factor x median of the last 16 distances of own rounds
@@ -78,6 +85,15 @@ def tau_of(rows: np.ndarray, opts: argparse.Namespace, hist: list[float]) -> flo
 
 HELD: dict[int, dict[int, np.ndarray]] = {}  # `--hold`: receiver -> sender -> pushed model
 SCORES: dict[tuple[int, int], float] = {}  # (observer, peer) -> running mean of |x_j - x_i| / tau
+
+
+BOX: dict[int, np.ndarray] = {}  # `--box`: peer -> per-coordinate radius of its last round
+
+
+def box_radius(rows: np.ndarray) -> np.ndarray:
+    """Per coordinate, the (m - f)-th smallest |x_jk - x_k| over the m answers (f = 1)."""
+    a = np.sort(np.abs(rows[1:] - rows[0]), axis=0)
+    return a[max(len(a) - 1, 1) - 1]
 
 
 def trusted(i: int, j: int, opts: argparse.Namespace) -> bool:
@@ -133,11 +149,12 @@ def run(opts: argparse.Namespace, data: Any, attack: str) -> dict:
     sw._anchor.clear()
     SCORES.clear()
     HELD.clear()
+    BOX.clear()
     for t in ts:
         sw.outer_step(t)
     taus: dict[int, float | None] = dict.fromkeys(range(n))
     hists: dict[int, list[float]] = {i: [] for i in range(n)}
-    st: dict[str, list[float]] = {"att_ratio": [], "att_rejected": [], "honest_cut": []}
+    st: dict[str, list[float]] = {k: [] for k in STATS}
     curve = []
     for step in range(1, opts.steps + 1):
         for t in ts:
@@ -179,7 +196,9 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
         x = ts[j].model.params.data
         far = np.linalg.norm(sent.astype(np.float64) - x) > opts.push_reject * taus[j]
         capped = backstop(x, sent, ts[j], opts)
-        y = None if far else aggregate.clip_toward(x, capped, taus[j])
+        if opts.box and int(j) in BOX:  # a push: within my last round's box
+            capped = np.clip(capped, x - BOX[int(j)], x + BOX[int(j)])
+        y = None if far else aggregate.clip_toward(x, capped, taus[j] * opts.push_factor)
         if y is not None:
             PUSHES.append((is_liar, *moves(x, sent, y, taus[j], opts)))
             x += (y - x) / (opts.pull + 1)
@@ -198,6 +217,9 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
     rows[1:] = [
         r if f else backstop(own, r, ts[i], opts) for r, f in zip(rows[1:], far, strict=True)
     ]
+    if opts.box:  # coordinate-wise: each answer kept within own +- the (m - f)-th |x_jk - x_k|
+        BOX[i] = box_radius(rows)
+        rows[1:] = np.clip(rows[1:], rows[0] - BOX[i], rows[0] + BOX[i])
     keep = score(i, [int(j) for j in answers], rows, tau, opts)
     m = sw._anchor[id(ts[i])][1].astype(np.float64)
     ts[i].model.params.data[...] = ssclip(rows, tau, opts, rng, keep, m)
@@ -205,6 +227,8 @@ def robust_round(i: int, ts: list, liar: Liar | None, honest: list[int], taus: d
 
 
 REJECT = [aggregate.SS_CLIP_REJECT]
+STATS = ("att_ratio", "att_rejected", "honest_cut", "tau", "honest_net", "honest_each",
+         "liar_move", "liar_cos_net", "liar_cos_prev")  # fmt: skip
 PUSHES: list[tuple[bool, float, float]] = []  # (from the liar, |move| clipped, unclipped) / tau
 
 
@@ -235,10 +259,29 @@ def record(rows: np.ndarray, who: list, liar: int | None, tau: float, st: dict) 
     d = np.linalg.norm(rows[1:].astype(np.float64) - rows[0], axis=1)
     h = np.array([k for k, j in enumerate(who) if j != liar])
     st["honest_cut"].append(float(np.maximum(d[h] - tau, 0).sum() / max(d[h].sum(), 1e-12)))
+    st["tau"].append(tau)
+    diffs = rows[1:].astype(np.float64) - rows[0]
+    clipped = diffs * np.minimum(1.0, tau / np.maximum(d, 1e-300))[:, None] / len(rows)
+    net = clipped[h].sum(axis=0)  # the honest answers' net move of me: they mostly cancel
+    st["honest_net"].append(float(np.linalg.norm(net) / tau))
+    st["honest_each"].append(float(np.linalg.norm(clipped[h], axis=1).mean() / tau))
     if liar in who:
-        r = float(d[who.index(liar)] / tau)
+        k = who.index(liar)
+        r = float(d[k] / tau)
         st["att_ratio"].append(r)
         st["att_rejected"].append(float(r > REJECT[0]))
+        if r <= REJECT[0]:
+            st["liar_move"].append(float(np.linalg.norm(clipped[k]) / tau))
+            st["liar_cos_net"].append(_cos(clipped[k], net))
+            st["liar_cos_prev"].append(_cos(clipped[k], LAST_PULL.get("prev", clipped[k])))
+            LAST_PULL["prev"] = clipped[k]
+
+
+LAST_PULL: dict = {}
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
 
 
 def push_stats() -> str:
@@ -270,7 +313,7 @@ def main() -> int:
     p.add_argument("--outer-lr", type=float, default=0.7)
     p.add_argument("--outer-momentum", type=float, nargs="+", default=[0.5])
     p.add_argument("--attack", nargs="+", default=["none", "alie:30", "ipm:10"])
-    p.add_argument("--tau", nargs="+", default=["rule"], choices=["rule", "median", "hist"])
+    p.add_argument("--tau", nargs="+", default=["rule"], choices=["rule", "kth", "median", "hist"])
     p.add_argument("--tau-factor", type=float, default=1.0)
     p.add_argument("--bucket", type=int, nargs="+", default=[1])
     p.add_argument("--reject", type=float, default=aggregate.SS_CLIP_REJECT)
@@ -289,6 +332,8 @@ def main() -> int:
                    help="with --heading: no say for a model more than this x |m| back")  # fmt: skip
     p.add_argument("--heading-scale", action="store_true",
                    help="with --heading: scale the whole difference instead of cutting")  # fmt: skip
+    p.add_argument("--push-factor", type=float, default=1.0, help="pushes clipped to this x tau")
+    p.add_argument("--box", action="store_true", help="clamp coordinate-wise first")
     p.add_argument("--avg", action="store_true", help="`average` mode instead (no liar)")
     opts = p.parse_args()
     data = load_dataset(opts.data)
@@ -304,6 +349,9 @@ def main() -> int:
               f"{attack:9}: min {r['min3'] * 100:5.1f} mean {r['mean3'] * 100:5.1f}  "
               f"liar/tau {r['att_ratio']:6.2f} rejected {r['att_rejected']:.2f}  "
               f"honest cut {r['honest_cut']:.3f} heading {cut:g}{push_stats()}", flush=True)  # fmt: skip
+        print(f"    tau {r['tau']:.4g}  per round, in tau: honest answer {r['honest_each']:.3f} each, "
+              f"net {r['honest_net']:.3f}; liar {r['liar_move']:.3f}, cos with the honest net "
+              f"{r['liar_cos_net']:+.2f}, with its last pull {r['liar_cos_prev']:+.2f}", flush=True)  # fmt: skip
     return 0
 
 

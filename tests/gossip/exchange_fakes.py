@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 
@@ -32,3 +33,9 @@ class RandomPeers:
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         return self.rng.sample(self.peers, min(k, len(self.peers)))
+
+
+def spread(exs: list[Any]) -> float:
+    """Mean absolute distance of the exchangers' models (their `Store`s) from their mean."""
+    xs = np.stack([e.store.x for e in exs])
+    return float(np.abs(xs - xs.mean(axis=0)).mean())

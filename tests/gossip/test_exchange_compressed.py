@@ -9,7 +9,7 @@ from swarmnode.gossip import wire
 from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
 from swarmnode.gossip.inmemory import InMemoryNetwork
 
-from tests.gossip.exchange_fakes import RandomPeers, Store
+from tests.gossip.exchange_fakes import RandomPeers, Store, spread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,11 +31,6 @@ def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
         net.register(addrs[i], ex.handlers())
         out.append(ex)
     return out
-
-
-def spread(exs: list[Exchanger]) -> float:
-    xs = np.stack([e.store.x for e in exs])
-    return float(np.abs(xs - xs.mean(axis=0)).mean())
 
 
 @pytest.mark.parametrize("spec", ["topk:0.01", "int8", "fp16"])

@@ -10,7 +10,7 @@ from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
 from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.transport import RemoteError
 
-from tests.gossip.exchange_fakes import RandomPeers, Store
+from tests.gossip.exchange_fakes import RandomPeers, Store, spread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,11 +41,6 @@ def swarm(spec: str, starts: list[np.ndarray], n_members: int | None = None) -> 
         net.register(addrs[i], ex.handlers())
         out.append(ex)
     return out
-
-
-def spread(exs: list[Exchanger]) -> float:
-    xs = np.stack([e.store.x for e in exs])
-    return float(np.abs(xs - xs.mean(axis=0)).mean())
 
 
 async def test_a_swarm_on_one_start_sends_no_full_frame_and_reaches_consensus() -> None:

@@ -20,23 +20,11 @@ from swarmnode.gossip.inmemory import InMemoryNetwork
 from swarmnode.gossip.member_table import Member
 from swarmnode.node.peer.byzantine_serving import ByzantineServing, peer_rng
 
+from tests.gossip.exchange_fakes import Store
+
 D = 1000  # parameters per test vector
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class ArrayStore:
-    """A ParamStore over a plain array (the node's is over its training thread)."""
-
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = self.x.size
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        return 0, self.x.copy()
-
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        self.x = (1 - weight) * self.x + weight * other
 
 
 class FakeMembership:
@@ -68,7 +56,7 @@ class Swarm:
                 ExchangeConfig(mode="robust"),
                 self_id=pid,
                 transport=self.net.transport(f"{pid}:1"),
-                store=ArrayStore(vec),
+                store=Store(vec),
                 peers=StaticPeers(),
             )
             self.net.register(f"{pid}:1", ex.handlers())

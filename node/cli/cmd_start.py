@@ -61,8 +61,9 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--data",
         default=_NODE.data,
-        help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', or a path to an .npz with "
-        "X_train, y_train, X_test, y_test",
+        help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', 'signal:N,L,C[,SEED]' (a harder "
+        "seeded task: 1-D signals of length L, C classes, 10%% label noise, where a shard "
+        "alone overfits), or a path to an .npz with X_train, y_train, X_test, y_test",
     )
     g.add_argument(
         "--shard",

@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         help="hold every peer until all are up, then release them together (times count from "
         "the release); without it the seed trains while the others start",
     )
+    ap.add_argument(
+        "--shards",
+        action="store_true",
+        help="peer i trains on --shard i/N (with START_ARGS' --partition); without it every "
+        "peer has the whole training set",
+    )
     args = ap.parse_args(argv)
     if args.cleanup:
         print("removed:", ", ".join(net.cleanup_stale(everything=True)) or "nothing")
@@ -84,7 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         verdict = scenarios.run(args.name, out, start_args)
         print(json.dumps(verdict, indent=1))
         return 0 if verdict["passed"] else 1
-    lab = Lab(_links(args.links), out, start_args, _floats(args.slowdown), hold=args.hold)
+    lab = Lab(
+        _links(args.links),
+        out,
+        start_args,
+        _floats(args.slowdown),
+        hold=args.hold,
+        shards=args.shards,
+    )
     with lab:
         for p in lab.peers:
             print(f"p{p.index} {p.addr} {p.link.rate_bps / 1e6:g} Mbit/s ns={p.link.ns}")

@@ -33,6 +33,24 @@ PORT = 7070
 HOLD_SLOWDOWN = 200.0
 
 
+def shard_args(peer_args: list[str], i: int, n: int) -> list[str]:
+    """`--shard i/n`, unless the peer's own arguments already name a shard."""
+    if any(a == "--shard" or a.startswith("--shard=") for a in peer_args):
+        return []
+    return ["--shard", f"{i}/{n}"]
+
+
+def step_time(peer_args: list[str]) -> float:
+    """The last `--step-time S` (or `--step-time=S`) in a peer's arguments; 0 where none."""
+    out = 0.0
+    for i, a in enumerate(peer_args):
+        if a == "--step-time" and i + 1 < len(peer_args):
+            out = float(peer_args[i + 1])
+        elif a.startswith("--step-time="):
+            out = float(a.split("=", 1)[1])
+    return out
+
+
 @dataclass
 class PeerProc:
     index: int
@@ -56,6 +74,9 @@ class Lab:
     peer_args: list[str] = field(default_factory=list)
     slowdowns: list[float] = field(default_factory=list)
     per_peer_args: list[list[str]] = field(default_factory=list)
+    # `shards`: peer i trains on `--shard i/N` of the data (each machine with its own data, as in
+    # a real swarm); off, every peer trains on the whole set and exchange buys little
+    shards: bool = False
     ready_timeout: float = 60.0
     hold: bool = False
     net: LabNet | None = None
@@ -100,12 +121,19 @@ class Lab:
         """Every peer to its own pace at once; the lab's clock (`elapsed`) starts again here."""
         assert self.operator is not None
         for p in self.peers:
-            body = encode_control("slowdown", sender="netlab", factor=self.pace(p.index))
+            # the admin route sets both knobs: name the peer's own --step-time, or it is lost
+            step_s = step_time(self.peer_args + self._own_args(p.index))
+            body = encode_control(
+                "slowdown", sender="netlab", factor=self.pace(p.index), step_s=step_s
+            )
             signed = self.operator.sign("admin/slowdown", body, to=p.addr)
             req = urllib.request.Request(f"http://{p.addr}/v1/admin/slowdown", data=signed)
             with urllib.request.urlopen(req, timeout=10.0) as resp:
                 resp.read()
         self.t0 = time.monotonic()
+
+    def _own_args(self, i: int) -> list[str]:
+        return self.per_peer_args[i] if i < len(self.per_peer_args) else []
 
     def held_s(self, i: int) -> float:
         """How long peer i was held before the release (0 without `hold`)."""
@@ -131,8 +159,9 @@ class Lab:
         elif self.pace(i) != 1:
             argv += ["--slowdown", str(self.pace(i))]
         argv += self.peer_args
-        if i < len(self.per_peer_args):
-            argv += self.per_peer_args[i]
+        if self.shards:
+            argv += shard_args(self.peer_args, i, len(self.net.links))  # type: ignore[union-attr]
+        argv += self._own_args(i)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -1,6 +1,8 @@
 """Fast paths of the coordinate-wise rules: no NaN/Inf pre-pass when every row is finite.
 
-Used by `swarmnode.gossip.aggregate`; each result equals the plain path's (tests/gossip/test_aggregate_fast_paths.py).
+Used by `swarmnode.gossip.aggregate`; the sorted rules equal the plain path's results and the
+mean stays within np.mean's float32 error bound (tests/gossip/test_aggregate_fast_paths.py,
+tests/gossip/test_aggregate_mean.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,56 @@ import numpy as np
 # mean itself. Each rule below first runs on all rows and proves from its own intermediate result
 # that no row holds NaN/Inf; only when that proof fails does it fall back to the pre-pass and
 # rerun on the finite rows, so non-finite rows are still never used.
+#
+# The mean of float32 numpy rows is one BLAS sgemv, ones(n) @ X, accumulating in float32 as
+# np.mean(X, axis=0) does (ByzFL's `Average`). The products x * 1 are exact, so each column is a
+# float32 sum of its n values in the BLAS's order, and every order of an n-term sum obeys the same
+# bound as np.mean's row-by-row one: |error| <= (n - 1) * u * sum_i |x_i| (u = 2**-24, to first
+# order), plus one rounding u * |mean| for the division by n. OpenBLAS's kernels keep several
+# partial sums, so in practice the error is smaller than np.mean's (measured max over columns,
+# n = 64 near-identical rows: 2.9 against 7.5 u * mean|x|). A float32 pairwise tree (bound
+# ceil(log2 n) * u) was measured too: it needs 2 log2(n) numpy calls per cache-sized block and
+# reached only 0.8-0.9x np.mean's speed at n = 64, d = 1e6; the sgemv runs at 1.4-1.9x
+# (docs/benchmarks.md, issue 12).
+#
+# Finiteness: NaN or +-Inf in a column makes its sum NaN or +-Inf, so all-finite sums still prove
+# all-finite rows. A float32 sum of finite values can overflow to +-Inf (rows near 3.4e38); that
+# too reads as "not proven" and takes the pre-pass path, whose float64 mean of the finite rows is
+# right for huge-but-finite rows. An overflow never comes back to a finite value (Inf + x is Inf
+# or NaN), so a finite sum also means no partial sum overflowed.
+#
+# cupy arrays keep float64 pairwise column sums (`_column_sums`), and float64 input keeps the
+# pre-pass; both as before.
 
 SUM_BLOCK_ELEMENTS = 1 << 17  # (rows x columns) per block of the float64 sums: stays in L2
 SORT_BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per transposed block of the sorted rules
 
 
+def _column_means(X: Any, xp: Any) -> Any:
+    """Column means of X (X's dtype) when its own column sums prove every row finite, else None.
+
+    None sends the caller to the pre-pass: float64 input, a NaN/Inf anywhere, or a float32 sum
+    that overflowed. numpy float32 sums with sgemv in float32 (see the module comment); cupy
+    float32 with `_column_sums` in float64.
+    """
+    if X.dtype != xp.float32:
+        return None
+    n = X.shape[0]
+    if xp is np:
+        with np.errstate(over="ignore", invalid="ignore"):  # expected: it sends us to the pre-pass
+            sums = np.ones(n, dtype=np.float32) @ X
+        if not np.isfinite(sums).all():
+            return None
+        sums /= np.float32(n)  # in place, correctly rounded
+        return sums
+    sums = _all_finite_or_none(X, xp, _column_sums(X, xp))
+    return None if sums is None else (sums / n).astype(X.dtype)
+
+
 def _column_sums(X: Any, xp: Any) -> Any:
     """float64 column sums of a float32 X, or None for float64 input (which takes the old path).
+
+    The mean's path for cupy arrays only; numpy arrays sum with sgemv in `_column_means`.
 
     A float64 sum of float32 values cannot overflow (3.4e38 * 1e9 < 1.8e308) and NaN or +-Inf
     propagates into it, so all-finite sums prove all-finite rows. float64 input could overflow

@@ -7,6 +7,7 @@ tests/gossip/test_aggregate_mean.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,11 @@ import numpy as np
 
 SUM_BLOCK_ELEMENTS = 1 << 17  # (rows x columns) per block of the float64 sums: stays in L2
 SORT_BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per transposed block of the sorted rules
+# Up to this many rows (numpy only) the sorted rules sort with a min/max network instead; see
+# `_network_sorted_columns`. Measured at d = 1e6 against the transposed sorts: 4.5x faster at
+# n = 8, 2.5x at 13, 1.9x at 16, 1.4x at 24, and no faster at 32.
+NETWORK_MAX_ROWS = 24
+NETWORK_BLOCK_ELEMENTS = 1 << 18  # (rows x columns) per block of the network: about L2
 
 
 def _column_means(X: Any, xp: Any) -> Any:
@@ -123,6 +129,8 @@ def _sorted_columns(
     """
     d = X.shape[1]
     n = X.shape[0] if idx is None else idx.size
+    if xp is np and n <= NETWORK_MAX_ROWS:
+        return _network_sorted_columns(X, idx, pick)
     out = xp.empty(d, dtype=X.dtype)
     rows = None if idx is None else (xp.asarray(idx) if xp is not np else idx)
     width = max(1, SORT_BLOCK_ELEMENTS // max(1, n))
@@ -138,6 +146,62 @@ def _sorted_columns(
     if rows is None and int(bad):
         return None
     return out
+
+
+def _network_sorted_columns(
+    X: np.ndarray, idx: np.ndarray | None, pick: Callable[[Any, Any], Any]
+) -> Any:
+    """`_sorted_columns` for few rows: each column block sorted by a min/max sorting network.
+
+    A comparator is two whole-row ufuncs (np.minimum, np.maximum) over a block that stays in
+    cache, so the cost per column is a few SIMD operations, where per-column sorts of n < ~30
+    values pay a call each. Minimum and maximum are exact, so the sorted values, and with them
+    the median and the trimmed mean, are those of np.sort (a -0.0 and a 0.0 may trade places).
+    NaN propagates through both outputs of a comparator, and every input reaches the first
+    output through some chain of comparators (or the network could not sort it to the front),
+    so a NaN anywhere in a column leaves that column's first value NaN; -Inf sorts first and
+    +Inf last. Checking the extremes therefore still proves the rows finite.
+    """
+    d = X.shape[1]
+    n = X.shape[0] if idx is None else idx.size
+    pairs = _sorting_network(n)
+    out = np.empty(d, dtype=X.dtype)
+    width = max(1, NETWORK_BLOCK_ELEMENTS // n)
+    buf = np.empty((n + 1, min(width, d)), dtype=X.dtype)  # n wires and one spare row
+    bad = False
+    for start in range(0, d, width):
+        stop = min(d, start + width)
+        B = buf[:, : stop - start]
+        B[:n] = X[:, start:stop] if idx is None else X[idx, start:stop]
+        wire, spare = list(range(n)), n  # wire k's values live in row wire[k] of B
+        for i, j in pairs:
+            lo, hi = B[wire[i]], B[wire[j]]
+            np.minimum(lo, hi, out=B[spare])
+            np.maximum(lo, hi, out=hi)
+            wire[i], spare = spare, wire[i]
+        if idx is None:
+            bad = bad or not (np.isfinite(B[wire[0]]).all() and np.isfinite(B[wire[-1]]).all())
+        out[start:stop] = pick(B[wire].T, np)
+    return None if bad else out
+
+
+@functools.cache
+def _sorting_network(n: int) -> tuple[tuple[int, int], ...]:
+    """Comparators (i, j), i < j, of Batcher's odd-even merge sort for n wires (any n >= 1):
+    19 for n = 8, 63 for 16, 132 for 24. tests/gossip/test_aggregate_fast_paths.py checks that
+    it sorts every 0/1 input (the 0-1 principle: then it sorts every input)."""
+    pairs = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple(pairs)
 
 
 def _median_of_sorted(T: Any, xp: Any) -> Any:

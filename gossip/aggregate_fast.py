@@ -42,8 +42,9 @@ import numpy as np
 SUM_BLOCK_ELEMENTS = 1 << 17  # (rows x columns) per block of the float64 sums: stays in L2
 SORT_BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per transposed block of the sorted rules
 # Up to this many rows (numpy only) the sorted rules sort with a min/max network instead; see
-# `_network_sorted_columns`. Measured at d = 1e6 against the transposed sorts: 4.5x faster at
-# n = 8, 2.5x at 13, 1.9x at 16, 1.4x at 24, and no faster at 32.
+# `_network_sorted_columns`. Trimmed mean at d = 1e6, one thread, against the transposed sorts
+# (docs/benchmarks.md, issue 12): 76 -> 19 ms at n = 8, 99 -> 44 ms at n = 16, ~1.5x at 24,
+# no faster at 32.
 NETWORK_MAX_ROWS = 24
 NETWORK_BLOCK_ELEMENTS = 1 << 18  # (rows x columns) per block of the network: about L2
 

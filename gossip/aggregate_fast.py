@@ -43,8 +43,8 @@ SUM_BLOCK_ELEMENTS = 1 << 17  # (rows x columns) per block of the float64 sums: 
 SORT_BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per transposed block of the sorted rules
 # Up to this many rows (numpy only) the sorted rules sort with a min/max network instead; see
 # `_network_sorted_columns`. Trimmed mean at d = 1e6, one thread, against the transposed sorts
-# (docs/benchmarks.md, issue 12): 76 -> 19 ms at n = 8, 99 -> 44 ms at n = 16, ~1.5x at 24,
-# no faster at 32.
+# (docs/benchmarks.md, issue 12, two runs): 4.1x less time at n = 8, 1.3-2.3x at n = 16, ~1.5x
+# at 24 (a separate measurement), none at 32.
 NETWORK_MAX_ROWS = 24
 NETWORK_BLOCK_ELEMENTS = 1 << 18  # (rows x columns) per block of the network: about L2
 

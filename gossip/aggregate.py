@@ -47,8 +47,9 @@ mean of clean float32 numpy rows: one BLAS sgemv in float32, within np.mean's ow
 bound ((n - 1) * 2**-24 * sum |x_i|; see gossip/aggregate_fast.py). mean, median and trimmed mean
 first run on all rows and check their own intermediate result (column sums, sorted column
 extremes) for NaN/Inf; only if one shows up (or a float32 sum overflows) do they drop the
-non-finite rows and run again in float64, so clean inputs skip that pre-pass. median and trimmed mean sort
-each block transposed, one contiguous row of n values per coordinate.
+non-finite rows and run again (the mean in float64), so clean inputs skip that pre-pass. median
+and trimmed mean sort each block transposed, one contiguous row of n values per coordinate, or
+for up to 24 numpy rows with a min/max sorting network over whole rows.
 """
 
 from __future__ import annotations

@@ -42,11 +42,14 @@ spread however far it lies, and a row farther than SS_CLIP_REJECT x tau gets no 
 row is the center; the exchange's own row is always finite).
 
 Column-wise work (median, trimmed mean, means) runs over blocks of coordinates, so memory beyond
-the input stays at a few MB per block whatever d is; sums are accumulated in float64. mean,
-median and trimmed mean first run on all rows and check their own intermediate result (float64
-column sums, sorted column extremes) for NaN/Inf; only if one shows up do they drop the
-non-finite rows and run again, so clean inputs skip that pre-pass. median and trimmed mean sort
-each block transposed, one contiguous row of n values per coordinate.
+the input stays at a few MB per block whatever d is; sums are accumulated in float64, except the
+mean of clean float32 numpy rows: one BLAS sgemv in float32, within np.mean's own float32 error
+bound ((n - 1) * 2**-24 * sum |x_i|; see gossip/aggregate_fast.py). mean, median and trimmed mean
+first run on all rows and check their own intermediate result (column sums, sorted column
+extremes) for NaN/Inf; only if one shows up (or a float32 sum overflows) do they drop the
+non-finite rows and run again (the mean in float64), so clean inputs skip that pre-pass. median
+and trimmed mean sort each block transposed, one contiguous row of n values per coordinate, or
+for up to 24 numpy rows with a min/max sorting network over whole rows.
 """
 
 from __future__ import annotations
@@ -57,8 +60,7 @@ from typing import Any
 import numpy as np
 from swarmnode.gossip import chunked
 from swarmnode.gossip.aggregate_fast import (
-    _all_finite_or_none,
-    _column_sums,
+    _column_means,
     _median_of_sorted,
     _sorted_columns,
 )
@@ -152,9 +154,9 @@ def multi_krum(updates: Any, f: int, m: int | None = None) -> Any:
 def mean(updates: Any, f: int = 0) -> Any:
     """Average of the finite rows. Not robust: `f` is accepted for the common signature only."""
     X, xp = _prepare(updates, f)
-    out = _all_finite_or_none(X, xp, _column_sums(X, xp))
+    out = _column_means(X, xp)
     if out is not None:
-        return (out / X.shape[0]).astype(X.dtype)
+        return out
     idx = _finite_index(X, f, "mean")
     return _column_reduce(X, idx, xp, _mean_block)
 

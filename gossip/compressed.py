@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip import wire
-from swarmnode.gossip.refs import FULL_CODEC, PairRefs
+from swarmnode.gossip.refs import FULL_CODEC, PARTIAL, PairRefs
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
-from swarmnode.kernels import compress
+from swarmnode.kernels import compress, lowrank
 from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
@@ -57,9 +57,10 @@ class CompressedPushPull:
         timeout: float,
         seed: int = 0,
         init: np.ndarray | None = None,
+        segs: lowrank.Segs = (),
     ) -> None:
         codec, ratio = compress.parse_codec(spec)
-        self.refs = PairRefs(codec, ratio, size, seed=seed, init=init)
+        self.refs = PairRefs(codec, ratio, size, seed=seed, init=init, segs=segs)
         self.self_id = self_id
         self.transport = transport
         self.store = store
@@ -241,8 +242,9 @@ def outer_step_applies(cpp: CompressedPushPull | None) -> bool:
     is mostly this peer's own local steps: more drift and overfitting to its shard. Measured
     on the lab (4 peers, 5 M parameters, 300 steps, two pairs of runs): 77.4 and 77.5% with it,
     78.6 and 78.7% without (uncompressed: 79.5%); int8 and fp16 copies follow x closely, and
-    int8 with the outer step ended above the uncompressed run (docs/benchmarks.md)."""
-    return cpp is None or cpp.refs.codec != "topk"
+    int8 with the outer step ended above the uncompressed run (docs/benchmarks.md). lowrank
+    also sends part of each difference (its top directions), and is treated as topk is."""
+    return cpp is None or cpp.refs.codec not in PARTIAL
 
 
 def pull_fields(cpp: CompressedPushPull | None) -> dict[str, Any]:
@@ -256,8 +258,8 @@ def check_config(mode: str, spec: str) -> str | None:
         codec, _ = compress.parse_codec(spec)
     except SwarmnodeError as exc:
         return f"`compress`: {exc}"
-    if codec == "topk" and mode != "average":
-        return "`compress` topk needs `mode` average (a robust rule needs whole models)"
+    if codec in PARTIAL and mode != "average":
+        return f"`compress` {codec} needs `mode` average (a robust rule needs whole models)"
     return None
 
 
@@ -282,14 +284,16 @@ def build(
     transport: Transport,
     decode: Decode,
     init: np.ndarray | None = None,
+    segs: lowrank.Segs = (),
 ) -> CompressedPushPull | None:
     """The compressed push-pull of an `ExchangeConfig` (None: `compress` none, or robust);
-    `init`: the model's initial parameters, the pairs' shared start (`gossip.refs`)."""
+    `init`: the model's initial parameters, the pairs' shared start (`gossip.refs`); `segs`:
+    the model's matrices for lowrank (none given: the vector as one row, sent whole)."""
     if cfg.compress == "none" or cfg.mode != "average":
         return None
     return CompressedPushPull(
         cfg.compress, self_id=self_id, size=store.size, transport=transport, store=store,
-        decode=decode, timeout=cfg.timeout, init=init,
+        decode=decode, timeout=cfg.timeout, init=init, segs=segs,
     )  # fmt: skip
 
 

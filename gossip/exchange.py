@@ -59,6 +59,7 @@ class Exchanger:
         outgoing: Outgoing | None = None,
         poisoning: Callable[[], bool] | None = None,
         init: np.ndarray | None = None,  # the initial parameters: compressed pairs start there
+        segs: tuple[tuple[int, int], ...] = (),  # the model's matrices (rows, cols): lowrank
         mix_after_answer: bool = False,
     ) -> None:
         self.cfg = cfg.validate()
@@ -84,7 +85,7 @@ class Exchanger:
         self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
-        self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init)
+        self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
 
     # --- serving -------------------------------------------------------------------------
 

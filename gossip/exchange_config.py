@@ -35,7 +35,7 @@ class ExchangeConfig:
     backward_limit: float = BACKWARD_LIMIT  # robust: pull back along m cut to this x |m| (0: off)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
-    compress: str = "none"  # none|fp16|int8|topk:RATIO (gossip.compressed)
+    compress: str = "none"  # none|fp16|int8|topk:RATIO|lowrank:RANK (gossip.compressed)
 
     def validate(self) -> ExchangeConfig:
         if self.mode not in MODES:

@@ -63,10 +63,11 @@ import xxhash
 from swarmnode.gossip.finite import count_nonfinite
 from swarmnode.gossip.transport import RemoteError
 from swarmnode.gossip.wire import WireError
-from swarmnode.kernels import compress
+from swarmnode.kernels import compress, lowrank
 
-FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8"}
+FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8", "lowrank": "int8"}
 REF_KINDS = ("full", "delta")
+PARTIAL = ("topk", "lowrank")  # codecs whose delta holds part of a difference, not all of it
 RESYNC_EVERY = 200  # deltas before a pair starts afresh with a full frame
 EPOCH_BITS = 62  # epochs are msgpack-friendly non-negative integers
 CONTACTED_CAP = 4096  # partner ids remembered for `_start_fits` (ids only: a few bytes each)
@@ -113,7 +114,8 @@ def _int(header: dict[str, Any], key: str) -> int:
 
 
 class PairRefs:
-    """References for one peer's compressed exchange (`codec`: fp16, int8 or topk)."""
+    """References for one peer's compressed exchange (`codec`: fp16, int8, topk or lowrank;
+    `segs`: the model's matrices, lowrank's segments, `kernels.lowrank.segments`)."""
 
     def __init__(
         self,
@@ -124,12 +126,18 @@ class PairRefs:
         max_partners: int = 8,
         seed: int = 0,
         init: np.ndarray | None = None,
+        segs: lowrank.Segs = (),
     ) -> None:
         if codec not in FULL_CODEC:
             raise ValueError(f"no reference exchange for codec {codec!r}")
         if init is not None and init.shape != (size,):
             raise ValueError(f"shared start of shape {init.shape}, model of {size} values")
         self.codec, self.ratio, self.size = codec, ratio, size
+        self.segs = segs
+        # lowrank: per partner, each matrix's last Q (the power iteration's warm start). The
+        # sender's state alone (a frame carries its factors), so losing it costs accuracy, never
+        # agreement; evicted with the partner's references.
+        self.warm: OrderedDict[str, dict[int, Any]] = OrderedDict()
         self.max_partners = max_partners
         # read only, never written (copies are taken from it): the caller's vector, shared
         self.init = None if init is None else np.asarray(init, dtype=np.float32)
@@ -163,10 +171,11 @@ class PairRefs:
     def _start_fits(self, partner: str) -> bool:
         """Whether a pair with no reference restarts on the shared start rather than a full
         frame. Always for fp16 and int8 (their codec of x - x0 is as precise as of x). For
-        topk only at first contact: x0 + topk(x - x0) holds 1% of the progress, fine while
+        topk and lowrank only at first contact: x0 + topk(x - x0) holds 1% of the progress
+        (lowrank: the top directions of each matrix), fine while
         the models are near x0, but a pair that lost its reference later in the run (a failed
         exchange, the resync every `RESYNC_EVERY` deltas) would lag behind again."""
-        return self.codec != "topk" or partner not in self._contacted
+        return self.codec not in PARTIAL or partner not in self._contacted
 
     def _init_ref(self, partner: str, want: dict[str, Any] | None) -> Ref | None:
         """The shared start as the base for `partner` (None: a full frame): as the initiator
@@ -210,12 +219,23 @@ class PairRefs:
             self.full_frames += 1
         else:
             codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
-            packed = compress.encode(x - ref.vec, codec, self.ratio)
+            packed = compress.encode(
+                x - ref.vec, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec)
+            )
             new = Ref(ref.epoch, ref.ver + 1, _plus(ref.vec, packed))
             fields = {"ref": "delta", "ref_epoch": ref.epoch, "ref_ver": ref.ver}
             self.delta_frames += 1
             self.init_frames += on_start
         return Outgoing(partner, packed, fields, new)
+
+    def _warm(self, partner: str, codec: str) -> dict[int, Any] | None:
+        if codec != "lowrank":
+            return None
+        state = self.warm.setdefault(partner, {})
+        self.warm.move_to_end(partner)
+        while len(self.warm) > self.max_partners:
+            self.warm.popitem(last=False)
+        return state
 
     def commit(self, out: Outgoing) -> None:
         if len(self._contacted) >= CONTACTED_CAP:  # churn over a long run: start afresh

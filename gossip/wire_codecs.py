@@ -7,11 +7,15 @@
 | `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
 | `tk16` | `k`           | ceil(n / 65536) uint32 counts, k uint16 offsets (+1 if | 4 k + 4 n/ |
 |        |               | k is odd), k float16 values                            | 65536      |
+| `lr16` | `segs`        | float16: per segment [rows, cols, r], P (rows x r) then| 2 x values |
+|        |               | Q (cols x r) row-major, or rows x cols values (r = 0)  | (+2 if odd)|
 
 Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
 checks every field against the shape before touching the payload (`block` in [4, 65536],
 `chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
-`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half) and returns a dense float32
+`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; `segs`
+tiling the n values, each rank at most `lowrank.MAX_RANK` and smaller than sending the segment
+whole, so a frame cannot buy decoding work its bytes do not pay for) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
 Asked `sparse`, a tk16 payload comes back as a `compress.Sparse` (indices, values) after the
 same checks: a reference copy takes it in O(k) (`gossip.refs`), not n.
@@ -23,14 +27,14 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip.wire_error import WireError
-from swarmnode.kernels import compress
+from swarmnode.kernels import compress, lowrank
 from swarmnode.kernels.errors import ShapeError
 
 DENSE: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
-PACKED = ("i8", "tk16")
+PACKED = ("i8", "tk16", "lr16")
 ALL = (*DENSE, *PACKED)
 # kernels.compress codec name -> wire codec name
-WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16"}
+WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16", "lowrank": "lr16"}
 MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
 
 
@@ -56,8 +60,40 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
                 f"int8 layout this peer decodes), got {header.get('chunk')!r}"
             )
         return count + 4 * (-(-count // block))
+    if codec == "lr16":
+        values = lowrank.payload_values(_segs_field(header, count))
+        return 2 * (values + values % 2)
     k = _int_field(header, "k", 0, count // 2)
     return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
+
+
+def _segs_field(header: dict[str, Any], count: int) -> list[tuple[int, int, int]]:
+    """An lr16 header's `segs`, checked: [rows, cols, r] lists tiling `count` values."""
+    segs = header.get("segs")
+    if not isinstance(segs, list) or not 1 <= len(segs) <= lowrank.MAX_SEGS:
+        raise WireError(
+            f"payload header field 'segs' must be a list of 1 to {lowrank.MAX_SEGS} segments"
+        )
+    out, total = [], 0
+    for seg in segs:
+        if (
+            not isinstance(seg, list)
+            or len(seg) != 3
+            or any(not isinstance(v, int) or isinstance(v, bool) for v in seg)
+        ):
+            raise WireError("each of 'segs' must be a list of three integers [rows, cols, r]")
+        rows, cols, r = seg
+        if rows < 1 or cols < 1 or not 0 <= r <= lowrank.MAX_RANK:
+            raise WireError(f"segment {seg} needs rows, cols >= 1, r in [0, {lowrank.MAX_RANK}]")
+        if r and r != lowrank.seg_rank(rows, cols, r):  # factors no smaller than the matrix
+            raise WireError(f"segment {seg}: rank {r} does not compress a {rows} x {cols} matrix")
+        total += rows * cols
+        if total > count:
+            break
+        out.append((rows, cols, r))
+    if total != count:
+        raise WireError(f"'segs' tile {total} values, the shape holds {count}")
+    return out
 
 
 def decode_payload(
@@ -79,10 +115,21 @@ def decode_payload(
             q = np.frombuffer(payload, dtype=np.int8, count=count, offset=4 * nb)
             parts = {"scales": scales, "q": q}
             return compress.int8_decode(compress.Packed("int8", count, parts, block=block))
+        if codec == "lr16":
+            return _decode_lowrank(header, payload, count)
         s = _decode_topk(header["k"], payload, count)
         return s if sparse else s.dense()
     except ShapeError as exc:
         raise WireError(f"{codec} payload: {exc}") from None
+
+
+def _decode_lowrank(header: dict[str, Any], payload: memoryview, count: int) -> np.ndarray:
+    segs = _segs_field(header, count)  # checked again: payload_nbytes did, on this header
+    values = np.frombuffer(payload, dtype="<f2", count=lowrank.payload_values(segs))
+    if not np.isfinite(values).all():
+        raise WireError("lr16 payload has a non-finite value")
+    # finite fp16 factors give a finite product: r <= 64 terms of at most 65504^2 each
+    return lowrank.decode(compress.Packed("lowrank", count, {"values": values}, segs=tuple(segs)))
 
 
 def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:
@@ -109,6 +156,10 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
     if codec == "i8":
         fields = {"block": packed.block, "chunk": compress.CHUNK}
         return codec, fields, [packed.parts["scales"], packed.parts["q"]]
+    if codec == "lr16":
+        values = packed.parts["values"]
+        pad = [np.zeros(1, np.float16)] if values.size % 2 else []  # a whole number of words
+        return codec, {"segs": [list(s) for s in packed.segs]}, [values, *pad]
     parts = packed.parts
     pad = [np.zeros(1, np.uint16)] if packed.k % 2 else []  # the values start word-aligned
     return codec, {"k": packed.k}, [parts["counts"], parts["lo"], *pad, parts["values"]]

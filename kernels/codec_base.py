@@ -47,6 +47,7 @@ class Packed:
     parts: dict[str, Any]
     block: int = 0  # int8 only
     k: int = 0  # topk only
+    segs: tuple[tuple[int, int, int], ...] = ()  # lowrank only: (rows, cols, rank) per segment
 
     @property
     def nbytes(self) -> int:

@@ -14,6 +14,8 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
   A block is a strided group within a chunk (`int8_layout`), not a contiguous run.
 - topk: the k = ceil(ratio * n) values of largest magnitude: their indices as counts per
   bucket of 65536 values and uint16 offsets, their values in fp16. 4 k + 4 n / 65536 bytes.
+- lowrank: each weight matrix as fp16 rank-R factors from one warm-started power iteration
+  (`swarmnode.kernels.lowrank`, backend-generic, not bit-for-bit across backends: QR differs).
 
 Speed (scripts/bench_codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
 (kernels/_int8.c through `int8_native`) where the optional extension was built at install, and
@@ -31,7 +33,7 @@ import math
 from typing import Any
 
 import numpy as np
-from swarmnode.kernels import int8_native
+from swarmnode.kernels import int8_native, lowrank
 from swarmnode.kernels.codec_base import (
     CHUNK,
     DEFAULT_BLOCK,
@@ -300,13 +302,30 @@ def parse_codec(spec: str) -> tuple[str, float]:
             raise ShapeError(f"topk needs a ratio in (0, 1], as topk:0.01; got {spec!r}") from None
         topk_count(1, ratio)
         return name, ratio
-    raise ShapeError(f"unknown codec {spec!r} (expected none, fp16, int8 or topk:RATIO)")
+    if name == "lowrank":
+        if not arg.isdigit():
+            raise ShapeError(f"lowrank needs a whole rank, as lowrank:8; got {spec!r}")
+        return name, float(lowrank.check_rank(int(arg)))
+    raise ShapeError(
+        f"unknown codec {spec!r} (expected none, fp16, int8, topk:RATIO or lowrank:RANK)"
+    )
 
 
-def encode(x: Any, codec: str, ratio: float = 0.0, block: int = DEFAULT_BLOCK) -> Packed:
-    """Encode with the numpy reference, or the cupy twin for a device array."""
+def encode(
+    x: Any,
+    codec: str,
+    ratio: float = 0.0,
+    block: int = DEFAULT_BLOCK,
+    *,
+    segs: lowrank.Segs = (),
+    warm: dict[int, Any] | None = None,
+) -> Packed:
+    """Encode with the numpy reference, or the cupy twin for a device array. lowrank takes the
+    rank as `ratio`, the model's `segs` and its caller's `warm` state (kernels/lowrank.py)."""
     from swarmnode.kernels.backend import is_device_array
 
+    if codec == "lowrank":  # one backend-generic implementation
+        return lowrank.encode(x, segs or ((1, x.size),), int(ratio), warm)
     if is_device_array(x):
         from swarmnode.kernels import compress_cuda
 
@@ -320,13 +339,20 @@ def encode(x: Any, codec: str, ratio: float = 0.0, block: int = DEFAULT_BLOCK) -
     raise ShapeError(f"no encoder for codec {codec!r}")
 
 
-DECODERS = {"fp16": fp16_decode, "int8": int8_decode, "topk": topk_decode}
+DECODERS = {
+    "fp16": fp16_decode,
+    "int8": int8_decode,
+    "topk": topk_decode,
+    "lowrank": lowrank.decode,
+}
 
 
 def decode(p: Packed, out: Any = None) -> Any:
     """Decode a Packed into a float32 vector (numpy parts -> numpy; cupy parts -> cupy)."""
     from swarmnode.kernels.backend import is_device_array
 
+    if p.codec == "lowrank":  # backend-generic
+        return lowrank.decode(p, out)
     if any(is_device_array(v) for v in p.parts.values()):
         from swarmnode.kernels import compress_cuda
 

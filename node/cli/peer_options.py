@@ -231,10 +231,11 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--compress",
         default=_EX.compress,
-        metavar="none|fp16|int8|topk:RATIO",
+        metavar="none|fp16|int8|topk:RATIO|lowrank:RANK",
         help="what push-pulls carry: compressed differences against a reference shared per "
-        "pair, with error feedback (topk: average mode only); fp16/int8 also quantise the "
-        "models that pulls answer with",
+        "pair, with error feedback (topk, lowrank: average mode only); lowrank:R sends each "
+        "weight matrix as rank-R fp16 factors (R in 1..64; about 2R(rows+cols) bytes a "
+        "matrix); fp16/int8 also quantise the models that pulls answer with",
     )
     s.add_argument(
         "--prefer-fast",

@@ -41,7 +41,12 @@ from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
 from swarmnode.node.peer.param_store import WorkerStore
-from swarmnode.node.peer.state_sync import JOINING, shared_start, sync_from_swarm
+from swarmnode.node.peer.state_sync import (
+    JOINING,
+    param_segments,
+    shared_start,
+    sync_from_swarm,
+)
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission, remote_source
 from swarmnode.node.train.build import build_trainer, resume, run_meta
@@ -183,6 +188,7 @@ class Node:
             outgoing=self.byzantine.outgoing,
             poisoning=lambda: self.byzantine.behaviour is not None,
             init=self.init_params,
+            segs=param_segments(self.trainer),
             mix_after_answer=True,  # a pushed model is bounded while the answer is sent
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}

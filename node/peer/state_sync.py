@@ -15,6 +15,7 @@ import random
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
 
@@ -124,6 +125,12 @@ def shared_start(trainer: Trainer, compress: str) -> np.ndarray | None:
     if compress == "none":
         return None
     return to_numpy(trainer.model.params.data).copy()
+
+
+def param_segments(trainer: Trainer) -> tuple[tuple[int, int], ...]:
+    """The model's parameter tensors as (rows, cols) matrices in buffer order: what the
+    lowrank codec factors (`kernels.lowrank.segments`)."""
+    return lowrank.segments([tuple(v.shape) for v in trainer.model.params.views.values()])
 
 
 def relative_spread(vectors: list[np.ndarray]) -> float:

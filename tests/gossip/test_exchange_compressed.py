@@ -14,6 +14,7 @@ from tests.gossip.exchange_fakes import RandomPeers, Store, spread
 pytestmark = pytest.mark.timeout(60)
 
 D = 5000
+SEGS = ((50, 100),)  # the model's one matrix, for lowrank
 
 
 def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
@@ -26,14 +27,14 @@ def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
         ex = Exchanger(
             ExchangeConfig(mode=mode, compress=spec, pull=len(specs) - 1, aggregator="median"),
             self_id=f"p{i}", transport=net.transport(addrs[i]),
-            store=Store(rng.standard_normal(D)), peers=RandomPeers(others, i),
+            store=Store(rng.standard_normal(D)), peers=RandomPeers(others, i), segs=SEGS,
         )  # fmt: skip
         net.register(addrs[i], ex.handlers())
         out.append(ex)
     return out
 
 
-@pytest.mark.parametrize("spec", ["topk:0.01", "int8", "fp16"])
+@pytest.mark.parametrize("spec", ["topk:0.01", "lowrank:16", "int8", "fp16"])
 async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) -> None:
     exs = swarm([spec] * 4)
     mean0 = np.mean([e.store.x for e in exs], axis=0)
@@ -49,11 +50,11 @@ async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) 
 
 
 async def test_compressed_and_uncompressed_peers_work_together() -> None:
-    exs = swarm(["int8", "none", "topk:0.05"])
+    exs = swarm(["int8", "none", "topk:0.05", "lowrank:2"])
     for _ in range(40):
         for e in exs:
             await e.round()
-    assert "p1" in exs[0].compressed.plain and "p1" in exs[2].compressed.plain
+    assert all("p1" in exs[i].compressed.plain for i in (0, 2, 3))
     assert exs[1].rejected == 0  # refused compressed requests are not malformed ones
     assert spread(exs) < 0.2
 
@@ -71,6 +72,8 @@ async def test_pulls_answer_quantised_models() -> None:
 @pytest.mark.parametrize(
     ("kw", "match"),
     [({"mode": "robust", "compress": "topk:0.01"}, "topk needs `mode` average"),
+     ({"mode": "robust", "compress": "lowrank:4"}, "lowrank needs `mode` average"),
+     ({"compress": "lowrank:100"}, "rank must be in"),
      ({"compress": "zip"}, "unknown codec"), ({"compress": "topk:3"}, "ratio")],
 )  # fmt: skip
 def test_bad_compress_settings_are_refused(kw: dict, match: str) -> None:

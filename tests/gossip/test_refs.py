@@ -34,9 +34,12 @@ def exchange(a: PairRefs, b: PairRefs, xa: np.ndarray, xb: np.ndarray, lose_answ
     return None
 
 
-@pytest.mark.parametrize("codec", [("topk", 0.05), ("int8", 0.0), ("fp16", 0.0)])
+SEGS = ((40, 100),)  # N values as one matrix, for lowrank
+
+
+@pytest.mark.parametrize("codec", [("topk", 0.05), ("lowrank", 8.0), ("int8", 0.0), ("fp16", 0.0)])
 def test_error_feedback_delivers_everything_eventually(codec: tuple[str, float]) -> None:
-    a, b = PairRefs(*codec, N), PairRefs(*codec, N)
+    a, b = PairRefs(*codec, N, segs=SEGS), PairRefs(*codec, N, segs=SEGS)
     xa, xb = vec(1), vec(2)
     for _ in range(60):
         exchange(a, b, xa, xb)
@@ -46,8 +49,11 @@ def test_error_feedback_delivers_everything_eventually(codec: tuple[str, float])
     assert a.full_frames == 1 and b.full_frames == 1
 
 
-def test_both_sides_take_opposite_steps_and_keep_sharing_the_copies() -> None:
-    a, b = PairRefs("topk", 0.1, N), PairRefs("topk", 0.1, N)
+@pytest.mark.parametrize("codec", [("topk", 0.1), ("lowrank", 4.0)])
+def test_both_sides_take_opposite_steps_and_keep_sharing_the_copies(
+    codec: tuple[str, float],
+) -> None:
+    a, b = PairRefs(*codec, N, segs=SEGS), PairRefs(*codec, N, segs=SEGS)
     for i in range(5):
         exchange(a, b, vec(i), vec(100 + i))
         da, db = a.gossip_step("B", 0.5), b.gossip_step("A", 0.5)

@@ -139,3 +139,60 @@ def test_nan_input_decodes_to_a_refused_vector() -> None:
     with pytest.raises(WireError, match="NaN"):  # the half values refuse it, or the vector
         _, y = decode_params(frame("topk:0.5", x))
         wire.validate_params(y, N)
+
+
+SEGS = ((100, 50), (1, 100), (49, 100))  # N values: two matrices and a bias
+
+
+def lowrank_frame(x: np.ndarray | None = None, rank: int = 4) -> memoryview:
+    x = vec() if x is None else x
+    packed = compress.encode(x, "lowrank", rank, segs=SEGS)
+    return encode_packed(packed, sender="a", step=7, extra={"ref_ver": 2})
+
+
+def test_lowrank_round_trip() -> None:
+    x = vec()
+    header, y = decode_params(lowrank_frame(x), expected_size=N)
+    assert header["codec"] == "lr16" and header["segs"] == [[100, 50, 4], [1, 100, 0], [49, 100, 4]]
+    assert header["nbytes"] == 2 * (4 * 150 + 100 + 4 * 149)
+    np.testing.assert_array_equal(y, compress.decode(compress.encode(x, "lowrank", 4, segs=SEGS)))
+    wire.validate_params(y, N)
+
+
+@pytest.mark.parametrize(
+    ("segs", "message"),
+    [
+        ("x", "'segs' must be a list"),
+        ([], "'segs' must be a list"),
+        ([[100, 50, 4]] * 5000, "4096-byte cap"),  # the header cap comes first
+        ([[100, 50]], "three integers"),
+        ([[100, 50, True]], "three integers"),
+        ([[100.0, 50, 4]], "three integers"),
+        ([[0, 50, 4], [1, 100, 0], [49, 100, 4]], "rows, cols >= 1"),
+        ([[100, 50, 65], [1, 100, 0], [49, 100, 4]], "r in"),
+        ([[100, 50, -1], [1, 100, 0], [49, 100, 4]], "r in"),
+        ([[100, 50, 40], [1, 100, 0], [49, 100, 4]], "does not compress"),
+        ([[100, 50, 4], [1, 100, 0]], "tile 5100 values"),
+        ([[100, 50, 4], [1, 100, 0], [49, 100, 4], [1, 1, 0]], "tile 10001 values"),
+        ([[100, 50, 4], [1, 100, 0], [49, 100, 5]], "payload bytes, shape needs"),
+    ],
+)
+def test_lowrank_bad_segments_are_refused(segs: object, message: str) -> None:
+    with pytest.raises(WireError, match=message):
+        decode_params(_rewrite(lowrank_frame(), segs=segs))
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_lowrank_non_finite_factor_refused(bad: float) -> None:
+    corrupt = _payload_patched(lowrank_frame(), 2 * 7, np.float16(bad).tobytes())
+    with pytest.raises(WireError, match="non-finite"):
+        decode_params(corrupt)
+
+
+def test_lowrank_segment_count_is_bounded_before_parsing_them() -> None:
+    from swarmnode.gossip import wire_codecs
+    from swarmnode.kernels import lowrank
+
+    header = {"codec": "lr16", "segs": [[1, 1, 0]] * (lowrank.MAX_SEGS + 1)}
+    with pytest.raises(WireError, match="'segs' must be a list of 1 to"):
+        wire_codecs.payload_nbytes(header, lowrank.MAX_SEGS + 1)

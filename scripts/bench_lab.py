@@ -7,9 +7,9 @@ Runs the lab once per codec (`--compress` added to START_ARGS), the first codec 
 reference (normally `none`). Peer i trains on `--shard i/N` (`--same-data`: all of it). For each
 run: every peer's final accuracy (the mean of its last `--smooth` evaluations), the run's wall
 time (until the last peer exits), bytes each peer put on its link; and the time at which the
-peers' mean (smoothed) accuracy first reached the reference's final mean minus `--within` (and
-the bytes sent by then), as a fraction of the reference's wall time and of the reference's own
-time to that target.
+peers' mean accuracy (of their latest evaluations; `--smooth-target`) first reached the
+reference's final mean minus `--within` (and the bytes sent by then), as a fraction of the
+reference's wall time and of the reference's own time to that target.
 Writes `bench.json` and prints a markdown table. `--ref OLD/bench.json` takes the reference
 run (and its target) from an earlier invocation instead of running it again; `--rescore`
 scores the runs already under `--out` again without running anything.
@@ -78,19 +78,23 @@ def reached(
 
 
 def summarise(
-    name: str, report: dict[str, Any], rows: list[dict[str, Any]], target: float | None, k: int
+    name: str,
+    report: dict[str, Any],
+    rows: list[dict[str, Any]],
+    target: float | None,
+    k: tuple[int, int],
 ) -> dict[str, Any]:
-    """A run's figures. A peer's final accuracy is the mean of its last k evaluations, its
-    summary's (the model it ended with) counted last."""
+    """A run's figures. A peer's final accuracy is the mean of its last k[0] evaluations, its
+    summary's (the model it ended with) counted last; the target is timed over k[1]."""
     peers = report["peers"]
     accs = []
     for p in peers:
         evals = evaluations(rows, p["peer"])
         if p["final_acc"] is not None and (not evals or evals[-1][1] != p["final_acc"]):
             evals.append((float("inf"), p["final_acc"]))
-        accs.append(smoothed(evals, float("inf"), k))
+        accs.append(smoothed(evals, float("inf"), k[0]))
     walls = [p["wall_s"] for p in peers if p["wall_s"] is not None]
-    t_hit, sent_then = reached(rows, len(peers), target, k) if target else (None, [])
+    t_hit, sent_then = reached(rows, len(peers), target, k[1]) if target else (None, [])
     return {
         "codec": name,
         "final_acc": accs,
@@ -105,7 +109,7 @@ def summarise(
 def score(
     runs: list[tuple[str, dict[str, Any], list[dict[str, Any]]]],
     within: float,
-    k: int,
+    k: tuple[int, int],
     target: float | None = None,
 ) -> tuple[float, list[dict[str, Any]]]:
     """Summaries of (codec, report, rows) runs; the target from the first unless given."""
@@ -155,8 +159,14 @@ def main() -> None:
         "--smooth",
         type=int,
         default=3,
-        help="a peer's accuracy is the mean of its last K evaluations, at the end and when "
-        "timing the target (1: its latest alone)",
+        help="a peer's final accuracy is the mean of its last K evaluations (1: its last alone)",
+    )
+    ap.add_argument(
+        "--smooth-target",
+        type=int,
+        default=1,
+        help="the same for timing the target (default 1: the peers' latest evaluations, as "
+        "'first evaluation at the target'; K > 1 lags a rising curve by about K/2 evaluations)",
     )
     args = ap.parse_args(argv)
     if args.table:
@@ -182,7 +192,7 @@ def main() -> None:
             )
         report = json.loads((where / "report.json").read_text())
         runs.append((codec, report, json.loads((where / "series.json").read_text())))
-        target, results = score(runs, args.within, args.smooth, target)
+        target, results = score(runs, args.within, (args.smooth, args.smooth_target), target)
         results = ref + results
         (out / "bench.json").write_text(json.dumps({"target": target, "runs": results}, indent=1))
     print_table(target, results)

@@ -1,0 +1,219 @@
+"""In-process swarm simulator for compressed gossip: what does each codec buy per byte?
+
+N `Trainer`s (the real trainer, model and optimizer code) step in lock-step; every `--period`
+steps each peer in turn runs a round with `--group` random others, exchanging *compressed
+differences against per-pair references* with error feedback, as gossip/refs.py does: peer i
+sends C(x_i - s_ij), where s_ij is what j holds of i, and both sides add C(...) to it; then the
+pair takes CHOCO's gossip step d = w (c_j - c_i) on the copies (w = 1 / (group + 1)), x_i += d,
+x_j -= d, and both copies move by d too (the node's bookkeeping: the step never lands in the
+residual). No network and no timing: each figure is deterministic in `--seed`, so the codecs are
+compared on learning per round and bytes per round alone.
+
+Codecs (`--codecs`): `exact` (the copies are the models: an uncompressed round), `fp16`,
+`int8`, `topk:RATIO` (kernels/compress.py, the node's own), and `lowrank:R`, a prototype not in
+the node yet: each weight matrix's residual (m x n, both at least 2R... see `_lowrank_ok`) as a
+rank-R product P Q^T from one power iteration warm-started on the pair's last Q (PowerSGD,
+Vogels et al. 2019; PowerGossip 2020 for gossip), factors sent in fp16; biases and matrices too
+small to gain are sent in fp16 whole. Bytes are what a frame's payload would take.
+
+    .venv/bin/python scripts/sim_codecs.py --data signal:4000,64,20 --model mlp:2048,2400 \\
+        --partition dirichlet:0.5 --steps 300 --codecs exact int8 topk:0.01 lowrank:8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from swarmnode.kernels import compress  # noqa: E402
+from swarmnode.kernels.backend import select_backend  # noqa: E402
+from swarmnode.kernels.optim import make_optimizer  # noqa: E402
+from swarmnode.node.train.data import load_dataset  # noqa: E402
+from swarmnode.node.train.models import build_model  # noqa: E402
+from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+Layout = list[tuple[int, tuple[int, ...]]]  # (offset, shape) of each parameter tensor
+
+
+def build(opts: argparse.Namespace, data: Any, idx: np.ndarray) -> Trainer:
+    backend = select_backend("cpu")
+    model = build_model(opts.model, data.input_shape, data.n_classes, backend, opts.seed)
+    opt = make_optimizer("sgd", model.params, opts.lr, momentum=opts.momentum, weight_decay=opts.wd)
+    return Trainer(model, opt, data.X_train[idx], data.y_train[idx], opts.batch_size, opts.seed)
+
+
+def layout(t: Trainer) -> Layout:
+    p = t.model.params
+    return [(p.offsets[name][0], tuple(v.shape)) for name, v in p.views.items()]
+
+
+def _lowrank_ok(shape: tuple[int, ...], r: int) -> bool:
+    """A matrix gains from rank r when its two factors are smaller than itself."""
+    return len(shape) == 2 and r * (shape[0] + shape[1]) < shape[0] * shape[1]
+
+
+class LowRank:
+    """Rank-r compression of one pair direction's residual, warm-started per matrix."""
+
+    def __init__(self, lay: Layout, r: int, rng: np.random.Generator) -> None:
+        self.lay, self.r = lay, r
+        self.q = {
+            off: rng.standard_normal((shape[1], r)).astype(np.float32)
+            for off, shape in lay
+            if _lowrank_ok(shape, r)
+        }
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        out = np.empty_like(x)
+        nbytes = 0
+        for off, shape in self.lay:
+            n = int(np.prod(shape))
+            seg = x[off : off + n]
+            if off not in self.q:
+                out[off : off + n] = seg.astype(np.float16)
+                nbytes += 2 * n
+                continue
+            m = seg.reshape(shape)
+            p, _ = np.linalg.qr(m @ self.q[off])  # one power iteration on the warm Q
+            q = m.T @ p
+            self.q[off] = q
+            p16, q16 = p.astype(np.float16), q.astype(np.float16)
+            out[off : off + n] = (p16.astype(np.float32) @ q16.astype(np.float32).T).ravel()
+            nbytes += 2 * (p.size + q.size)
+        return out, nbytes
+
+
+def codec_fn(spec: str, lay: Layout, rng: np.random.Generator) -> Any:
+    """A function residual -> (what the receiver adds, payload bytes)."""
+    if spec == "exact":
+        return lambda x: (x.copy(), 4 * x.size)
+    if spec.startswith("lowrank:"):
+        return LowRank(lay, int(spec.split(":")[1]), rng)
+    name, ratio = compress.parse_codec(spec)
+
+    def fn(x: np.ndarray) -> tuple[np.ndarray, int]:
+        packed = compress.encode(x, name, ratio)
+        return compress.decode(packed), packed.nbytes
+
+    return fn
+
+
+class Pair:
+    """One pair's shared state: each side's copy of the other, and each direction's codec."""
+
+    def __init__(self, x_i: np.ndarray, x_j: np.ndarray, make: Any) -> None:
+        self.c = {0: x_i.copy(), 1: x_j.copy()}  # the shared start: both copies at x0
+        self.codec = {0: make(), 1: make()}
+
+    def round(self, x: dict[int, np.ndarray], w: float) -> int:
+        sent = 0
+        for side in (0, 1):
+            delta, nbytes = self.codec[side](x[side] - self.c[side])
+            self.c[side] += delta
+            sent += nbytes
+        d = w * (self.c[1] - self.c[0])
+        x[0] += d
+        x[1] -= d
+        self.c[0] += d
+        self.c[1] -= d
+        return sent
+
+
+def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[str, Any]:
+    rng = np.random.default_rng(opts.seed)
+    shards = all_shards(data.y_train, opts.peers, parse_partition(partition), opts.seed)
+    trainers = [build(opts, data, s) for s in shards]
+    lay = layout(trainers[0])
+    xs = [t.model.params.data for t in trainers]
+    pairs: dict[tuple[int, int], Pair] = {}
+    sent = np.zeros(opts.peers)
+    curve, codec_s = [], 0.0
+    for step in range(1, opts.steps + 1):
+        for t in trainers:
+            t.step()
+        if opts.period and step % opts.period == 0:
+            for i in rng.permutation(opts.peers):
+                others = [j for j in range(opts.peers) if j != i]
+                group = rng.choice(others, size=min(opts.group, len(others)), replace=False)
+                for j in group:
+                    key = (min(i, j), max(i, j))
+                    if key not in pairs:
+                        pairs[key] = Pair(xs[key[0]], xs[key[1]], lambda: codec_fn(spec, lay, rng))
+                    t0 = time.perf_counter()
+                    nbytes = pairs[key].round({0: xs[key[0]], 1: xs[key[1]]}, 1 / (opts.group + 1))
+                    codec_s += time.perf_counter() - t0
+                    sent[list(key)] += nbytes / 2  # each side sent its own frame
+        if step % opts.eval_every == 0 or step == opts.steps:
+            accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]
+            curve.append({"step": step, "accs": accs, "mb_per_peer": float(sent.mean() / 1e6)})
+    last3 = [float(np.mean(c["accs"])) for c in curve[-3:]]
+    return {
+        "codec": spec,
+        "partition": partition,
+        "mean_last3": float(np.mean(last3)),
+        "min_last": min(curve[-1]["accs"]),
+        "mb_per_peer": float(sent.mean() / 1e6),
+        "codec_s": codec_s,
+        "curve": curve,
+    }
+
+
+def first_at(curve: list[dict[str, Any]], target: float, k: int = 3) -> int | None:
+    """First evaluated step whose mean accuracy, averaged over the last k evaluations, >= target."""
+    means = [float(np.mean(c["accs"])) for c in curve]
+    for i in range(len(curve)):
+        if np.mean(means[max(0, i - k + 1) : i + 1]) >= target:
+            return curve[i]["step"]
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default="signal:4000,64,20")
+    p.add_argument("--model", default="mlp:2048,2400")
+    p.add_argument("--peers", type=int, default=4)
+    p.add_argument("--group", type=int, default=3, help="partners per round")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--period", type=int, default=10, help="steps between rounds (0: never)")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--wd", type=float, default=5e-4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--partition", nargs="+", default=["dirichlet:0.5"])
+    p.add_argument("--codecs", nargs="+", default=["exact", "int8", "topk:0.01", "lowrank:8"])
+    p.add_argument("--json", help="write every run, curves included, here")
+    opts = p.parse_args(argv)
+    data = load_dataset(opts.data)
+    runs = []
+    for partition in opts.partition:
+        for spec in opts.codecs:
+            r = run(opts, data, partition, spec)
+            runs.append(r)
+            ref = runs[0] if runs[0]["partition"] == partition else r
+            at = first_at(r["curve"], ref["mean_last3"] - 0.01)
+            print(
+                f"{partition:14s} {spec:12s} mean(last 3) {100 * r['mean_last3']:5.1f}%  "
+                f"worst {100 * r['min_last']:5.1f}%  {r['mb_per_peer']:8.2f} MB/peer  "
+                f"at {ref['codec']}-1pt: {at}  codec {r['codec_s']:.1f}s",
+                flush=True,
+            )
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,11 +10,9 @@ residual). No network and no timing: each figure is deterministic in `--seed`, s
 compared on learning per round and bytes per round alone.
 
 Codecs (`--codecs`): `exact` (the copies are the models: an uncompressed round), `fp16`,
-`int8`, `topk:RATIO` (kernels/compress.py, the node's own), and `lowrank:R`, a prototype not in
-the node yet: each weight matrix's residual (m x n, both at least 2R... see `_lowrank_ok`) as a
-rank-R product P Q^T from one power iteration warm-started on the pair's last Q (PowerSGD,
-Vogels et al. 2019; PowerGossip 2020 for gossip), factors sent in fp16; biases and matrices too
-small to gain are sent in fp16 whole. Bytes are what a frame's payload would take.
+`int8`, `topk:RATIO`, `lowrank:R` (kernels/compress.py and kernels/lowrank.py, the node's own:
+lowrank with a warm start per pair direction, as gossip.refs keeps it). Bytes are what a
+frame's payload takes.
 
     .venv/bin/python scripts/sim_codecs.py --data signal:4000,64,20 --model mlp:2048,2400 \\
         --partition dirichlet:0.5 --steps 300 --codecs exact int8 topk:0.01 lowrank:8
@@ -35,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swarmnode.kernels import compress  # noqa: E402
+from swarmnode.kernels import compress, lowrank  # noqa: E402
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
@@ -58,52 +56,16 @@ def layout(t: Trainer) -> Layout:
     return [(p.offsets[name][0], tuple(v.shape)) for name, v in p.views.items()]
 
 
-def _lowrank_ok(shape: tuple[int, ...], r: int) -> bool:
-    """A matrix gains from rank r when its two factors are smaller than itself."""
-    return len(shape) == 2 and r * (shape[0] + shape[1]) < shape[0] * shape[1]
-
-
-class LowRank:
-    """Rank-r compression of one pair direction's residual, warm-started per matrix."""
-
-    def __init__(self, lay: Layout, r: int, rng: np.random.Generator) -> None:
-        self.lay, self.r = lay, r
-        self.q = {
-            off: rng.standard_normal((shape[1], r)).astype(np.float32)
-            for off, shape in lay
-            if _lowrank_ok(shape, r)
-        }
-
-    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        out = np.empty_like(x)
-        nbytes = 0
-        for off, shape in self.lay:
-            n = int(np.prod(shape))
-            seg = x[off : off + n]
-            if off not in self.q:
-                out[off : off + n] = seg.astype(np.float16)
-                nbytes += 2 * n
-                continue
-            m = seg.reshape(shape)
-            p, _ = np.linalg.qr(m @ self.q[off])  # one power iteration on the warm Q
-            q = m.T @ p
-            self.q[off] = q
-            p16, q16 = p.astype(np.float16), q.astype(np.float16)
-            out[off : off + n] = (p16.astype(np.float32) @ q16.astype(np.float32).T).ravel()
-            nbytes += 2 * (p.size + q.size)
-        return out, nbytes
-
-
-def codec_fn(spec: str, lay: Layout, rng: np.random.Generator) -> Any:
+def codec_fn(spec: str, lay: Layout) -> Any:
     """A function residual -> (what the receiver adds, payload bytes)."""
     if spec == "exact":
         return lambda x: (x.copy(), 4 * x.size)
-    if spec.startswith("lowrank:"):
-        return LowRank(lay, int(spec.split(":")[1]), rng)
     name, ratio = compress.parse_codec(spec)
+    segs = lowrank.segments([shape for _, shape in lay])
+    warm: dict[int, Any] = {}  # lowrank: this direction's warm start, as gossip.refs keeps it
 
     def fn(x: np.ndarray) -> tuple[np.ndarray, int]:
-        packed = compress.encode(x, name, ratio)
+        packed = compress.encode(x, name, ratio, segs=segs, warm=warm)
         return compress.decode(packed), packed.nbytes
 
     return fn
@@ -149,7 +111,7 @@ def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[
                 for j in group:
                     key = (min(i, j), max(i, j))
                     if key not in pairs:
-                        pairs[key] = Pair(xs[key[0]], xs[key[1]], lambda: codec_fn(spec, lay, rng))
+                        pairs[key] = Pair(xs[key[0]], xs[key[1]], lambda: codec_fn(spec, lay))
                     t0 = time.perf_counter()
                     nbytes = pairs[key].round({0: xs[key[0]], 1: xs[key[1]]}, 1 / (opts.group + 1))
                     codec_s += time.perf_counter() - t0

@@ -386,25 +386,13 @@ def _mean_before(X: Any) -> Any:
     column sums, two rows at a time (a halving tree) per column block of 2**17 elements, proved
     finite, divided in float64 and rounded to float32. Kept as the benchmark's baseline."""
     import numpy as np
+    from swarmnode.gossip.aggregate_fast import _pairwise_row_sum  # still the cupy path's sum
 
     n, d = X.shape
     out = np.empty(d, dtype=np.float64)
     width = max(1, (1 << 17) // n)
     for start in range(0, d, width):
-        B = X[:, start : start + width]
-        if n == 1:
-            out[start : start + width] = B[0]
-            continue
-        h = n // 2
-        S = np.add(B[:h], B[h : 2 * h], dtype=np.float64)
-        if n % 2:
-            S[0] += B[2 * h]
-        while h > 1:
-            r, h = h, h // 2
-            S[:h] += S[h : 2 * h]
-            if r % 2:
-                S[0] += S[2 * h]
-        out[start : start + width] = S[0]
+        out[start : start + width] = _pairwise_row_sum(X[:, start : start + width], np)
     if not np.isfinite(out).all():
         raise ValueError("the baseline is for clean rows only")
     return (out / n).astype(X.dtype)

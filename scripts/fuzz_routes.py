@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/fuzz_routes.py                  # 10,000 messages, no secret
     .venv/bin/python scripts/fuzz_routes.py --secret         # the same through the HMAC layer
+    .venv/bin/python scripts/fuzz_routes.py --compress lowrank:4   # push-pulls: lr16 deltas
 
 One in-process `Node` (admin enabled with a throwaway operator key, so admin bodies reach their
 parsers: each admin message is signed; with --secret each protocol message is sealed for the
@@ -35,12 +36,29 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.gossip import wire  # noqa: E402
 from swarmnode.gossip.auth import Signer  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
+from swarmnode.gossip.exchange import ExchangeConfig  # noqa: E402
 from swarmnode.gossip.operator import OperatorKey  # noqa: E402
+from swarmnode.gossip.refs import init_epoch  # noqa: E402
+from swarmnode.kernels import compress as kcompress  # noqa: E402
 from swarmnode.node.peer.config import PeerConfig  # noqa: E402
 from swarmnode.node.peer.node import Node  # noqa: E402
+from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
 
 HANG_S = 10.0
 ENTRY = ["fuzzer", "127.0.0.1:9", 0, 1, "alive", 0.0, {}]
+
+
+def pushpull_body(node: Node, compress: str) -> bytes:
+    """A valid push-pull: the whole model, or (`compress`) a delta on the node's shared start,
+    so that mutations reach that codec's decoder (lr16's segment plan, tk16's counts, ...)."""
+    x = np.zeros(node.store.size, np.float32)
+    if compress == "none":
+        return bytes(wire.encode_params(x, sender="f", step=1))
+    name, ratio = kcompress.parse_codec(compress)
+    x0 = node.init_params
+    packed = kcompress.encode(x - x0, name, ratio, segs=param_segments(node.trainer))
+    fields = {"ref": "delta", "ref_epoch": init_epoch(x0), "ref_ver": 1, "mix": 0.25}
+    return bytes(wire.encode_packed(packed, sender="f", step=1, extra=fields))
 
 
 def valid_bodies(size: int) -> dict[str, bytes]:
@@ -143,7 +161,7 @@ async def raw(addr: str, data: bytes) -> str:
         writer.close()
 
 
-async def run(n: int, secret: bool, seed: int) -> dict[str, Any]:
+async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[str, Any]:
     rng = random.Random(seed)
     op = OperatorKey.generate()
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,13 +170,14 @@ async def run(n: int, secret: bool, seed: int) -> dict[str, Any]:
         cfg = PeerConfig(model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6,
                          slowdown=4.0, enable_admin=True, admin_key=str(pub),
                          body_grace_s=1.0,  # the short-body raw case is cut after 1 s, not 5
-                         secret="fuzz" if secret else None)  # fmt: skip
+                         secret="fuzz" if secret else None,
+                         exchange=ExchangeConfig(compress=compress))  # fmt: skip
         node = await Node.create(cfg)
         signer = Signer("fuzz", name="127.0.0.1:9")
         statuses: Counter[str] = Counter()
         t0 = time.monotonic()
         try:
-            bodies = valid_bodies(node.store.size)
+            bodies = {**valid_bodies(node.store.size), "pushpull": pushpull_body(node, compress)}
             routes = list(bodies)
             timeout = aiohttp.ClientTimeout(total=HANG_S)
             async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -208,8 +227,13 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=10_000, help="malformed messages over the routes")
     ap.add_argument("--secret", action="store_true", help="seal each message with a secret")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--compress",
+        default="none",
+        help="the peer's --compress; push-pulls are then mutated deltas in that codec",
+    )
     args = ap.parse_args()
-    result = asyncio.run(run(args.n, args.secret, args.seed))
+    result = asyncio.run(run(args.n, args.secret, args.seed, args.compress))
     for k, v in result.items():
         print(f"{k}: {v}")
     ok = result["5xx"] == 0 and result["hangs"] == 0 and not result["crashes"]

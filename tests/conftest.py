@@ -35,6 +35,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _font_cache_before_the_process_guard() -> None:
+    """matplotlib builds its font list on first use, running `fc-list` once per machine: on a
+    fresh machine that would happen inside whichever fast test plots first, and trip the guard
+    below. Build it here, before any test (a no-op where it is cached or matplotlib is absent)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.font_manager  # loading it builds (or reads) the list
+    except ImportError:
+        pass
+
+
 @pytest.fixture(autouse=True)
 def _processes_only_in_slow_tests(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch

@@ -142,13 +142,14 @@ async def test_sybils_in_an_open_swarm_are_rate_limited(swarm, http) -> None:
 
 
 async def test_a_table_flood_stays_within_the_cap(http) -> None:
-    # 100,000 fake entries in 50 messages of 2,000 (unsigned, forged, and validly signed)
+    # 30,000 fake entries in 15 messages of 2,000 (unsigned, forged, and validly signed), 30x
+    # the cap; scripts/bench_hostile_members.py floods 100,000 (the suite's clock is the limit)
     a = await Node.create(peer_config())
     try:
         cap = a.membership.cfg.max_members
         signers = [PeerKey.generate() for _ in range(400)]
         worst_stall = 0.0
-        for i in range(50):
+        for i in range(15):
             if i % 3 == 0:
                 entries = [
                     [f"f{i}-{j}", "127.0.0.1:9", 1, 1, "alive", 0.0, {}] for j in range(2000)

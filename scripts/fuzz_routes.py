@@ -6,7 +6,8 @@
 
 One in-process `Node` (admin enabled with a throwaway operator key, so admin bodies reach their
 parsers: each admin message is signed; with --secret each protocol message is sealed for the
-peer, so the fuzz reaches msgpack and the wire decoder rather than stopping at 401). Messages
+peer, so the fuzz reaches msgpack and the wire decoder rather than stopping at 401; pulls and
+push-pulls come from an admitted member, signed by its key, as an insider's would). Messages
 are mutations of a valid body per route: bit flips, truncations, extensions, random bytes,
 random msgpack values, valid maps with fields replaced by random values. Then raw-socket
 framing cases (lying Content-Length, broken chunking, garbage request lines) and a burst of
@@ -34,10 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.gossip import wire  # noqa: E402
-from swarmnode.gossip.auth import Signer  # noqa: E402
+from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
 from swarmnode.gossip.exchange import ExchangeConfig  # noqa: E402
 from swarmnode.gossip.operator import OperatorKey  # noqa: E402
+from swarmnode.gossip.peer_key import PeerKey  # noqa: E402
 from swarmnode.gossip.refs import init_epoch  # noqa: E402
 from swarmnode.kernels import compress as kcompress  # noqa: E402
 from swarmnode.node.peer.config import PeerConfig  # noqa: E402
@@ -48,17 +50,31 @@ HANG_S = 10.0
 ENTRY = ["fuzzer", "127.0.0.1:9", 0, 1, "alive", 0.0, {}]
 
 
-def pushpull_body(node: Node, compress: str) -> bytes:
+def admit_member(node: Node, secret: str | None) -> Signer:
+    """A member of the node's swarm, as an insider with its own key (and the secret) is: its
+    signed pulls and push-pulls pass admission, so the mutations reach the wire decoder and
+    the exchange instead of stopping at 403 (tests/integration/hostile.py `admit`)."""
+    key = PeerKey.generate()
+    signer = Signer(secret, key=key, signed_routes=SIGNED_ROUTES, name="127.0.0.1:9")
+    peers = node.exchanger.peers
+    is_member, public_key = peers.is_member, peers.public_key
+    peers.is_member = lambda pid: pid == key.peer_id or is_member(pid)
+    peers.public_key = lambda pid: key.public if pid == key.peer_id else public_key(pid)
+    node.signer.keys = peers.public_key
+    return signer
+
+
+def pushpull_body(node: Node, compress: str, sender: str) -> bytes:
     """A valid push-pull: the whole model, or (`compress`) a delta on the node's shared start,
     so that mutations reach that codec's decoder (lr16's segment plan, tk16's counts, ...)."""
     x = np.zeros(node.store.size, np.float32)
     if compress == "none":
-        return bytes(wire.encode_params(x, sender="f", step=1))
+        return bytes(wire.encode_params(x, sender=sender, step=1))
     name, ratio = kcompress.parse_codec(compress)
     x0 = node.init_params
     packed = kcompress.encode(x - x0, name, ratio, segs=param_segments(node.trainer))
     fields = {"ref": "delta", "ref_epoch": init_epoch(x0), "ref_ver": 1, "mix": 0.25}
-    return bytes(wire.encode_packed(packed, sender="f", step=1, extra=fields))
+    return bytes(wire.encode_packed(packed, sender=sender, step=1, extra=fields))
 
 
 def valid_bodies(size: int) -> dict[str, bytes]:
@@ -177,7 +193,12 @@ async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[s
         statuses: Counter[str] = Counter()
         t0 = time.monotonic()
         try:
-            bodies = {**valid_bodies(node.store.size), "pushpull": pushpull_body(node, compress)}
+            member = admit_member(node, "fuzz" if secret else None)
+            bodies = {
+                **valid_bodies(node.store.size),
+                "params": encode_control("pull", sender=member.key.peer_id),
+                "pushpull": pushpull_body(node, compress, member.key.peer_id),
+            }
             routes = list(bodies)
             timeout = aiohttp.ClientTimeout(total=HANG_S)
             async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -186,6 +207,8 @@ async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[s
                     body = mutate(rng, bodies[route])
                     if route.startswith("admin/"):
                         body = op.sign(route, body, to=node.addr)
+                    elif member.wraps(route):  # the model routes: signed by a member's key
+                        body = bytes(member.seal(route, body, to=node.addr))
                     elif secret:
                         body = bytes(signer.seal(route, body, to=node.addr))
                     try:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from swarmnode.kernels import compress, int8_native
+from swarmnode.kernels import compress, int8_native, lowrank
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -71,7 +71,17 @@ def cases() -> list[tuple[str, Callable, Callable]]:
         )
     )
     rows.append(("topk:0.01", lambda x: compress.topk_encode(x, 0.01), compress.topk_decode))
+    rows.append(("lowrank:8", _lowrank_encode, lowrank.decode))
     return rows
+
+
+def _lowrank_encode(x: np.ndarray) -> compress.Packed:
+    """lowrank:8 of x read as a 2048-row matrix (the lab MLP's big layer is 2048 x 2400) and
+    the rest as a bias, from a cold start (a warm one costs the same)."""
+    segs = (
+        ((2048, x.size // 2048), (1, x.size % 2048)) if x.size % 2048 else ((2048, x.size // 2048),)
+    )
+    return compress.encode(x, "lowrank", 8, segs=segs)
 
 
 def main() -> None:

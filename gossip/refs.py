@@ -136,7 +136,7 @@ class PairRefs:
         self.segs = segs
         # lowrank: per partner, each matrix's last Q (the power iteration's warm start). The
         # sender's state alone (a frame carries its factors), so losing it costs accuracy, never
-        # agreement; evicted with the partner's references.
+        # agreement: kept across a resync, in an LRU of its own of `max_partners` partners.
         self.warm: OrderedDict[str, dict[int, Any]] = OrderedDict()
         self.max_partners = max_partners
         # read only, never written (copies are taken from it): the caller's vector, shared

@@ -339,12 +339,7 @@ def encode(
     raise ShapeError(f"no encoder for codec {codec!r}")
 
 
-DECODERS = {
-    "fp16": fp16_decode,
-    "int8": int8_decode,
-    "topk": topk_decode,
-    "lowrank": lowrank.decode,
-}
+DECODERS = {"fp16": fp16_decode, "int8": int8_decode, "topk": topk_decode}
 
 
 def decode(p: Packed, out: Any = None) -> Any:

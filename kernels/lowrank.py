@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from swarmnode.kernels.backend import array_module
 from swarmnode.kernels.codec_base import F16_MAX, Packed, _check_vector
 from swarmnode.kernels.errors import ShapeError
 
@@ -77,7 +78,7 @@ def encode(x: Any, segs: Segs, rank: int, warm: dict[int, Any] | None = None) ->
     `segs` = the plan). `warm`: segment index -> last Q, read and updated (None: a fresh start
     from a fixed seeded Q, so that the result depends on x alone)."""
     _check_vector(x)
-    xp = _xp(x)
+    xp = array_module(x)
     check_rank(rank)
     p = plan(segs, rank)
     if sum(rows * cols for rows, cols, _ in p) != x.size:
@@ -107,7 +108,7 @@ def encode(x: Any, segs: Segs, rank: int, warm: dict[int, Any] | None = None) ->
 def decode(p: Packed, out: Any = None) -> Any:
     """The float32 vector a lowrank Packed stands for: P Q^T per factored segment."""
     values = p.parts["values"]
-    xp = _xp(values)
+    xp = array_module(values)
     if payload_values(list(p.segs)) != values.size:
         raise ShapeError(f"lowrank payload of {values.size} values, its plan needs more or less")
     if out is None:
@@ -133,13 +134,3 @@ def _start_q(xp: Any, i: int, cols: int, r: int, warm: dict[int, Any] | None) ->
         return q
     rng = np.random.default_rng(1_000_003 * i + cols)  # fixed: same input, same frame
     return xp.asarray(rng.standard_normal((cols, r)).astype(np.float32))
-
-
-def _xp(a: Any) -> Any:
-    from swarmnode.kernels.backend import is_device_array
-
-    if is_device_array(a):
-        import cupy
-
-        return cupy
-    return np

@@ -36,12 +36,11 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.kernels import compress, lowrank  # noqa: E402
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
+from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
 from swarmnode.node.train.models import build_model  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
-
-Layout = list[tuple[int, tuple[int, ...]]]  # (offset, shape) of each parameter tensor
 
 
 def build(opts: argparse.Namespace, data: Any, idx: np.ndarray) -> Trainer:
@@ -51,17 +50,11 @@ def build(opts: argparse.Namespace, data: Any, idx: np.ndarray) -> Trainer:
     return Trainer(model, opt, data.X_train[idx], data.y_train[idx], opts.batch_size, opts.seed)
 
 
-def layout(t: Trainer) -> Layout:
-    p = t.model.params
-    return [(p.offsets[name][0], tuple(v.shape)) for name, v in p.views.items()]
-
-
-def codec_fn(spec: str, lay: Layout) -> Any:
+def codec_fn(spec: str, segs: lowrank.Segs) -> Any:
     """A function residual -> (what the receiver adds, payload bytes)."""
     if spec == "exact":
         return lambda x: (x.copy(), 4 * x.size)
     name, ratio = compress.parse_codec(spec)
-    segs = lowrank.segments([shape for _, shape in lay])
     warm: dict[int, Any] = {}  # lowrank: this direction's warm start, as gossip.refs keeps it
 
     def fn(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -96,7 +89,7 @@ def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[
     rng = np.random.default_rng(opts.seed)
     shards = all_shards(data.y_train, opts.peers, parse_partition(partition), opts.seed)
     trainers = [build(opts, data, s) for s in shards]
-    lay = layout(trainers[0])
+    segs = param_segments(trainers[0])  # the node's own segments of the model
     xs = [t.model.params.data for t in trainers]
     pairs: dict[tuple[int, int], Pair] = {}
     sent = np.zeros(opts.peers)
@@ -111,7 +104,7 @@ def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[
                 for j in group:
                     key = (min(i, j), max(i, j))
                     if key not in pairs:
-                        pairs[key] = Pair(xs[key[0]], xs[key[1]], lambda: codec_fn(spec, lay))
+                        pairs[key] = Pair(xs[key[0]], xs[key[1]], lambda: codec_fn(spec, segs))
                     t0 = time.perf_counter()
                     nbytes = pairs[key].round({0: xs[key[0]], 1: xs[key[1]]}, 1 / (opts.group + 1))
                     codec_s += time.perf_counter() - t0

@@ -41,12 +41,7 @@ from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
 from swarmnode.node.peer.param_store import WorkerStore
-from swarmnode.node.peer.state_sync import (
-    JOINING,
-    param_segments,
-    shared_start,
-    sync_from_swarm,
-)
+from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission, remote_source
 from swarmnode.node.train.build import build_trainer, resume, run_meta

@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
-from swarmnode.gossip import aggregate, wire
+from swarmnode.gossip import aggregate, delta_rule, wire
 from swarmnode.gossip import compressed as cx
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.exchange_access import check_pusher, check_sender
@@ -83,6 +83,8 @@ class Exchanger:
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
         self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
+        # while my own average round is in flight: how each push mixed in meanwhile moved me
+        self._pushed_in: list[np.ndarray] | None = None
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
@@ -175,7 +177,12 @@ class Exchanger:
         # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
         # about `pull` times per round of its own, and a liar pushing at every round of its own
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
-        await self.store.mix_in(clipped, 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix)
+        weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
+        if self._pushed_in is not None:  # my own round is in flight: see `_mix_answers`
+            self._pushed_in.append(
+                await asyncio.to_thread(delta_rule.moved_by, clipped, own, weight)
+            )
+        await self.store.mix_in(clipped, weight)
 
     def _bulk_slot(self) -> BulkSlot:
         return BulkSlot(self._inflight)
@@ -227,26 +234,45 @@ class Exchanger:
         if self.compressed is not None:  # pairs that speak it (gossip.compressed); others plain
             picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
             self.bytes_sent += nudged
-        got = await self._pushpull_many(picked, result) if picked else []
-        if not got and not nudged:
-            return
-        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y) with w = k / (k + 1); with
-        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default).
-        if k := len(got):
-            _, own = await self.store.snapshot()  # my group's distances set my push bound
-            await asyncio.to_thread(self.guard.observe, own, got)
-            weight = self.cfg.mix if k == 1 else k / (k + 1)
-            theirs = got[0] if k == 1 else await asyncio.to_thread(_mean_rows, got)
-            await self.store.mix_in(theirs, weight)
+        self._pushed_in = [] if self.cfg.delta_rule else None  # opened before my snapshot
+        try:
+            got, sent = await self._pushpull_many(picked, result) if picked else ([], None)
+            if not got and not nudged:
+                return
+            # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1);
+            # with one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
+            if (k := len(got)) and sent is not None:
+                # my group's distances set my push bound; to my model now, not to `sent`: the
+                # bound judges pushes against the model they land on (to `sent`, closer to the
+                # answers, it clipped honest pushes on a busy box)
+                _, own = await self.store.snapshot()
+                await asyncio.to_thread(self.guard.observe, own, got)
+                await self._mix_answers(got, sent, self.cfg.mix if k == 1 else k / (k + 1))
+        finally:
+            self._pushed_in = None
         if cx.outer_step_applies(self.compressed):  # not after topk rounds: gossip.compressed
             await self._outer_step()
         result.applied = True
 
+    async def _mix_answers(self, got: list[np.ndarray], sent: np.ndarray, weight: float) -> None:
+        """Mix my group's answers in, keeping the steps I trained while the round was in flight
+        (gossip/delta_rule.py); the plain x <- (1 - w) x + w mean(y) without a `nudge`."""
+        nudge = getattr(self.store, "nudge", None)
+        if self.cfg.delta_rule and nudge is not None:
+            pushed = list(self._pushed_in or ())
+            await nudge(await asyncio.to_thread(delta_rule.step, got, sent, pushed), weight)
+            return
+        theirs = got[0] if len(got) == 1 else await asyncio.to_thread(delta_rule.mean_rows, got)
+        await self.store.mix_in(theirs, weight)
+
     async def _pushpull_many(
         self, picked: Sequence[tuple[str, str]], result: RoundResult
-    ) -> list[np.ndarray]:
-        """Push my model to every picked peer at once; their answers (failures recorded)."""
-        payload = await self._encode_mine()
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """Push my model to every picked peer at once: their answers (failures recorded), and
+        my model as it was when pushed (before any codec)."""
+        payload, sent = await self._encode_with_base()
+        if sent is None:
+            sent = await asyncio.to_thread(delta_rule.own_frame_params, payload)
         answers = await asyncio.gather(
             *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
         )
@@ -259,7 +285,7 @@ class Exchanger:
             else:
                 result.received.append(pid)
                 got.append(outcome)
-        return got
+        return got, sent
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
@@ -283,7 +309,7 @@ class Exchanger:
         # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
         self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
         if self_centered:
-            received = await self._pushpull_many(picked, result)
+            received, _ = await self._pushpull_many(picked, result)
         else:
             models = await self.pull_many(picked, result.failures)
             result.received = [pid for pid, _, _ in models]
@@ -353,17 +379,27 @@ class Exchanger:
 
     # --- encoding ------------------------------------------------------------------------
 
-    async def _encode_mine(self, pull: dict | None = None) -> bytes:
-        frame = getattr(self.store, "snapshot_frame", None)  # optional: one copy, not two
+    def _framed_honestly(self) -> bool:
+        """Whether my model goes out as the store's raw frame of it, unchanged."""
         honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
-        if frame is not None and honest and self.pull_codec is None:
-            return await frame(self.self_id)
+        has_frame = getattr(self.store, "snapshot_frame", None) is not None
+        return has_frame and honest and self.pull_codec is None
+
+    async def _encode_mine(self, pull: dict | None = None) -> bytes:
+        return (await self._encode_with_base(pull))[0]
+
+    async def _encode_with_base(self, pull: dict | None = None) -> tuple[bytes, np.ndarray | None]:
+        """My model framed, and the snapshot it came from; None for the store's raw frame (the
+        one-copy path: its payload is that snapshot, `delta_rule.own_frame_params`)."""
+        if self._framed_honestly():
+            return await self.store.snapshot_frame(self.self_id), None  # type: ignore[attr-defined]
         step, vec = await self.store.snapshot()
-        if self.outgoing is not None:
-            vec = await self.outgoing(step, vec)
-        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, vec)):
-            return reply
-        return await asyncio.to_thread(cx.encode_model, vec, self.pull_codec, self.self_id, step)
+        out = vec if self.outgoing is None else await self.outgoing(step, vec)
+        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, out)):
+            return reply, vec
+        return await asyncio.to_thread(
+            cx.encode_model, out, self.pull_codec, self.self_id, step
+        ), vec
 
     async def _decode(
         self, data: bytes, *, source: str, quiet: bool = False, sparse: bool = False
@@ -381,10 +417,6 @@ def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict,
     header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
     wire.validate_params(vec, size)
     return header, vec
-
-
-def _mean_rows(rows: list[np.ndarray]) -> np.ndarray:
-    return np.mean(np.stack(rows), axis=0, dtype=np.float64).astype(np.float32)
 
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:

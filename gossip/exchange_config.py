@@ -36,6 +36,7 @@ class ExchangeConfig:
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
     compress: str = "none"  # none|fp16|int8|topk:RATIO|lowrank:RANK (gossip.compressed)
+    delta_rule: bool = True  # average: keep the steps taken during a round (Exchanger._mix_answers)
 
     def validate(self) -> ExchangeConfig:
         if self.mode not in MODES:

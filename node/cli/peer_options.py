@@ -223,6 +223,16 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         help="weight of the received model: x <- (1-W) x + W y",
     )
     e.add_argument(
+        "--mix-rule",
+        default="delta" if _EX.delta_rule else "replace",
+        choices=["delta", "replace"],
+        help="average: how a round's answers land. delta: the group's mean is taken with the "
+        "model that was pushed, and the steps trained while the round was in flight are kept "
+        "whole; replace: x <- (1-w) x + w mean(y) on the model as it is when the answers land, "
+        "which scales those steps by 1-w (the behaviour before: on slow links most of a "
+        "round's training is lost)",
+    )
+    e.add_argument(
         "--on-short",
         default=_EX.on_short,
         choices=["skip", "shrink"],
@@ -325,6 +335,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         mix=args.mix,
         on_short=args.on_short,
         compress=args.compress,
+        delta_rule=args.mix_rule == "delta",
     )
     return PeerConfig(
         **common,

@@ -1,0 +1,103 @@
+"""The average round's delta rule: steps trained while a round is in flight survive its mix,
+and two peers that push to each other at once still meet halfway (gossip/exchange.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
+from swarmnode.gossip.inmemory import InMemoryNetwork
+
+from tests.gossip.exchange_fakes import Store
+
+pytestmark = pytest.mark.timeout(30)
+
+D = 64
+PAIR = {"mode": "average", "mix": 0.5, "outer_lr": 1.0, "outer_momentum": 0.0}  # plain AD-PSGD
+
+
+class Fixed:
+    def __init__(self, peers: list[tuple[str, str]]) -> None:
+        self.peers = peers
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        return self.peers[:k]
+
+
+def exchangers(net: InMemoryNetwork, stores: list, cfg: ExchangeConfig) -> list[Exchanger]:
+    def one(i: int) -> Exchanger:
+        other = [(f"p{1 - i}", f"p{1 - i}:1")]
+        transport = net.transport(f"p{i}:1")
+        return Exchanger(
+            cfg, self_id=f"p{i}", transport=transport, store=stores[i], peers=Fixed(other)
+        )
+
+    return [one(0), one(1)]
+
+
+def pair(a: np.ndarray, b: np.ndarray, cfg: ExchangeConfig, trained: np.ndarray | None = None):
+    """Two exchangers over `Store`s; with `trained`, peer 0 "trains" by that much while its
+    push to peer 1 is being answered (the round is in flight)."""
+    net = InMemoryNetwork()
+    stores = [Store(a), Store(b)]
+    exs = exchangers(net, stores, cfg)
+    net.register("p0:1", exs[0].handlers())
+    handlers = exs[1].handlers()
+    if trained is not None:
+        answer = handlers["pushpull"]
+
+        async def slow_answer(body: bytes) -> bytes:
+            stores[0].x = stores[0].x + trained  # training steps on peer 0 meanwhile
+            return await answer(body)
+
+        handlers = {**handlers, "pushpull": slow_answer}
+    net.register("p1:1", handlers)
+    return stores, exs
+
+
+async def test_steps_trained_during_a_round_are_kept_whole():
+    a, b, g = np.full(D, 2.0), np.full(D, 4.0), np.linspace(-0.1, 0.1, D)
+    stores, (ea, _) = pair(a, b, ExchangeConfig(**PAIR), trained=g)
+    assert (await ea.round()).applied
+    # the average of what was sent and what came back, plus every step trained meanwhile
+    np.testing.assert_allclose(stores[0].x, 0.5 * a + 0.5 * b + g, rtol=1e-6)
+    # peer 1 mixed the model that was pushed, as before; the pair's sum grew by g alone
+    np.testing.assert_allclose(stores[1].x, 0.5 * a + 0.5 * b, rtol=1e-6)
+    np.testing.assert_allclose(stores[0].x + stores[1].x, a + b + g, rtol=1e-6)
+
+
+async def test_the_replace_rule_scales_those_steps_by_one_minus_the_weight():
+    a, b, g = np.full(D, 2.0), np.full(D, 4.0), np.linspace(-0.1, 0.1, D)
+    stores, (ea, _) = pair(a, b, ExchangeConfig(**PAIR, delta_rule=False), trained=g)
+    assert (await ea.round()).applied
+    np.testing.assert_allclose(stores[0].x, 0.5 * (a + g) + 0.5 * b, rtol=1e-6)  # half of g lost
+
+
+@pytest.mark.parametrize("delta_rule", [True, False])
+async def test_two_peers_pushing_to_each_other_at_once_meet_halfway(delta_rule):
+    # Each one's handler mixes the other's push in while its own round is in flight. Counting
+    # that move as "trained meanwhile" would add the other's model twice and swap the two;
+    # the rule takes it out, so both rules give AD-PSGD's a <- a/4 + 3b/4, b <- b/4 + 3a/4.
+    a, b = np.full(D, 2.0), np.full(D, 4.0)
+    stores, exs = pair(a, b, ExchangeConfig(**PAIR, delta_rule=delta_rule))
+    results = await asyncio.wait_for(asyncio.gather(*(e.round() for e in exs)), 10)
+    assert all(r.applied for r in results) and all(e.served == 1 for e in exs)
+    np.testing.assert_allclose(stores[0].x, 0.25 * a + 0.75 * b, rtol=1e-6)
+    np.testing.assert_allclose(stores[1].x, 0.25 * b + 0.75 * a, rtol=1e-6)
+
+
+async def test_a_store_without_nudge_gets_the_plain_mix():
+    class MixOnly(Store):
+        nudge = None  # type: ignore[assignment]
+
+    a, b = np.full(D, 2.0), np.full(D, 4.0)
+    net = InMemoryNetwork()
+    stores = [MixOnly(a), MixOnly(b)]
+    exs = exchangers(net, stores, ExchangeConfig(**PAIR))
+    for i, ex in enumerate(exs):
+        net.register(f"p{i}:1", ex.handlers())
+    assert (await exs[0].round()).applied
+    np.testing.assert_allclose(stores[0].x, 3.0)
+    np.testing.assert_allclose(stores[1].x, 3.0)

@@ -14,7 +14,8 @@ Configurations, each with the same steps per peer (`--steps`):
 - `swarm-N-MODE`: N peers on `--shard i/N` for each N in `--peers`, MODE in `--modes`:
   `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
   `*-unscaled` the same with `--lr-scale none` (the default), `*-linear`, `*-sqrt` and
-  `average-adaptive` with that `--lr-scale`; `old-average` is the behaviour before the group
+  `average-adaptive` with that `--lr-scale`; `average-replace` the mix before the delta rule
+  (`--mix-rule replace`); `old-average` is the behaviour before the group
   (`--group 1 --outer-lr 1 --outer-momentum 0`, pairwise AD-PSGD) and `old-robust` Krum with
   plain mixing;
 - `attack-KIND`: 5 peers, robust, one of them serving `--byzantine KIND`, beside 5 honest
@@ -79,6 +80,8 @@ MODES = {
     "average-adaptive": ["--exchange", "average", "--lr-scale", "adaptive"],
     "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
     "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
+    # the mix before the delta rule (gossip/delta_rule.py): steps trained during a round x (1-w)
+    "average-replace": ["--exchange", "average", "--mix-rule", "replace"],
 }
 
 
@@ -198,6 +201,8 @@ def run(
 
 def swarm_args(opts: argparse.Namespace, partition: str, n: int, mode: str) -> list[list[str]]:
     base = base_args(opts, partition, opts.batch_size, opts.lr)
+    if opts.delay:  # every exchange request waits: a round spans delay / step-time more steps
+        base += ["--fault", f"delay={opts.delay}"]
     return [[*base, "--shard", f"{i}/{n}", *MODES[mode]] for i in range(n)]
 
 
@@ -283,6 +288,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="every paced step takes this many seconds (0: pace by --slowdown)",
     )
     p.add_argument("--slowdown", type=float, default=20.0, help="with --step-time 0")
+    p.add_argument(
+        "--delay",
+        default="",
+        metavar="TIME",
+        help="swarm peers only: delay every exchange request by TIME (`--fault delay=TIME`, "
+        "e.g. 150ms), so that a round spans many steps, as over a slow link",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--poll", type=float, default=0.2, help="status poll interval, seconds")
     p.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")

@@ -41,7 +41,7 @@ async def test_a_sybil_flood_is_listed_where_admission_is_open_within_the_burst(
     a, b = swarm
     burst = a.membership.cfg.new_member_burst
     flood = SybilFlood(a.addr, burst + 100, 2.0, observers=lambda: [a.addr, b.addr])
-    await flood.run(4.0)  # making 600 keys comes out of these seconds
+    await flood.run(4.0)  # 4 s of flooding, after its keys are made
     report = flood.report()
     assert report["statuses"].get("gossip 200", 0) >= 1 and report["messages"] >= 1
     # the actor works (open admission is no defence), and each source's bucket bounds it: b

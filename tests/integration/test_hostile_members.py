@@ -142,14 +142,15 @@ async def test_sybils_in_an_open_swarm_are_rate_limited(swarm, http) -> None:
 
 
 async def test_a_table_flood_stays_within_the_cap(http) -> None:
-    # 30,000 fake entries in 15 messages of 2,000 (unsigned, forged, and validly signed), 30x
-    # the cap; scripts/bench_hostile_members.py floods 100,000 (the suite's clock is the limit)
+    # 18,000 fake entries in 9 messages of 2,000 (unsigned, forged, and validly signed), 18x
+    # the cap; scripts/bench_hostile_members.py floods 100,000 (the suite's clock is the limit:
+    # 15 messages took 46 s under xdist, most of it drawing the signed entries' hash chains)
     a = await Node.create(peer_config())
     try:
         cap = a.membership.cfg.max_members
         signers = [PeerKey.generate() for _ in range(400)]
         worst_stall = 0.0
-        for i in range(15):
+        for i in range(9):
             if i % 3 == 0:
                 entries = [
                     [f"f{i}-{j}", "127.0.0.1:9", 1, 1, "alive", 0.0, {}] for j in range(2000)

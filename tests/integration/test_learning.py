@@ -57,7 +57,9 @@ def relative_spread(peers: list[Peer]) -> float:
     return float(dist / np.mean([np.linalg.norm(v) for v in vecs]))
 
 
-@pytest.mark.parametrize("partition", ["iid", "dirichlet:0.5"])
+# dirichlet:0.5 only: the harder of the two for both bounds (iid passed every run and took 50 s
+# of the suite's 10 minutes; scripts/bench_convergence.py measures both)
+@pytest.mark.parametrize("partition", ["dirichlet:0.5"])
 def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, single):
     # `--steps 0` and a window of STEPS steps, measured while every peer is still in the swarm:
     # with a step budget the peers finish seconds apart on a loaded box, and the last one then

@@ -1,8 +1,9 @@
-"""The average round's delta rule: a round's mix keeps the steps trained while it was in flight.
+"""The delta rule: a round's result keeps the steps trained while the round was in flight.
 
 Training goes on during an exchange round (`Exchanger._average_round`), so by the time my
 group's answers y land, my model is x = sent + g + m: `sent` what I pushed, g the steps trained
-since, m what pushes from other peers moved x meanwhile (`Exchanger._pushed_in`). The plain rule
+since, m what pushes from other peers moved x meanwhile (`Moved`, `Exchanger._pushed_in`). The
+plain rule
 
     x <- (1 - w) x + w mean(y)
 
@@ -13,6 +14,11 @@ x <- (1 - w) x + w (mean(y) + g), which is
 
     x <- x + w (mean(y) - sent - m).
 
+A robust round lands the same way, its aggregate in place of mean(y) and `own` (the snapshot the
+aggregate is centred on) in place of `sent`: x <- x + w (agg - own - m), which for the
+self-centered rule (w = 1) is x <- agg + g. Before, x <- agg dropped every step trained during
+the round; m is dropped as before (the aggregate already weighs whoever pushed).
+
 This is hivemind's `delta_rule_averaging` (Ryabinin et al.), with the pushes counted: hivemind's
 averaging groups are exclusive, ours are not. Without m, two peers that push to each other at
 once would each add the other's model twice and swap instead of meeting halfway
@@ -22,24 +28,44 @@ the round took. Figures: docs/benchmarks.md ("delta rule").
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from swarmnode.gossip import covered, wire
 
 
-def step(answers: list[np.ndarray], sent: np.ndarray, moved: list[np.ndarray]) -> np.ndarray:
-    """mean(answers) - sent - sum(moved): the update that `nudge` applies with the round's w."""
+class Moved:
+    """m: how far the pushes mixed in during one round of mine moved my model, summed as they
+    come (worker threads), so a long round that many peers push to holds one model, not one
+    per push."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sum: np.ndarray | None = None
+
+    def add(self, clipped: np.ndarray, own: np.ndarray, weight: float) -> None:
+        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own)."""
+        moved = clipped - own
+        moved *= np.float32(weight)
+        with self._lock:
+            if self._sum is None:
+                self._sum = moved
+            else:
+                self._sum += moved
+
+    def take_from(self, delta: np.ndarray) -> None:
+        with self._lock:
+            if self._sum is not None:
+                delta -= self._sum
+
+
+def step(answers: list[np.ndarray], sent: np.ndarray, moved: Moved | None) -> np.ndarray:
+    """mean(answers) - sent - m: the update that `nudge` applies with the round's w."""
     delta = mean_rows(answers) if len(answers) > 1 else answers[0].astype(np.float32)  # a copy
     delta -= sent
-    for m in moved:
-        delta -= m
+    if moved is not None:
+        moved.take_from(delta)
     return delta
-
-
-def moved_by(clipped: np.ndarray, own: np.ndarray, weight: float) -> np.ndarray:
-    """How far x <- (1 - w) x + w clipped moves a model that stands at `own`."""
-    moved = clipped - own
-    moved *= np.float32(weight)
-    return moved
 
 
 def own_frame_params(frame: memoryview) -> np.ndarray:

@@ -83,8 +83,8 @@ class Exchanger:
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
         self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
-        # while my own average round is in flight: how each push mixed in meanwhile moved me
-        self._pushed_in: list[np.ndarray] | None = None
+        # while my own round is in flight: how each push mixed in meanwhile moved me
+        self._pushed_in: delta_rule.Moved | None = None
         self.guard = PushGuard()  # bounds every pushed model, in both modes (gossip/push_guard.py)
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
@@ -178,10 +178,8 @@ class Exchanger:
         # about `pull` times per round of its own, and a liar pushing at every round of its own
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
-        if self._pushed_in is not None:  # my own round is in flight: see `_mix_answers`
-            self._pushed_in.append(
-                await asyncio.to_thread(delta_rule.moved_by, clipped, own, weight)
-            )
+        if (moved := self._pushed_in) is not None:  # my own round is in flight: `_mix_answers`
+            await asyncio.to_thread(moved.add, clipped, own, weight)
         await self.store.mix_in(clipped, weight)
 
     def _bulk_slot(self) -> BulkSlot:
@@ -205,11 +203,14 @@ class Exchanger:
         result = RoundResult(self.cfg.mode)
         run = self._average_round if self.cfg.mode == "average" else self._robust_round
         failed = False
+        self._pushed_in = delta_rule.Moved() if self.cfg.delta_rule else None  # before my snapshot
         try:
             await run(result)
         except SwarmnodeError as exc:
             failed = True
             result.note = join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._pushed_in = None
         result.duration_s = time.perf_counter() - t0
         self.last_round_s = result.duration_s
         self.max_round_s = max(self.max_round_s, result.duration_s)
@@ -234,33 +235,30 @@ class Exchanger:
         if self.compressed is not None:  # pairs that speak it (gossip.compressed); others plain
             picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
             self.bytes_sent += nudged
-        self._pushed_in = [] if self.cfg.delta_rule else None  # opened before my snapshot
-        try:
-            got, sent = await self._pushpull_many(picked, result) if picked else ([], None)
-            if not got and not nudged:
-                return
-            # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1);
-            # with one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
-            if (k := len(got)) and sent is not None:
-                # my group's distances set my push bound; to my model now, not to `sent`: the
-                # bound judges pushes against the model they land on (to `sent`, closer to the
-                # answers, it clipped honest pushes on a busy box)
-                _, own = await self.store.snapshot()
-                await asyncio.to_thread(self.guard.observe, own, got)
-                await self._mix_answers(got, sent, self.cfg.mix if k == 1 else k / (k + 1))
-        finally:
-            self._pushed_in = None
+        got, sent = await self._pushpull_many(picked, result) if picked else ([], None)
+        if not got and not nudged:
+            return
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
+        if (k := len(got)) and sent is not None:
+            # my group's distances set my push bound; to my model now, not to `sent`: the bound
+            # judges pushes against the model they land on (to `sent`, closer to the answers,
+            # it clipped honest pushes on a busy box)
+            _, own = await self.store.snapshot()
+            await asyncio.to_thread(self.guard.observe, own, got)
+            await self._mix_answers(got, sent, self.cfg.mix if k == 1 else k / (k + 1))
         if cx.outer_step_applies(self.compressed):  # not after topk rounds: gossip.compressed
             await self._outer_step()
         result.applied = True
 
     async def _mix_answers(self, got: list[np.ndarray], sent: np.ndarray, weight: float) -> None:
-        """Mix my group's answers in, keeping the steps I trained while the round was in flight
-        (gossip/delta_rule.py); the plain x <- (1 - w) x + w mean(y) without a `nudge`."""
+        """Mix a round's result in (my group's answers; robust: the aggregate), keeping the
+        steps I trained while the round was in flight (gossip/delta_rule.py); without a
+        `nudge`, or with `--mix-rule replace`, the plain x <- (1 - w) x + w mean(y)."""
         nudge = getattr(self.store, "nudge", None)
         if self.cfg.delta_rule and nudge is not None:
-            pushed = list(self._pushed_in or ())
-            await nudge(await asyncio.to_thread(delta_rule.step, got, sent, pushed), weight)
+            moved = self._pushed_in
+            await nudge(await asyncio.to_thread(delta_rule.step, got, sent, moved), weight)
             return
         theirs = got[0] if len(got) == 1 else await asyncio.to_thread(delta_rule.mean_rows, got)
         await self.store.mix_in(theirs, weight)
@@ -324,8 +322,8 @@ class Exchanger:
         else:
             agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         # a self-centered rule's result already holds my model at its weight: take it as is
-        weight = 1.0 if self_centered else self.cfg.mix
-        await self.store.mix_in(agg, weight)
+        # (by the delta rule: the aggregate plus the steps trained since `own`)
+        await self._mix_answers([agg], own, 1.0 if self_centered else self.cfg.mix)
         await self._outer_step()
         result.applied = True
 

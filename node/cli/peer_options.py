@@ -226,11 +226,11 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "--mix-rule",
         default="delta" if _EX.delta_rule else "replace",
         choices=["delta", "replace"],
-        help="average: how a round's answers land. delta: the group's mean is taken with the "
-        "model that was pushed, and the steps trained while the round was in flight are kept "
-        "whole; replace: x <- (1-w) x + w mean(y) on the model as it is when the answers land, "
-        "which scales those steps by 1-w (the behaviour before: on slow links most of a "
-        "round's training is lost)",
+        help="how a round's result lands. delta: the group's mean (robust: the aggregate) is "
+        "taken with the model the round started from, and the steps trained while the round "
+        "was in flight are kept whole; replace: x <- (1-w) x + w mean(y) on the model as it is "
+        "when the round ends, which scales those steps by 1-w (robust: drops them; the "
+        "behaviour before: on slow links most of a round's training is lost)",
     )
     e.add_argument(
         "--on-short",

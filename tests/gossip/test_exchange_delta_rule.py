@@ -101,3 +101,43 @@ async def test_a_store_without_nudge_gets_the_plain_mix():
     assert (await exs[0].round()).applied
     np.testing.assert_allclose(stores[0].x, 3.0)
     np.testing.assert_allclose(stores[1].x, 3.0)
+
+
+def robust_swarm(xs: list[np.ndarray], cfg: ExchangeConfig, trained: np.ndarray | None):
+    """Peer 0 and four others, robust; with `trained`, peer 0 trains by that much while the
+    first of its pushes is answered."""
+    net = InMemoryNetwork()
+    stores = [Store(x) for x in xs]
+    addrs = [f"p{i}:1" for i in range(len(xs))]
+    exs = []
+    for i in range(len(xs)):
+        others = Fixed([(f"p{j}", a) for j, a in enumerate(addrs) if j != i])
+        exs.append(Exchanger(cfg, self_id=f"p{i}", transport=net.transport(addrs[i]),
+                             store=stores[i], peers=others))  # fmt: skip
+    for i, ex in enumerate(exs):
+        handlers = ex.handlers()
+        if i == 1 and trained is not None:
+            answer = handlers["pushpull"]
+
+            async def slow_answer(body: bytes, answer=answer) -> bytes:
+                stores[0].x = stores[0].x + trained
+                return await answer(body)
+
+            handlers = {**handlers, "pushpull": slow_answer}
+        net.register(addrs[i], handlers)
+    return stores, exs
+
+
+async def test_a_robust_round_lands_as_its_aggregate_plus_the_steps_trained_meanwhile():
+    # Before, x <- agg (weight 1 for the self-centered rule) dropped every step trained during
+    # the round; now x <- agg + g. The aggregate itself is the same: compared with the old rule
+    # on an identical swarm that trains nothing during the round.
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(D) for _ in range(5)]
+    g = np.linspace(-0.05, 0.05, D)
+    cfg = dict(mode="robust", pull=4, byzantine_f=1, outer_lr=1.0, outer_momentum=0.0)
+    old, (e_old, *_) = robust_swarm(xs, ExchangeConfig(**cfg, delta_rule=False), None)
+    new, (e_new, *_) = robust_swarm(xs, ExchangeConfig(**cfg), g)
+    assert (await e_old.round()).applied and (await e_new.round()).applied
+    assert np.abs(old[0].x - xs[0]).max() > 0.05  # the round moved the model: the test shows it
+    np.testing.assert_allclose(new[0].x, old[0].x + g, rtol=1e-5, atol=1e-6)

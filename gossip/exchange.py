@@ -5,7 +5,8 @@ training worker), the peers behind `PeerDirectory` (membership) and the wire beh
 
 - `average` (group push-pull): push my snapshot to `group` random live peers at once; each
   answers with its own snapshot taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x.
-  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1). With `group=1` this is
+  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1), landed by the delta rule
+  (gossip/delta_rule.py: the steps I trained meanwhile are kept). With `group=1` this is
   AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
   exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
   answers, and queues a mix for its training thread.

@@ -28,7 +28,9 @@ the round took. Figures: docs/benchmarks.md ("delta rule").
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from typing import Any
 
 import numpy as np
 from swarmnode.gossip import covered, wire
@@ -59,12 +61,25 @@ class Moved:
                 delta -= self._sum
 
 
-def step(answers: list[np.ndarray], sent: np.ndarray, moved: Moved | None) -> np.ndarray:
+async def land(
+    store: Any, results: list[np.ndarray], base: np.ndarray, weight: float, moved: Moved | None
+) -> None:
+    """Mix a round's results (my group's answers; robust: the aggregate) into `store`: by the
+    delta rule where `moved` is given (the rule is on) and the store can `nudge`, with `base`
+    what the round started from; else the plain x <- (1 - w) x + w mean(results)."""
+    nudge = getattr(store, "nudge", None)
+    if moved is not None and nudge is not None:
+        await nudge(await asyncio.to_thread(step, results, base, moved), weight)
+        return
+    theirs = results[0] if len(results) == 1 else await asyncio.to_thread(mean_rows, results)
+    await store.mix_in(theirs, weight)
+
+
+def step(answers: list[np.ndarray], sent: np.ndarray, moved: Moved) -> np.ndarray:
     """mean(answers) - sent - m: the update that `nudge` applies with the round's w."""
     delta = mean_rows(answers) if len(answers) > 1 else answers[0].astype(np.float32)  # a copy
     delta -= sent
-    if moved is not None:
-        moved.take_from(delta)
+    moved.take_from(delta)
     return delta
 
 

@@ -179,7 +179,7 @@ class Exchanger:
         # about `pull` times per round of its own, and a liar pushing at every round of its own
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
-        if (moved := self._pushed_in) is not None:  # my own round is in flight: `_mix_answers`
+        if (moved := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
             await asyncio.to_thread(moved.add, clipped, own, weight)
         await self.store.mix_in(clipped, weight)
 
@@ -247,22 +247,11 @@ class Exchanger:
             # it clipped honest pushes on a busy box)
             _, own = await self.store.snapshot()
             await asyncio.to_thread(self.guard.observe, own, got)
-            await self._mix_answers(got, sent, self.cfg.mix if k == 1 else k / (k + 1))
+            weight = self.cfg.mix if k == 1 else k / (k + 1)
+            await delta_rule.land(self.store, got, sent, weight, self._pushed_in)
         if cx.outer_step_applies(self.compressed):  # not after topk rounds: gossip.compressed
             await self._outer_step()
         result.applied = True
-
-    async def _mix_answers(self, got: list[np.ndarray], sent: np.ndarray, weight: float) -> None:
-        """Mix a round's result in (my group's answers; robust: the aggregate), keeping the
-        steps I trained while the round was in flight (gossip/delta_rule.py); without a
-        `nudge`, or with `--mix-rule replace`, the plain x <- (1 - w) x + w mean(y)."""
-        nudge = getattr(self.store, "nudge", None)
-        if self.cfg.delta_rule and nudge is not None:
-            moved = self._pushed_in
-            await nudge(await asyncio.to_thread(delta_rule.step, got, sent, moved), weight)
-            return
-        theirs = got[0] if len(got) == 1 else await asyncio.to_thread(delta_rule.mean_rows, got)
-        await self.store.mix_in(theirs, weight)
 
     async def _pushpull_many(
         self, picked: Sequence[tuple[str, str]], result: RoundResult
@@ -302,14 +291,14 @@ class Exchanger:
     async def _robust_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(self.cfg.pull)
         result.asked = [pid for pid, _ in picked]
-        _, own = await self.store.snapshot()
         # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
         # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
         # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
         self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
-        if self_centered:
-            received, _ = await self._pushpull_many(picked, result)
+        if self_centered:  # centred on the model pushed: no second snapshot
+            received, own = await self._pushpull_many(picked, result)
         else:
+            _, own = await self.store.snapshot()
             models = await self.pull_many(picked, result.failures)
             result.received = [pid for pid, _, _ in models]
             received = [vec for _, _, vec in models]
@@ -324,7 +313,8 @@ class Exchanger:
             agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         # a self-centered rule's result already holds my model at its weight: take it as is
         # (by the delta rule: the aggregate plus the steps trained since `own`)
-        await self._mix_answers([agg], own, 1.0 if self_centered else self.cfg.mix)
+        weight = 1.0 if self_centered else self.cfg.mix
+        await delta_rule.land(self.store, [agg], own, weight, self._pushed_in)
         await self._outer_step()
         result.applied = True
 

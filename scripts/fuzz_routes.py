@@ -34,6 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from swarmnode.fault.hostile.insider import admit  # noqa: E402
 from swarmnode.gossip import wire  # noqa: E402
 from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
 from swarmnode.gossip.codec import encode_control  # noqa: E402
@@ -53,14 +54,9 @@ ENTRY = ["fuzzer", "127.0.0.1:9", 0, 1, "alive", 0.0, {}]
 def admit_member(node: Node, secret: str | None) -> Signer:
     """A member of the node's swarm, as an insider with its own key (and the secret) is: its
     signed pulls and push-pulls pass admission, so the mutations reach the wire decoder and
-    the exchange instead of stopping at 403 (tests/integration/hostile.py `admit`)."""
-    key = PeerKey.generate()
-    signer = Signer(secret, key=key, signed_routes=SIGNED_ROUTES, name="127.0.0.1:9")
-    peers = node.exchanger.peers
-    is_member, public_key = peers.is_member, peers.public_key
-    peers.is_member = lambda pid: pid == key.peer_id or is_member(pid)
-    peers.public_key = lambda pid: key.public if pid == key.peer_id else public_key(pid)
-    node.signer.keys = peers.public_key
+    the exchange instead of stopping at 403."""
+    signer = Signer(secret, key=PeerKey.generate(), signed_routes=SIGNED_ROUTES, name="127.0.0.1:9")
+    admit(node, signer)
     return signer
 
 

@@ -1,6 +1,6 @@
 """A test client that pulls and pushes as a swarm member: its requests on the model routes are
 signed by its own peer key (gossip/auth.py), as a peer's are. `admit(node, client)` puts it
-in an in-process `Node`'s member table view (tests/integration/hostile.py)."""
+in an in-process `Node`'s member table view (swarmnode.fault.hostile.insider)."""
 
 from __future__ import annotations
 

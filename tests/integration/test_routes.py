@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import numpy as np
 import pytest
+from swarmnode.fault.hostile.insider import admit
 from swarmnode.gossip import wire
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import admit
 from tests.integration.member_client import MemberClient
 from tests.integration.peers import operator_pub, signed_admin
 from tests.integration.route_bodies import ADMIN_ROUTES, PUSHER_KEY, cases_for, valid_body

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 import pytest
+from swarmnode.fault.hostile.insider import admit
 from swarmnode.gossip import wire
 from swarmnode.gossip.auth import (
     HEADER_BYTES,
@@ -35,7 +36,6 @@ from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import admit
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.member_client import MemberClient
 from tests.integration.peers import ENV

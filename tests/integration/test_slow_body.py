@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 from swarmnode.fault.hostile import SlowBodies
+from swarmnode.fault.hostile.insider import admit
 from swarmnode.gossip import wire
 from swarmnode.gossip.auth_transport import AuthTransport
 from swarmnode.gossip.codec import encode_control
@@ -25,7 +26,6 @@ from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
-from tests.integration.hostile import admit
 from tests.integration.member_client import MemberClient
 from tests.waiting import eventually
 

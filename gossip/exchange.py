@@ -10,7 +10,8 @@ training worker), the peers behind `PeerDirectory` (membership) and the wire beh
   AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
   exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
   answers, and queues a mix for its training thread.
-- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}.
+- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}
+  (gossip/robust_round.py, mixed into `Exchanger`).
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
@@ -30,15 +31,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
-from swarmnode.gossip import aggregate, delta_rule, wire
 from swarmnode.gossip import compressed as cx
+from swarmnode.gossip import delta_rule, wire
 from swarmnode.gossip.codec import decode_control, encode_control
 from swarmnode.gossip.exchange_access import check_pusher, check_sender
 from swarmnode.gossip.exchange_config import ExchangeConfig, ExchangeError  # re-exported: the front
 from swarmnode.gossip.exchange_slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange_types import Outgoing, ParamStore, PeerDirectory, RoundResult
-from swarmnode.gossip.heading import bound_push, read_heading, ss_clip_round
+from swarmnode.gossip.heading import bound_push
 from swarmnode.gossip.push_guard import PushGuard
+from swarmnode.gossip.robust_round import RobustRound
 from swarmnode.gossip.round_log import describe, join_notes
 from swarmnode.gossip.transport import RemoteError, Transport, TransportError
 from swarmnode.kernels.errors import SwarmnodeError
@@ -46,7 +48,7 @@ from swarmnode.kernels.errors import SwarmnodeError
 log = logging.getLogger(__name__)
 
 
-class Exchanger:
+class Exchanger(RobustRound):
     """Runs exchange rounds for one peer and serves the other peers' exchange requests."""
 
     def __init__(
@@ -288,50 +290,6 @@ class Exchanger:
         if step is not None and (cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0):
             await step(cfg.outer_lr, cfg.outer_momentum)
 
-    async def _robust_round(self, result: RoundResult) -> None:
-        picked = self.peers.sample(self.cfg.pull)
-        result.asked = [pid for pid, _ in picked]
-        # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
-        # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
-        # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
-        self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
-        if self_centered:  # centred on the model pushed: no second snapshot
-            received, own = await self._pushpull_many(picked, result)
-        else:
-            _, own = await self.store.snapshot()
-            models = await self.pull_many(picked, result.failures)
-            result.received = [pid for pid, _, _ in models]
-            received = [vec for _, _, vec in models]
-        rows = [own, *received]
-        f = self._fitting_f(len(rows), result)
-        if f is None:
-            return
-        if self_centered:  # pulls back along my heading are cut (gossip/heading.py)
-            self.back = await read_heading(self.store, lim := self.cfg.backward_limit)
-            self.clip_tau, agg = await asyncio.to_thread(ss_clip_round, rows, f, self.back, lim)
-        else:
-            agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
-        # a self-centered rule's result already holds my model at its weight: take it as is
-        # (by the delta rule: the aggregate plus the steps trained since `own`)
-        weight = 1.0 if self_centered else self.cfg.mix
-        await delta_rule.land(self.store, [agg], own, weight, self._pushed_in)
-        await self._outer_step()
-        result.applied = True
-
-    def _fitting_f(self, n: int, result: RoundResult) -> int | None:
-        """The f to aggregate n models with, or None (round skipped, reason in result.note)."""
-        rule, f = self.cfg.aggregator, self.cfg.byzantine_f
-        if n >= aggregate.min_peers(rule, f):
-            return f
-        if self.cfg.on_short == "shrink":
-            for smaller in range(f - 1, -1, -1):
-                if n >= aggregate.min_peers(rule, smaller):
-                    result.note = f"only {n} models: aggregated with f={smaller} instead of {f}"
-                    return smaller
-        need = aggregate.min_peers(rule, f)
-        result.note = f"only {n} models, {rule} with f={f} needs {need}: round skipped"
-        return None
-
     async def pull(
         self, peer_id: str, addr: str, timeout: float | None = None
     ) -> tuple[int, np.ndarray]:
@@ -406,10 +364,6 @@ def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict,
     header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
     wire.validate_params(vec, size)
     return header, vec
-
-
-def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:
-    return np.asarray(aggregate.RULES[rule](np.stack(rows), f), dtype=np.float32)
 
 
 __all__ = [

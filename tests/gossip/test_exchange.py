@@ -268,7 +268,7 @@ async def test_a_bug_inside_a_round_still_propagates(monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("swarmnode.gossip.exchange._aggregate", broken)
+    monkeypatch.setattr("swarmnode.gossip.robust_round._aggregate", broken)
     vectors = [np.full(D, float(i)) for i in range(5)]
     _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, aggregator="krum"))
     with pytest.raises(ZeroDivisionError):

@@ -89,10 +89,15 @@ class Sequential:
             dlogits = layer.backward(dlogits)
         return dlogits
 
-    def loss_and_grad(self, x: Any, y: Any) -> float:
-        """Mean batch loss; overwrites `params.grad` with its gradient."""
+    def loss_and_grad(self, x: Any, y: Any, logit_offset: Any = None) -> float:
+        """Mean batch loss; overwrites `params.grad` with its gradient. `logit_offset` (one value
+        per class, on the model's device) is added to the logits inside the loss only: a
+        logit-adjusted loss (Menon et al. 2021); evaluation and prediction never see it."""
         logits = self.forward(x)
         self._check_labels(y, len(logits))
+        if logit_offset is not None:
+            # a new array: the last layer may keep its output for its own backward (Tanh does)
+            logits = logits + logit_offset
         loss, d = softmax_cross_entropy(logits, y)
         first = self._first_param_layer
         for i in range(len(self.layers) - 1, first - 1, -1):

@@ -15,7 +15,8 @@ Configurations, each with the same steps per peer (`--steps`):
   `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
   `*-unscaled` the same with `--lr-scale none` (the default), `*-linear`, `*-sqrt` and
   `average-adaptive` with that `--lr-scale`; `average-replace` and `robust-replace` the mix
-  before the delta rule (`--mix-rule replace`); `old-average` is the behaviour before the group
+  before the delta rule (`--mix-rule replace`); `average-noadjust` and `robust-noadjust`
+  without the logit adjustment (`--logit-adjust 0`); `old-average` is the behaviour before the group
   (`--group 1 --outer-lr 1 --outer-momentum 0`, pairwise AD-PSGD) and `old-robust` Krum with
   plain mixing;
 - `attack-KIND`: 5 peers, robust, one of them serving `--byzantine KIND`, beside 5 honest
@@ -83,6 +84,9 @@ MODES = {
     # the mix before the delta rule (gossip/delta_rule.py): steps trained during a round x (1-w)
     "average-replace": ["--exchange", "average", "--mix-rule", "replace"],
     "robust-replace": ["--exchange", "robust", "--mix-rule", "replace"],
+    # without the logit adjustment on a label-skewed shard (node/train/label_prior.py)
+    "average-noadjust": ["--exchange", "average", "--logit-adjust", "0"],
+    "robust-noadjust": ["--exchange", "robust", "--logit-adjust", "0"],
 }
 
 

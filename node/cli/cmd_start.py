@@ -103,6 +103,16 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         help="weight decay (L2 for sgd, decoupled for adamw)",
     )
     t.add_argument(
+        "--logit-adjust",
+        type=float,
+        default=_NODE.logit_adjust,
+        metavar="TAU",
+        help="on a --shard whose labels are skewed (dirichlet), train on logits + TAU x "
+        "log(shard prior / whole set's prior), so that the model does not learn its shard's "
+        "class mix and stays close to the swarm's between mixes; 0: off, 1: the full "
+        "adjustment (no effect alone or on all of the data)",
+    )
+    t.add_argument(
         "--device",
         default=_NODE.device,
         help="auto, cpu, cuda or cuda:N (auto: cuda when cupy and a GPU are present)",
@@ -168,6 +178,7 @@ def config_from_args(args: argparse.Namespace) -> NodeConfig:
         optimizer=args.optimizer,
         momentum=args.momentum,
         weight_decay=args.weight_decay,
+        logit_adjust=args.logit_adjust,
         device=args.device,
         seed=args.seed,
         eval_every=args.eval_every,

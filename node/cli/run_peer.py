@@ -99,8 +99,10 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
         f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}",
         out,
     )
+    adjusted = _logit_adjust(node, cfg)
+    skew = f"; logit adjustment {adjusted:g} (label-skewed shard)" if adjusted else ""
     say(
-        f"device {node.backend.describe()}; {node.trainer.n_samples} training samples",
+        f"device {node.backend.describe()}; {node.trainer.n_samples} training samples{skew}",
         out,
     )
     if node.resumed is not None:
@@ -146,11 +148,17 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         # the --lr-scale factor at the end (the swarm size it saw, capped: --lr-scale-max)
         "lr_scale": w.lr_scale.scale,
         "mixes_dropped_after_last_step": w.mixes_dropped,
+        # the --logit-adjust in force: 0 where the shard holds the whole set's prior
+        "logit_adjust": _logit_adjust(node, cfg),
     }
     say(format_summary(summary), out)
     if cfg.summary_json is not None:
         write_summary_json(cfg.summary_json, summary)
     return json.loads(json.dumps(summary, default=float))
+
+
+def _logit_adjust(node: Node, cfg: PeerConfig) -> float:
+    return cfg.logit_adjust if node.trainer.logit_offset is not None else 0.0
 
 
 def _rate(node: Node) -> float:

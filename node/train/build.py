@@ -1,5 +1,7 @@
 """Build a peer's trainer from its `NodeConfig`: data shard, backend, model, optimizer, resume.
 
+On a label-skewed shard the trainer gets its logit offsets here (node/train/label_prior.py).
+
 `build_trainer` (data shard, backend, model, optimizer), `resume` (the newest readable
 checkpoint, refused if written for another model/data/shard) and `run_meta` (what a checkpoint
 records about its run). The peer builds its `TrainingWorker` from these; single-process tools
@@ -14,6 +16,7 @@ from swarmnode.node.train.checkpoint import load_latest, lock_checkpoint_dir
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.data import Dataset, load_dataset
 from swarmnode.node.train.errors import CheckpointError
+from swarmnode.node.train.label_prior import logit_offsets
 from swarmnode.node.train.shard import shard_indices
 from swarmnode.node.train.trainer import Trainer
 
@@ -43,6 +46,9 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
     model = build_model(cfg.model, data.input_shape, data.n_classes, backend, cfg.seed)
     optimizer = make_optimizer(cfg.optimizer, model.params, cfg.lr, **_optimizer_kwargs(cfg))
     trainer = Trainer(model, optimizer, X, y, cfg.batch_size, cfg.seed, backend=backend)
+    offsets = logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust)
+    if offsets is not None:
+        trainer.logit_offset = backend.asarray(offsets)
     return trainer, data, backend
 
 

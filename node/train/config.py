@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train.label_prior import check_tau
 from swarmnode.node.train.shard import Partition, parse_partition, parse_shard
 
 # Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled
@@ -28,6 +29,8 @@ DEFAULT_MOMENTUM = 0.9
 DEFAULT_EVAL_EVERY = 100
 DEFAULT_CHECKPOINT_EVERY = 500
 DEFAULT_KEEP_CHECKPOINTS = 3
+# tau of the logit-adjusted loss on a label-skewed shard (node/train/label_prior.py)
+DEFAULT_LOGIT_ADJUST = 0.5
 
 
 @dataclass
@@ -42,6 +45,7 @@ class NodeConfig:
     optimizer: str = DEFAULT_OPTIMIZER
     momentum: float = DEFAULT_MOMENTUM
     weight_decay: float = 0.0
+    logit_adjust: float = DEFAULT_LOGIT_ADJUST
     device: str = "auto"
     seed: int = 0
     eval_every: int = DEFAULT_EVAL_EVERY
@@ -75,6 +79,10 @@ class NodeConfig:
             raise ConfigError(f"--lr must be a positive number, got {self.lr}")
         if not 0 <= self.momentum < 1:
             raise ConfigError(f"--momentum must be in [0, 1), got {self.momentum}")
+        try:
+            check_tau(self.logit_adjust)
+        except ValueError as exc:
+            raise ConfigError(f"--logit-adjust: {exc}") from None
         if not 0 <= self.weight_decay < float("inf"):
             raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         index, count = self.shard

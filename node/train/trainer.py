@@ -65,6 +65,8 @@ class Trainer:
         self.samples_seen = 0
         # set (node/train/gain.py) to measure the gradient noise: each step in two half-batches
         self.grad_probe: Any = None
+        # set (node/train/label_prior.py) on a label-skewed shard: added to the logits in the loss
+        self.logit_offset: Any = None
         self._X = self._to_device(np.ascontiguousarray(X, dtype=np.float32))
         self._y = self._to_device(np.ascontiguousarray(y, dtype=np.int64))
         self._rng = np.random.default_rng([seed, 0x7261696E])  # own stream: not the init's
@@ -81,7 +83,7 @@ class Trainer:
         idx = self._perm_dev[self._pos : self._pos + self.batch_size]
         probe = self.grad_probe
         if probe is None or self.batch_size < 2:
-            loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx]))
+            loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx], self.logit_offset))
         else:
             loss = self._probed_loss_and_grad(idx, probe)
         if not math.isfinite(loss):
@@ -102,9 +104,9 @@ class Trainer:
         difference (the gradient noise); the result is the full batch's, up to rounding."""
         h = self.batch_size // 2
         a, b = idx[:h], idx[h:]
-        loss_a = float(self.model.loss_and_grad(self._X[a], self._y[a]))
+        loss_a = float(self.model.loss_and_grad(self._X[a], self._y[a], self.logit_offset))
         probe.hold(self.model.params.grad)
-        loss_b = float(self.model.loss_and_grad(self._X[b], self._y[b]))
+        loss_b = float(self.model.loss_and_grad(self._X[b], self._y[b], self.logit_offset))
         probe.merge(self.model.params.grad, h, self.batch_size - h)
         return (h * loss_a + (self.batch_size - h) * loss_b) / self.batch_size
 

@@ -100,6 +100,12 @@ def test_models_loss_grad_evaluate_predict_match(spec):
     loss_g = gpu_model.loss_and_grad(backend.asarray(x), backend.asarray(y))
     assert abs(loss_c - loss_g) < 1e-5 * max(1.0, abs(loss_c))
     close(gpu_model.params.grad, cpu_model.params.grad, 1e-5)
+    # the logit-adjusted loss (node/train/label_prior.py): the offset lives on the device
+    off = np.linspace(-2.0, 1.0, 10, dtype=np.float32)
+    loss_c = cpu_model.loss_and_grad(x, y, off)
+    loss_g = gpu_model.loss_and_grad(backend.asarray(x), backend.asarray(y), backend.asarray(off))
+    assert abs(loss_c - loss_g) < 1e-5 * max(1.0, abs(loss_c))
+    close(gpu_model.params.grad, cpu_model.params.grad, 1e-5)
     ev_c = cpu_model.evaluate(x, y)
     ev_g = gpu_model.evaluate(backend.asarray(x), backend.asarray(y))
     assert ev_g[0] == pytest.approx(ev_c[0], rel=1e-5)

@@ -1,7 +1,7 @@
 """In-process robust swarm: why does `--exchange robust` lose, with and without one liar?
 
 The lock-step simulator of scripts/sim_swarm.py (real Trainer, model, optimizer, outer step)
-running the node's robust round as gossip/exchange.py does it: each peer in turn push-pulls
+running the node's robust round as gossip/robust_round.py does it: each peer in turn push-pulls
 `--pull` random others; each responder mixes own + clip(pushed - own, its last tau) in at
 1/(pull + 1) (`PushGuard.bound`), the initiator aggregates {own} U {answers} with ss-clip
 (`gossip.aggregate`, f = 1) and takes its outer step. Peer N-1 can be a liar (`--attack`):

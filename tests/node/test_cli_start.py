@@ -49,6 +49,18 @@ def test_short_run_prints_progress_and_writes_summary(tmp_path: Path) -> None:
     assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["test_loss"] > 0
     assert summary["samples_per_s"] > 0 and summary["wall_s"] > 0
     assert summary["device"].startswith("cpu")
+    assert summary["logit_adjust"] == 0.0  # all of the data: nothing to adjust
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_label_skewed_shard_trains_logit_adjusted_and_says_so(tmp_path: Path) -> None:
+    summary_path = tmp_path / "summary.json"
+    shard = ["--shard", "1/4", "--partition", "dirichlet:0.3", "--logit-adjust", "0.7"]
+    proc = _swarmnode(*START, *SMALL, *shard, "--steps", "20", "--summary-json", str(summary_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "logit adjustment 0.7 (label-skewed shard)" in proc.stdout
+    assert json.loads(summary_path.read_text())["logit_adjust"] == 0.7
 
 
 @pytest.mark.slow
@@ -100,6 +112,7 @@ def test_help_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         (["--lr", "0"], "--lr"),
         (["--shard", "0/2000"], "shards"),
         (["--seed", "-1"], "--seed must be an integer >= 0"),
+        (["--logit-adjust", "-1"], "--logit-adjust"),
         (["--model", "mlp:\u00b2"], "bad layer width"),
     ],
 )

@@ -32,22 +32,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import sim_swarm  # noqa: E402
 from swarmnode.kernels import compress, lowrank  # noqa: E402
-from swarmnode.kernels.backend import select_backend  # noqa: E402
-from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.models import build_model  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
-from swarmnode.node.train.trainer import Trainer  # noqa: E402
-
-
-def build(opts: argparse.Namespace, data: Any, idx: np.ndarray) -> Trainer:
-    backend = select_backend("cpu")
-    model = build_model(opts.model, data.input_shape, data.n_classes, backend, opts.seed)
-    opt = make_optimizer("sgd", model.params, opts.lr, momentum=opts.momentum, weight_decay=opts.wd)
-    return Trainer(model, opt, data.X_train[idx], data.y_train[idx], opts.batch_size, opts.seed)
 
 
 def codec_fn(spec: str, segs: lowrank.Segs) -> Any:
@@ -88,7 +79,7 @@ class Pair:
 def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[str, Any]:
     rng = np.random.default_rng(opts.seed)
     shards = all_shards(data.y_train, opts.peers, parse_partition(partition), opts.seed)
-    trainers = [build(opts, data, s) for s in shards]
+    trainers = [sim_swarm.build(opts, data, s, opts.batch_size) for s in shards]
     segs = param_segments(trainers[0])  # the node's own segments of the model
     xs = [t.model.params.data for t in trainers]
     pairs: dict[tuple[int, int], Pair] = {}
@@ -144,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--wd", type=float, default=5e-4)
+    sim_swarm.add_logit_adjust(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--eval-every", type=int, default=25)
     p.add_argument("--seed", type=int, default=0)

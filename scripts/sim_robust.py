@@ -308,6 +308,7 @@ def main() -> int:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--wd", type=float, default=5e-4)
+    sw.add_logit_adjust(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, nargs="+", default=[0])
     p.add_argument("--outer-lr", type=float, default=0.7)

@@ -43,7 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
+from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
+from swarmnode.node.train.label_prior import logit_offsets  # noqa: E402
 from swarmnode.node.train.lr_scale import SwarmLR  # noqa: E402
 from swarmnode.node.train.models import build_model  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
@@ -87,12 +89,21 @@ def steps_to(curve: list[dict], target: float | None) -> int | None:
 
 
 def build(opts: argparse.Namespace, data: Any, idx: np.ndarray | None, batch: int) -> Trainer:
+    """A peer's trainer as the node builds it, on shard `idx` (None: all of the data), with the
+    node's logit adjustment on a skewed shard (`--logit-adjust`, node/train/label_prior.py)."""
     backend = select_backend("cpu")
     model = build_model(opts.model, data.input_shape, data.n_classes, backend, opts.seed)
     opt = make_optimizer("sgd", model.params, opts.lr, momentum=opts.momentum, weight_decay=opts.wd)
     X = data.X_train if idx is None else data.X_train[idx]
     y = data.y_train if idx is None else data.y_train[idx]
-    return Trainer(model, opt, X, y, batch, opts.seed, backend=backend)
+    t = Trainer(model, opt, X, y, batch, opts.seed, backend=backend)
+    t.logit_offset = logit_offsets(y, data.y_train, data.n_classes, opts.logit_adjust)
+    return t
+
+
+def add_logit_adjust(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--logit-adjust", type=float, default=DEFAULT_LOGIT_ADJUST,
+                   help="tau of the node's logit adjustment on a skewed shard (0: off)")  # fmt: skip
 
 
 OUTER: dict[str, float] = {"lr": 1.0, "beta": 0.0}  # --outer-lr / --outer-momentum
@@ -247,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--wd", type=float, default=5e-4)
+    add_logit_adjust(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seed", type=int, default=0)

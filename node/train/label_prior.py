@@ -15,8 +15,8 @@ keeps estimating the whole set's posterior. Evaluation and prediction use the pl
 = 1 is the Bayes-consistent choice, but it silences a class that a shard lacks entirely (its
 logit sits so low that the shard never pushes it down), and no peer then learns to tell two
 classes held by different peers apart: the swarm's mean model ended 1.5 points lower on the
-small MLP. tau = 0.5, the default, kept most of the gain (the peers' own models 8-18 points
-closer to their mean) without that loss.
+small MLP. tau = 0.5, the default, kept most of the gain (mid-period, the peers' own models
+3-12 points higher; 4-20 at tau = 1) without that loss.
 
 Only where the peer knows the whole set's prior: a `--shard` of a data set it loaded whole.
 A peer on its own data file, or on all of it, trains exactly as before (no offset).

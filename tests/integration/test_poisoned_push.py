@@ -126,7 +126,17 @@ async def test_the_same_push_unbounded_breaks_the_swarm(swarm, monkeypatch) -> N
     async with aiohttp.ClientSession() as http:
         before, after = await _attack(swarm, http)
     print(f"poisoned push, unbounded: accuracy {before:.2%} before, {after:.2%} after")
-    assert before - after > 0.2
+    # seen once (2026-11-27, full suite, -n 2): 84.78% -> 86.05%, the push not in any model;
+    # not reproduced in 18 runs alone and under load. What each peer holds says where it went.
+    held = [
+        (
+            float(n.trainer.model.params.views["1.b"].mean()),
+            n.exchanger.rounds,
+            n.worker.mixes.folded,
+        )
+        for n in swarm
+    ]
+    assert before - after > 0.2, f"hidden-bias mean, rounds, mixes folded per peer: {held}"
 
 
 async def test_a_push_from_a_non_member_is_refused(swarm) -> None:

@@ -97,7 +97,7 @@ def build(opts: argparse.Namespace, data: Any, idx: np.ndarray | None, batch: in
     X = data.X_train if idx is None else data.X_train[idx]
     y = data.y_train if idx is None else data.y_train[idx]
     t = Trainer(model, opt, X, y, batch, opts.seed, backend=backend)
-    t.logit_offset = logit_offsets(y, data.y_train, data.n_classes, opts.logit_adjust)
+    t.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, opts.logit_adjust))
     return t
 
 

@@ -46,9 +46,7 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
     model = build_model(cfg.model, data.input_shape, data.n_classes, backend, cfg.seed)
     optimizer = make_optimizer(cfg.optimizer, model.params, cfg.lr, **_optimizer_kwargs(cfg))
     trainer = Trainer(model, optimizer, X, y, cfg.batch_size, cfg.seed, backend=backend)
-    offsets = logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust)
-    if offsets is not None:
-        trainer.logit_offset = backend.asarray(offsets)
+    trainer.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust))
     return trainer, data, backend
 
 

@@ -75,6 +75,11 @@ class Trainer:
 
     # --- training ------------------------------------------------------------------------
 
+    def set_logit_offset(self, offsets: np.ndarray | None) -> None:
+        """Per-class offsets added to the logits in the loss (None: none), moved to the model's
+        device once here rather than at every step."""
+        self.logit_offset = None if offsets is None else self._to_device(offsets)
+
     def step(self) -> float:
         """One minibatch: forward, backward, optimizer update. Returns the batch loss."""
         if self._pos + self.batch_size > self.n_samples:

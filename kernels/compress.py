@@ -4,7 +4,7 @@ Each codec is a pair of functions over flat float32 vectors. The definitions are
 code in `swarmnode.kernels.compress_ref`; this module is the fast CPU path, and
 `swarmnode.kernels.compress_cuda` the cupy twin, both computing the same bits (tests/kernels/
 test_compress.py and test_compress_gpu_parity.py compare them). Encoders return a `Packed`:
-named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.wire_codecs`).
+named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.wire.codecs`).
 
 - fp16: a float16 copy (IEEE, round to nearest even), saturated to +-65504 (a value beyond
   float16's range would become Inf; saturating keeps it finite, the error feedback carries the
@@ -282,7 +282,7 @@ def topk_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
 
 def topk_sparse(p: Packed) -> Sparse:
     """The kept (indices, float32 values) without the dense vector: a receiver adds them to its
-    reference copy in O(k) (`gossip.refs`), where the decode wrote and reread n zeros."""
+    reference copy in O(k) (`gossip.exchange.refs`), where the decode wrote and reread n zeros."""
     values = fp16_decode(Packed("fp16", p.k, {"values": p.parts["values"]}))
     return Sparse(p.n, topk_indices(p), values)
 

@@ -11,7 +11,7 @@ travels as IEEE fp16, saturated like `compress.fp16_encode`.
 Why: differences between peers' models, and between a model and what a partner holds of it,
 are sums of a few hundred outer products (one per sample and step) whose spectrum falls fast,
 so R = 8 of a 2048 x 2400 layer keeps far more of a difference than the same bytes of its
-largest values (topk). With error feedback (gossip.refs) what the rank leaves out is sent later.
+largest values (topk). With error feedback (gossip.exchange.refs) what the rank leaves out is sent later.
 
 Backend-generic: numpy arrays in, numpy out; cupy arrays in, cupy out (`xp` of the input), the
 same arithmetic (matmul, QR) on either; tests/kernels/test_lowrank.py checks them.

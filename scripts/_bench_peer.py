@@ -34,9 +34,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from swarmnode.gossip.auth import Signer
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 

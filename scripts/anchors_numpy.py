@@ -13,8 +13,8 @@ from bench_anchors import Timed, _rows, _sizes, compare
 
 def bench_aggregate_numpy(args: argparse.Namespace) -> None:
     import numpy as np
-    from swarmnode.gossip import aggregate_fast
-    from swarmnode.gossip.aggregate import RULES
+    from swarmnode.gossip.robust import fast as aggregate_fast
+    from swarmnode.gossip.robust.aggregate import RULES
 
     d = int(args.d)
     for n, f in _sizes(args):
@@ -46,7 +46,7 @@ def bench_aggregate_numpy(args: argparse.Namespace) -> None:
 
 def _without_network(fn: Timed) -> Timed:
     """fn with the sorted rules' min/max network off: the per-column sorts they used before."""
-    from swarmnode.gossip import aggregate_fast
+    from swarmnode.gossip.robust import fast as aggregate_fast
 
     def run() -> Any:
         saved = aggregate_fast.NETWORK_MAX_ROWS
@@ -113,7 +113,7 @@ def _mean_before(X: Any) -> Any:
     column sums, two rows at a time (a halving tree) per column block of 2**17 elements, proved
     finite, divided in float64 and rounded to float32. Kept as the benchmark's baseline."""
     import numpy as np
-    from swarmnode.gossip.aggregate_fast import _pairwise_row_sum  # still the cupy path's sum
+    from swarmnode.gossip.robust.fast import _pairwise_row_sum  # still the cupy path's sum
 
     n, d = X.shape
     out = np.empty(d, dtype=np.float64)

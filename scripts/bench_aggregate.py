@@ -78,7 +78,7 @@ def cdist_krum(X: Any, f: int) -> int:
 
 def bench_cpu(args: argparse.Namespace) -> int:
     import numpy as np
-    from swarmnode.gossip.aggregate import RULES, krum_select
+    from swarmnode.gossip.robust.aggregate import RULES, krum_select
 
     n, d = args.n or 64, int(args.d or 1e6)
     f = args.f if args.f is not None else n // 4
@@ -109,7 +109,7 @@ def bench_cuda(args: argparse.Namespace) -> int:
     if cupy.cuda.runtime.getDeviceCount() == 0:
         print("--device cuda: no CUDA device", file=sys.stderr)
         return 2
-    from swarmnode.gossip.aggregate import RULES, krum_select
+    from swarmnode.gossip.robust.aggregate import RULES, krum_select
 
     n, d = args.n or 32, int(args.d or 25e6)
     f = args.f if args.f is not None else n // 4

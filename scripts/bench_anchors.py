@@ -268,7 +268,7 @@ def _sizes(args: argparse.Namespace) -> list[tuple[int, int]]:
 
 
 def bench_aggregate(args: argparse.Namespace) -> None:
-    from swarmnode.gossip.aggregate import RULES
+    from swarmnode.gossip.robust.aggregate import RULES
 
     d = int(args.d)
     for n, f in _sizes(args):

@@ -51,8 +51,8 @@ from typing import Any
 
 from convergence_report import PeerResult, RunResult, figures, markdown, plot
 from swarmnode.fault.chaos.processes import start_peer
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.wire.control import encode_control
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,12 @@ UNSCALED = ["--lr-scale", "none"]
 MODES = {
     "average": ["--exchange", "average"],
     "robust": ["--exchange", "robust"],
-    "robust-nocut": ["--exchange", "robust", "--backward-limit", "0"],  # before gossip/heading.py
+    "robust-nocut": [
+        "--exchange",
+        "robust",
+        "--backward-limit",
+        "0",
+    ],  # before gossip/robust/heading.py
     "old-average": ["--exchange", "average", *OLD_AVERAGE],
     "old-robust": ["--exchange", "robust", "--aggregator", "krum", *OLD_AVERAGE],
     "average-unscaled": ["--exchange", "average", *UNSCALED],
@@ -81,7 +86,7 @@ MODES = {
     "average-adaptive": ["--exchange", "average", "--lr-scale", "adaptive"],
     "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
     "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
-    # the mix before the delta rule (gossip/delta_rule.py): steps trained during a round x (1-w)
+    # the mix before the delta rule (gossip/exchange/delta_rule.py): steps trained during a round x (1-w)
     "average-replace": ["--exchange", "average", "--mix-rule", "replace"],
     "robust-replace": ["--exchange", "robust", "--mix-rule", "replace"],
     # without the logit adjustment on a label-skewed shard (node/train/label_prior.py)

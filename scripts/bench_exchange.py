@@ -9,7 +9,7 @@
 
 The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw`:
 
-(node)  end to end: this process runs a real `swarmnode.gossip.exchange.Exchanger` (average mode) with a
+(node)  end to end: this process runs a real `swarmnode.gossip.exchange.exchanger.Exchanger` (average mode) with a
         numpy ParamStore, `HttpTransport` and a PeerDirectory that returns one real
         `swarmnode start` process (training, slowed down with --slowdown so that its training
         thread sleeps most of the time; alone in its swarm, so it starts no exchange itself).

@@ -37,13 +37,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import START_COMMAND, PeerStartError, start_peer  # noqa: E402
-from swarmnode.gossip import wire  # noqa: E402
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
-from swarmnode.gossip.auth_transport import AuthTransport  # noqa: E402
-from swarmnode.gossip.codec import encode_control  # noqa: E402
-from swarmnode.gossip.exchange import ExchangeConfig, Exchanger  # noqa: E402
-from swarmnode.gossip.membership import Membership  # noqa: E402
-from swarmnode.gossip.peer_key import PeerKey  # noqa: E402
+from swarmnode.gossip.auth.peer_key import PeerKey  # noqa: E402
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer  # noqa: E402
+from swarmnode.gossip.auth.transport import AuthTransport  # noqa: E402
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger  # noqa: E402
+from swarmnode.gossip.membership.service import Membership  # noqa: E402
+from swarmnode.gossip.wire import frames as wire  # noqa: E402
+from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
 
 from scripts.netlab.net import Link  # noqa: E402

@@ -18,12 +18,12 @@ import resource
 import time
 
 import aiohttp
-from swarmnode.gossip.codec import decode_control, encode_control
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.membership import Membership, MembershipConfig
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import seal, to_wire
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.records import seal, to_wire
+from swarmnode.gossip.membership.service import Membership, MembershipConfig
+from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 

@@ -2,7 +2,7 @@
 
 `--mode sim` (this file's simulation part): a round-based simulation of n peers in one process
 that calls the very merge / digest / sweep / sampling code the real peers run
-(`swarmnode.gossip.member_table.MemberTable`, `swarmnode.gossip.sampling.sample_peers`) on a virtual clock. Messages
+(`swarmnode.gossip.membership.table.MemberTable`, `swarmnode.gossip.membership.sampling.sample_peers`) on a virtual clock. Messages
 skip msgpack and the event loop; everything else is the real protocol: each round every live
 peer, at its own instant within the round, bumps its heartbeat, judges the others, and
 push-pulls its digest with `fanout` random live-or-suspect peers. (It leaves out the real
@@ -51,10 +51,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swarmnode.gossip.failure import ALIVE, DEAD, SUSPECT, detection_deadline, spread_rounds
-from swarmnode.gossip.member_table import MemberTable
-from swarmnode.gossip.membership import MembershipConfig
-from swarmnode.gossip.sampling import sample_peers
+from swarmnode.gossip.membership.failure import (
+    ALIVE,
+    DEAD,
+    SUSPECT,
+    detection_deadline,
+    spread_rounds,
+)
+from swarmnode.gossip.membership.sampling import sample_peers
+from swarmnode.gossip.membership.service import MembershipConfig
+from swarmnode.gossip.membership.table import MemberTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the real mode lives beside us
 from membership_real_table import run_real
@@ -213,7 +219,7 @@ def run_sim(args: argparse.Namespace) -> int:
     cfg = MembershipConfig()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
-        f"# round-based simulation over swarmnode.gossip.member_table (virtual clock): "
+        f"# round-based simulation over swarmnode.gossip.membership.table (virtual clock): "
         f"interval {cfg.gossip_interval} s, fanout {cfg.fanout}, suspect_after "
         f"{cfg.suspect_after} s, dead_after {cfg.dead_after} s, loss {args.loss:g}, "
         f"{args.steady} steady rounds"

@@ -27,12 +27,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from swarmnode.gossip.codec import decode_control, encode_control
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.membership import Membership, MembershipConfig
-from swarmnode.gossip.peer_key import PeerKey, verify_signature
-from swarmnode.gossip.records import (
+from swarmnode.gossip.auth.peer_key import PeerKey, verify_signature
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.records import (
     CHAIN_LENGTH,
     PROGRESS_RESEAL_S,
     RecordSigner,
@@ -42,6 +40,8 @@ from swarmnode.gossip.records import (
     seal,
     to_wire,
 )
+from swarmnode.gossip.membership.service import Membership, MembershipConfig
+from swarmnode.gossip.wire.control import decode_control, encode_control
 
 INTERVAL_S = 0.5
 SCHEMES = ("unsigned", "per-beat", "chain-uncached", "chain")

@@ -2,7 +2,7 @@
 
     python scripts/bench_topk_round.py [--n 5000000] [--ratio 0.01] [--rounds 9]
 
-A round is what each side of a compressed push-pull does on the CPU (gossip/compressed.py):
+A round is what each side of a compressed push-pull does on the CPU (gossip/exchange/compressed.py):
 A encodes x_A against its reference for B (x - ref, the topk selection, the new reference),
 the frame is built, B decodes and validates it and adds it to its copy of A, B answers the
 same way, A takes the answer in, and both take the gossip step. "dense" is the path before
@@ -19,8 +19,9 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-from swarmnode.gossip import refs, wire
-from swarmnode.gossip.refs import PairRefs
+from swarmnode.gossip.exchange import refs
+from swarmnode.gossip.exchange.refs import PairRefs
+from swarmnode.gossip.wire import frames as wire
 from swarmnode.kernels import compress
 
 PHASES = ("encode", "receive", "gossip_step")

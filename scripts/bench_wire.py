@@ -4,10 +4,10 @@
     .venv/bin/python scripts/bench_wire.py              # 100 MB (25M float32)
     .venv/bin/python scripts/bench_wire.py --mb 400
 
-1. Checksum candidates over the payload (GB/s): why `swarmnode.gossip.wire` uses xxh3.
+1. Checksum candidates over the payload (GB/s): why `swarmnode.gossip.wire.frames` uses xxh3.
 2. Raw: `sendall` of the float32 buffer over a loopback socket into a preallocated buffer.
    End to end: `encode_params` -> send -> receive -> `decode_params` -> `validate_params` (and
-   the same with `swarmnode.gossip.auth` sealing/opening around it). Target: end to end >= 50% of raw.
+   the same with `swarmnode.gossip.auth.signer` sealing/opening around it). Target: end to end >= 50% of raw.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 import xxhash
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.wire import frames as wire
 
 
 def best_of(fn: Callable[[], Any], repeats: int) -> float:

@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.hostile.insider import admit  # noqa: E402
-from swarmnode.gossip import wire  # noqa: E402
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer  # noqa: E402
-from swarmnode.gossip.codec import encode_control  # noqa: E402
-from swarmnode.gossip.exchange import ExchangeConfig  # noqa: E402
-from swarmnode.gossip.operator import OperatorKey  # noqa: E402
-from swarmnode.gossip.peer_key import PeerKey  # noqa: E402
-from swarmnode.gossip.refs import init_epoch  # noqa: E402
+from swarmnode.gossip.auth.operator import OperatorKey  # noqa: E402
+from swarmnode.gossip.auth.peer_key import PeerKey  # noqa: E402
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer  # noqa: E402
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig  # noqa: E402
+from swarmnode.gossip.exchange.refs import init_epoch  # noqa: E402
+from swarmnode.gossip.wire import frames as wire  # noqa: E402
+from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.kernels import compress as kcompress  # noqa: E402
 from swarmnode.node.peer.config import PeerConfig  # noqa: E402
 from swarmnode.node.peer.node import Node  # noqa: E402

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
 
 from tests.integration.peers import Peer, start_swarm
 from tests.waiting import wait_for

@@ -21,7 +21,7 @@ from membership_real import (
     Watch,
     measure_real,
 )
-from swarmnode.gossip.membership import MembershipConfig
+from swarmnode.gossip.membership.service import MembershipConfig
 
 
 def print_real(r: RealReport, opts: RealOptions, elapsed: float) -> None:

@@ -2,7 +2,7 @@
 
 N `Trainer`s (the real trainer, model and optimizer code) step in lock-step; every `--period`
 steps each peer in turn runs a round with `--group` random others, exchanging *compressed
-differences against per-pair references* with error feedback, as gossip/refs.py does: peer i
+differences against per-pair references* with error feedback, as gossip/exchange/refs.py does: peer i
 sends C(x_i - s_ij), where s_ij is what j holds of i, and both sides add C(...) to it; then the
 pair takes CHOCO's gossip step d = w (c_j - c_i) on the copies (w = 1 / (group + 1)), x_i += d,
 x_j -= d, and both copies move by d too (the node's bookkeeping: the step never lands in the
@@ -11,7 +11,7 @@ compared on learning per round and bytes per round alone.
 
 Codecs (`--codecs`): `exact` (the copies are the models: an uncompressed round), `fp16`,
 `int8`, `topk:RATIO`, `lowrank:R` (kernels/compress.py and kernels/lowrank.py, the node's own:
-lowrank with a warm start per pair direction, as gossip.refs keeps it). Bytes are what a
+lowrank with a warm start per pair direction, as gossip.exchange.refs keeps it). Bytes are what a
 frame's payload takes.
 
     .venv/bin/python scripts/sim_codecs.py --data signal:4000,64,20 --model mlp:2048,2400 \\
@@ -46,7 +46,9 @@ def codec_fn(spec: str, segs: lowrank.Segs) -> Any:
     if spec == "exact":
         return lambda x: (x.copy(), 4 * x.size)
     name, ratio = compress.parse_codec(spec)
-    warm: dict[int, Any] = {}  # lowrank: this direction's warm start, as gossip.refs keeps it
+    warm: dict[
+        int, Any
+    ] = {}  # lowrank: this direction's warm start, as gossip.exchange.refs keeps it
 
     def fn(x: np.ndarray) -> tuple[np.ndarray, int]:
         packed = compress.encode(x, name, ratio, segs=segs, warm=warm)

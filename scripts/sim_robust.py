@@ -1,10 +1,10 @@
 """In-process robust swarm: why does `--exchange robust` lose, with and without one liar?
 
 The lock-step simulator of scripts/sim_swarm.py (real Trainer, model, optimizer, outer step)
-running the node's robust round as gossip/robust_round.py does it: each peer in turn push-pulls
+running the node's robust round as gossip/exchange/robust_round.py does it: each peer in turn push-pulls
 `--pull` random others; each responder mixes own + clip(pushed - own, its last tau) in at
 1/(pull + 1) (`PushGuard.bound`), the initiator aggregates {own} U {answers} with ss-clip
-(`gossip.aggregate`, f = 1) and takes its outer step. Peer N-1 can be a liar (`--attack`):
+(`gossip.robust.aggregate`, f = 1) and takes its outer step. Peer N-1 can be a liar (`--attack`):
 it trains on its shard but serves and pushes `alie:Z` (mean - Z std of the honest models) or
 `ipm:E` (r - E (mean - r), r = the honest mean one period ago), or is `silent` (gone: the
 swarm's ceiling without its shard). Accuracies are the honest peers'.
@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sim_swarm as sw
-from swarmnode.gossip import aggregate, heading
+from swarmnode.gossip.robust import aggregate, heading
 from swarmnode.node.train.data import load_dataset
 from swarmnode.node.train.shard import all_shards, parse_partition
 

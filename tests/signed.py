@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import seal, to_wire
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.records import seal, to_wire
 
 
 def key_of(seed: int) -> PeerKey:

@@ -78,6 +78,12 @@ def _within(module: str, package: str) -> bool:
     return module == full or module.startswith(full + ".")
 
 
+def _room(module: str) -> str | None:
+    """`swarmnode.gossip.wire.frames` -> `wire`; None outside gossip's rooms."""
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[1] == "gossip" else None
+
+
 # (name, rule): rule(src, dst) is True when src may import dst.
 RULES = [
     (
@@ -87,6 +93,28 @@ RULES = [
     (
         "gossip imports only kernels",
         lambda s, d: not _within(s, "gossip") or _within(d, "gossip") or _within(d, "kernels"),
+    ),
+    (
+        "gossip.robust and gossip.wire import no other gossip room (gossip.errors only)",
+        lambda s, d: (
+            not any(_within(s, f"gossip.{r}") for r in ("robust", "wire"))
+            or not _within(d, "gossip")
+            or _within(d, "gossip.errors")
+            or _room(d) == _room(s)
+        ),
+    ),
+    (
+        "gossip.link imports only gossip.errors of gossip",
+        lambda s, d: (
+            not _within(s, "gossip.link")
+            or not _within(d, "gossip")
+            or _within(d, "gossip.errors")
+            or _within(d, "gossip.link")
+        ),
+    ),
+    (
+        "gossip.exchange and gossip.membership never import each other",
+        lambda s, d: {_room(s), _room(d)} != {"exchange", "membership"},
     ),
     (
         "node.train imports only kernels",
@@ -181,13 +209,24 @@ def test_the_project_has_no_import_circles():
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_every_gossip_module_lives_in_a_room():
+    # gossip/ is rooms (docs/architecture.md): only the front and the error family sit at its top.
+    loose = sorted(
+        p.name for p in (ROOT / "gossip").glob("*.py") if p.name not in ("__init__.py", "errors.py")
+    )
+    assert not loose, f"modules outside a room: {loose}"
+
+
 def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
     # A tree that breaks two rules and has a circle: the checker must see all three.
     for rel, text in {
         "kernels/__init__.py": "",
-        "kernels/ops.py": "from swarmnode.gossip import wire\n",
+        "kernels/ops.py": "from swarmnode.gossip.wire import frames\n",
         "gossip/__init__.py": "",
-        "gossip/wire.py": "import swarmnode.kernels.ops\n",
+        "gossip/wire/__init__.py": "",
+        "gossip/wire/frames.py": "import swarmnode.kernels.ops\n",
+        "gossip/robust/__init__.py": "",
+        "gossip/robust/rules.py": "from swarmnode.gossip.wire import frames\n",
         "fault/__init__.py": "",
         "fault/chaos.py": "from swarmnode.node.peer import Node\n",
         "node/__init__.py": "",
@@ -197,6 +236,7 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
         (tmp_path / rel).write_text(text)
     graph = import_graph(tmp_path)
     violations = rule_violations(graph)
-    assert any("kernels.ops:1 imports swarmnode.gossip.wire" in v for v in violations)
+    assert any("kernels.ops:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
     assert any("fault.chaos:1 imports swarmnode.node.peer" in v for v in violations)
-    assert import_cycles(graph) == [["swarmnode.gossip.wire", "swarmnode.kernels.ops"]]
+    assert any("robust.rules:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
+    assert import_cycles(graph) == [["swarmnode.gossip.wire.frames", "swarmnode.kernels.ops"]]

@@ -18,7 +18,7 @@ from swarmnode.fault.chaos.record import (
     first_event,
     rejoined,
 )
-from swarmnode.gossip.member_table import DEFAULT_MAX_MEMBERS
+from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS
 
 if TYPE_CHECKING:
     from swarmnode.fault.chaos.scenario import Scenario

@@ -18,7 +18,7 @@ from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer
 from swarmnode.fault.hostile import ForgedRecords, SlowBodies, SybilFlood
-from swarmnode.gossip.auth import Signer
+from swarmnode.gossip.auth.signer import Signer
 
 
 class HostileActors:

@@ -5,7 +5,7 @@ peer gives a `missing` sample with the reason, so the sampling loop never blocks
 Decoding parameters and computing distances are numpy work: they run in a worker thread.
 
 Parameters are read through `admin/params`, signed by the run's operator key like every admin
-request (gossip/operator.py): `params` serves only members, whose keys sign their requests,
+request (gossip/auth/operator.py): `params` serves only members, whose keys sign their requests,
 and the probe is none. A caller with a swarm `Signer` may still pull `params` as before (a test
 of that refusal, or a tool holding a member's key).
 GET /v1/status is public and never signed.
@@ -23,10 +23,11 @@ from typing import Any
 
 import aiohttp
 import numpy as np
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import AuthError, Signer, nonce_of
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.auth.signer import Signer, nonce_of
+from swarmnode.gossip.errors import AuthError
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import encode_control
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ async def fetch_params(
     signer: Signer | None = None,
     operator: OperatorKey | None = None,
 ) -> tuple[np.ndarray | None, str]:
-    """A peer's current parameters (a `swarmnode.gossip.wire` payload), or (None, why): from
+    """A peer's current parameters (a `swarmnode.gossip.wire.frames` payload), or (None, why): from
     `admin/params` with an `operator` key, else from `params` (sealed with `signer`)."""
     if operator is not None:
         body = operator.sign("admin/params", encode_control("params", sender=PROBE_SENDER), to=addr)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 
 if TYPE_CHECKING:
     from swarmnode.fault.chaos.scenario import Scenario

@@ -33,8 +33,8 @@ from swarmnode.fault.chaos.sampler import Clock, Sampler
 from swarmnode.fault.chaos.scenario import Scenario
 from swarmnode.fault.chaos.supervisor import SECRET_VAR, ScenarioPeer, Supervisor
 from swarmnode.fault.chaos.timeline import Timeline
-from swarmnode.gossip.auth import Signer
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.auth.signer import Signer
 
 __all__ = ["ChaosError", "ChaosRunner", "RunOutcome"]
 

@@ -34,7 +34,7 @@ honest peer j's update is `x_j - r`: its local steps plus its mixing over that r
 parameter-space counterpart of a round's gradient step. The honest mean of *current* models is
 no reference: the updates around it average to zero and IPM would serve the mean itself. A
 non-colluding peer (`sign-flip:update=1`) sees no views and uses its own model one refresh ago.
-Every rule in swarmnode.gossip.aggregate is translation-equivariant (agg(x + c) = agg(x) + c), so
+Every rule in swarmnode.gossip.robust.aggregate is translation-equivariant (agg(x + c) = agg(x) + c), so
 aggregating `r + u_j` is aggregating the updates `u_j`, and an attack crafted on updates is the
 same attack on parameters. ALIE needs no reference for that reason (mean - z std of `r + u_j` is
 `r` + mean - z std of `u_j`); IPM does (`wants_reference`), and without one given it falls back

@@ -32,13 +32,8 @@ from typing import Any
 
 from swarmnode.fault.inject.partition import is_blocked
 from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError
-from swarmnode.gossip.transport import (
-    Parts,
-    PeerUnreachable,
-    RequestTimeout,
-    Transport,
-    completed,
-)
+from swarmnode.gossip.errors import PeerUnreachable, RequestTimeout
+from swarmnode.gossip.link.transport import Parts, Transport, completed
 
 log = logging.getLogger(__name__)
 

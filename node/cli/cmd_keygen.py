@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
 from swarmnode.node.train.errors import ConfigError
 
 HELP = "make an operator key pair for --enable-admin --admin-key"

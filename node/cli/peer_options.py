@@ -6,7 +6,7 @@ import argparse
 import os
 from dataclasses import fields
 
-from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.node.peer.config import PeerConfig, parse_seeds
 from swarmnode.node.train.config import NodeConfig
 
@@ -199,7 +199,7 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         default=_EX.backward_limit,
         metavar="C",
         help="robust (ss-clip): a model's pull back along my outer momentum m is cut to "
-        "C x |m| (0: off; gossip/heading.py)",
+        "C x |m| (0: off; gossip/robust/heading.py)",
     )
     e.add_argument(
         "--byzantine-f",

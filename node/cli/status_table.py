@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from swarmnode.gossip.records import PROGRESS_RESEAL_S
+from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S
 
 COLUMNS = (
     ("peer", "peer_id"),
@@ -20,7 +20,7 @@ COLUMNS = (
     ("loss", "loss"),
     ("acc", "acc"),
     ("heard", "last_heard_s"),
-    ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.linkstats)
+    ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
     ("link", "mbit_s"),
 )
 
@@ -60,7 +60,9 @@ def format_status_table(status: dict[str, Any]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    if len(rows) > 1:  # other members' progress rides their signed records (gossip.records)
+    if (
+        len(rows) > 1
+    ):  # other members' progress rides their signed records (gossip.membership.records)
         lines.append(PROGRESS_NOTE)
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from swarmnode.gossip.transport import (
+from swarmnode.gossip.link.transport import (
     ARRIVED_AT,
     BODY_TAP,
     Handler,
@@ -69,7 +69,7 @@ def build_app(
     `handlers` is read at request time, so it may be filled after the server is bound (the node
     learns its address first). A handler gets the body as `bytes` (up to 1 MiB) or a
     writable `memoryview` (larger) and may return any C-contiguous bytes-like object; while it
-    runs, `gossip.transport.ARRIVED_AT` holds the local "host:port" the request came in on.
+    runs, `gossip.link.transport.ARRIVED_AT` holds the local "host:port" the request came in on.
     `max_body_bytes` is one cap for all routes, or per route with an optional `"*"` default.
     `extra_routes` adds the node's own routes (GET /v1/status, /metrics, admin). Rejections and
     failures are logged on `logger` (default: this module's).
@@ -78,7 +78,7 @@ def build_app(
     says why); only then does a request take a slot: `admission` maps a bulk route to how many
     of its requests may be handled at once, and `intake.per_remote` caps those from one remote
     address. One more is answered 503. `tap(route)`, if given, makes a `Tap` (or None) that watches
-    each large body on that route arrive (gossip.auth's streaming digest); the handler finds it in `BODY_TAP`.
+    each large body on that route arrive (gossip.auth.signer's streaming digest); the handler finds it in `BODY_TAP`.
     """
     logger = logger or log
     limits = intake or IntakeLimits()
@@ -132,7 +132,7 @@ def build_app(
         except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
             why = f"connection lost while reading the body: {exc}"
             return _reject(logger, request, route, 400, why)
-        token = BODY_TAP.set(watch)  # the handler (gossip.auth) takes the digest from it
+        token = BODY_TAP.set(watch)  # the handler (gossip.auth.signer) takes the digest from it
         try:
             return await _admit_then_handle(request, route, handler, body)
         finally:

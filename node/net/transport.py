@@ -1,4 +1,4 @@
-"""`HttpTransport`: the `swarmnode.gossip.transport.Transport` interface over aiohttp.
+"""`HttpTransport`: the `swarmnode.gossip.link.transport.Transport` interface over aiohttp.
 
 One `ClientSession` (keep-alive pool) per transport, created lazily inside the running loop and
 closed by `close()`. Every request has one deadline covering connect, send and receive. Failures
@@ -24,15 +24,9 @@ import aiohttp
 from aiohttp import StreamReader
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
-from swarmnode.gossip import bufpool
-from swarmnode.gossip.transport import (
-    BODY_TAP,
-    PeerUnreachable,
-    RemoteError,
-    RequestTimeout,
-    Trailed,
-    body_views,
-)
+from swarmnode.gossip.errors import PeerUnreachable, RemoteError, RequestTimeout
+from swarmnode.gossip.link.transport import BODY_TAP, Trailed, body_views
+from swarmnode.gossip.wire import bufpool
 from swarmnode.node.net.body import BodyError, read_body
 
 CONTENT_TYPE = "application/octet-stream"
@@ -40,14 +34,14 @@ MAX_ERROR_TEXT = 500  # bytes of a peer's error body worth reading: one line, no
 SLICE_BYTES = 1 << 20
 READ_BUFSIZE = 4 << 20
 INLINE_BYTES = 1 << 20  # bodies up to this size come back as plain `bytes`
-ALIGN = 64  # a frame inside a large body starts on this boundary (gossip/wire.py's payload)
+ALIGN = 64  # a frame inside a large body starts on this boundary (gossip/wire/frames.py's payload)
 
 
 class HttpTransport:
     """POST `http://{addr}/v1/{route}` with a raw body; the answer comes back in one buffer.
 
     `body` may be any C-contiguous bytes-like object (bytes, bytearray, memoryview, a numpy
-    array), a `gossip.transport.Parts` (sent back to back) or a `Trailed` (its trailer computed
+    array), a `gossip.link.transport.Parts` (sent back to back) or a `Trailed` (its trailer computed
     while the rest goes out; the caller closes it); it is sent without copying, so the caller must not change it until `request`
     returns. The answer is `bytes` up to `INLINE_BYTES`, else a writable `memoryview` (format
     "B") over one freshly allocated buffer that the caller owns.
@@ -195,7 +189,7 @@ async def read_sized_body(
     Content-Length (chunked) take `swarmnode.node.net.body.read_body`, which enforces the cap as they
     stream. `on_chunk(n)` is told of every n bytes delivered, before they are kept (the server's
     byte budget: it may raise to refuse them). `tap(buf, end)` is told, for a large body, that
-    `buf` holds the body's bytes up to `end` (a streaming digest: gossip/stream_digest.py).
+    `buf` holds the body's bytes up to `end` (a streaming digest: gossip/auth/stream_digest.py).
     `align(first_bytes)`, if given, says where a frame starts inside the body (an envelope's
     header length): the body is placed so that frame starts on a 64-byte boundary.
     """
@@ -214,7 +208,7 @@ async def read_sized_body(
             on_chunk(length)
         return small
     slack = ALIGN if align is not None else 0
-    raw = bufpool.BODIES.take(length + slack)  # gossip/bufpool.py: reused once unreferenced
+    raw = bufpool.BODIES.take(length + slack)  # gossip/wire/bufpool.py: reused once unreferenced
     chunk = await stream.readany()
     at = align(memoryview(chunk)) if align is not None and chunk else None
     shift = -(raw.ctypes.data + at) % ALIGN if at is not None else 0  # the frame's address

@@ -4,7 +4,7 @@ model (the chaos probe's distances: `params` serves members only, and the operat
 The chaos runner turns faults on and off in running peers through these routes. They exist to
 sabotage a peer, so they are off unless the peer was started with them enabled (`enable_admin`;
 `Node` then serves these routes, else they are 404 like any unknown path), and every request
-must be signed by the operator's Ed25519 key and addressed to this peer (gossip/operator.py says
+must be signed by the operator's Ed25519 key and addressed to this peer (gossip/auth/operator.py says
 why neither loopback nor the swarm secret is enough). There is no unsigned mode: on a shared
 host, "loopback only" meant "any local user".
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
-from swarmnode.gossip.codec import decode_control, encode_control, require
-from swarmnode.gossip.transport import ARRIVED_AT
+from swarmnode.gossip.link.transport import ARRIVED_AT
+from swarmnode.gossip.wire.control import decode_control, encode_control, require
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import local_addr
 from swarmnode.node.net.body import read_body
@@ -27,8 +27,8 @@ from swarmnode.node.train.pacing import MAX_STEP_S
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
-    from swarmnode.gossip.exchange import Exchanger
-    from swarmnode.gossip.operator import OperatorVerifier
+    from swarmnode.gossip.auth.operator import OperatorVerifier
+    from swarmnode.gossip.exchange.exchanger import Exchanger
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
     from swarmnode.node.train.worker import TrainingWorker
 

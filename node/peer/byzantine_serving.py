@@ -42,8 +42,8 @@ import numpy as np
 from swarmnode.fault.inject.byzantine import Behaviour, ByzantineError, parse_byzantine
 
 if TYPE_CHECKING:
-    from swarmnode.gossip.exchange import Exchanger
-    from swarmnode.gossip.membership import Membership
+    from swarmnode.gossip.exchange.exchanger import Exchanger
+    from swarmnode.gossip.membership.service import Membership
     from swarmnode.node.peer.config import PeerConfig
     from swarmnode.node.peer.param_store import WorkerStore
     from swarmnode.node.train.trainer import Trainer

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
-from swarmnode.gossip.member_cap import DEFAULT_PER_HOST
-from swarmnode.gossip.membership_config import MembershipConfig
+from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
+from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.lr_scale import RULES as LR_RULES
@@ -57,7 +58,7 @@ class PeerConfig(NodeConfig):
     name: str | None = None  # human-readable, signed into the member meta; not an identity
     gossip_interval: float = 0.5
     fanout: int = 3
-    # live members per host (advertised, or introducing address): swarmnode.gossip.member_cap
+    # live members per host (advertised, or introducing address): swarmnode.gossip.membership.caps
     max_members_per_host: int = DEFAULT_PER_HOST
     suspect_after: float | None = None  # None: the membership module's defaults
     dead_after: float | None = None
@@ -78,7 +79,7 @@ class PeerConfig(NodeConfig):
     lr_scale_max: int = 8
     lr_warmup: int = 100
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
-    # least this share of a quick one's chance (gossip.linkstats.prefer_fast)
+    # least this share of a quick one's chance (gossip.link.stats.prefer_fast)
     prefer_fast: float = 0.0
     ready_file: str | None = None
     max_body_mb: float = 1024.0

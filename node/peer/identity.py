@@ -3,7 +3,7 @@
 The key is created on the first start and kept in `peer.key` (mode 0600) in the checkpoint
 directory, so a restarted peer is the same member of the swarm (not a stranger plus a dead twin);
 without a directory each process has an ephemeral key. The peer id is derived from the public key
-(`swarmnode.gossip.peer_key.peer_id_of`), so `--peer-id` can no longer choose it: it is accepted
+(`swarmnode.gossip.auth.peer_key.peer_id_of`), so `--peer-id` can no longer choose it: it is accepted
 only as a check that the key is the one expected, and refused otherwise. Each start bumps the
 incarnation, so its fresh heartbeats outrank the tombstone the others keep for its previous life.
 """
@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmnode.gossip.peer_key import KEY_FILE, PeerKey, PeerKeyError, parse_public_key
+from swarmnode.gossip.auth.peer_key import KEY_FILE, PeerKey, parse_public_key
+from swarmnode.gossip.errors import PeerKeyError
 from swarmnode.node.train.checkpoint import lock_checkpoint_dir
 from swarmnode.node.train.config import check_writable_dir
 from swarmnode.node.train.errors import ConfigError

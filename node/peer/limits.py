@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 
-from swarmnode.gossip.auth import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
-from swarmnode.gossip.backoff import BULK
-from swarmnode.gossip.codec import MAX_CONTROL_BYTES
-from swarmnode.gossip.failure import ALIVE, SUSPECT
-from swarmnode.gossip.linkstats import MeasuringTransport, prefer_fast
-from swarmnode.gossip.membership import Membership
-from swarmnode.gossip.wire import max_frame_bytes
+from swarmnode.gossip.auth.signer import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
+from swarmnode.gossip.link.backoff import BULK
+from swarmnode.gossip.link.stats import MeasuringTransport, prefer_fast
+from swarmnode.gossip.membership.failure import ALIVE, SUSPECT
+from swarmnode.gossip.membership.service import Membership
+from swarmnode.gossip.wire.control import MAX_CONTROL_BYTES
+from swarmnode.gossip.wire.frames import max_frame_bytes
 from swarmnode.node.net.intake import IntakeLimits
 from swarmnode.node.peer.config import PeerConfig
 
@@ -35,7 +35,7 @@ class MembershipPeers:
     def sample(self, k: int) -> list[tuple[str, str]]:
         live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
         if self.links is not None:
-            # partners whose last exchanges failed wait out their back-off (gossip/backoff.py):
+            # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):
             # members that never answer (sybils) cost a try per back-off, not a share of rounds
             waiting = self.links.backoff.waiting
             live = [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
@@ -50,7 +50,7 @@ class MembershipPeers:
         return m is not None and m.state in (ALIVE, SUSPECT)
 
     def public_key(self, peer_id: str) -> bytes | None:
-        """The key that must sign `peer_id`'s exchange requests (gossip.auth): only a member's,
+        """The key that must sign `peer_id`'s exchange requests (gossip.auth.signer): only a member's,
         taken from its own signed record, so no one can push or pull in another's name."""
         return self.membership.table.public_key(peer_id) if self.is_member(peer_id) else None
 

@@ -23,12 +23,12 @@ import numpy as np
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import parse_fault_spec
 from swarmnode.fault.inject.transport import FaultyTransport
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.exchange import Exchanger
-from swarmnode.gossip.linkstats import MeasuringTransport
-from swarmnode.gossip.membership import Membership
-from swarmnode.gossip.operator import OperatorVerifier
+from swarmnode.gossip.auth.operator import OperatorVerifier
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
+from swarmnode.gossip.exchange.exchanger import Exchanger
+from swarmnode.gossip.link.stats import MeasuringTransport
+from swarmnode.gossip.membership.service import Membership
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import numpy as np
-from swarmnode.gossip.wire import encode_into_frame
+from swarmnode.gossip.wire.frames import encode_into_frame
 from swarmnode.node.train.worker import TrainingWorker
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 It pulls the parameters (and step counter) of up to `DONORS` random live peers in parallel —
 random, so that many newcomers spread their downloads over the swarm instead of all hitting the
-seed — validates each (shape, dtype, finiteness: `swarmnode.gossip.wire`), cross-checks them against each
+seed — validates each (shape, dtype, finiteness: `swarmnode.gossip.wire.frames`), cross-checks them against each
 other where there are several, and loads their coordinate-wise median: with three donors one
 lying peer cannot choose the newcomer's starting point.
 """
@@ -20,8 +20,8 @@ from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
 
 if TYPE_CHECKING:
-    from swarmnode.gossip.exchange import Exchanger
-    from swarmnode.gossip.membership import Membership
+    from swarmnode.gossip.exchange.exchanger import Exchanger
+    from swarmnode.gossip.membership.service import Membership
     from swarmnode.node.peer.param_store import WorkerStore
     from swarmnode.node.train.trainer import Trainer
 
@@ -120,7 +120,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
 
 def shared_start(trainer: Trainer, compress: str) -> np.ndarray | None:
     """The initial parameters, which every peer of this seed and model shares, kept on the host
-    for the compressed exchange's pairs and state sync (gossip.refs); None without compression
+    for the compressed exchange's pairs and state sync (gossip.exchange.refs); None without compression
     (nothing would read them)."""
     if compress == "none":
         return None

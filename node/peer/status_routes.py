@@ -19,9 +19,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
-    from swarmnode.gossip.exchange import Exchanger
-    from swarmnode.gossip.linkstats import MeasuringTransport
-    from swarmnode.gossip.membership import Membership
+    from swarmnode.gossip.exchange.exchanger import Exchanger
+    from swarmnode.gossip.link.stats import MeasuringTransport
+    from swarmnode.gossip.membership.service import Membership
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
     from swarmnode.node.train.worker import TrainingWorker
 

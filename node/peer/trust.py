@@ -6,9 +6,9 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from swarmnode.gossip.admission import REMOTE_SOURCE, Admission
-from swarmnode.gossip.membership import MembershipConfig
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.membership.admission import REMOTE_SOURCE, Admission
+from swarmnode.gossip.membership.service import MembershipConfig
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import read_trust_file
 

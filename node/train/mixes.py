@@ -63,7 +63,7 @@ class MixAccumulator:
 
     def nudge(self, delta: Any, weight: float) -> None:
         """Fold x <- x + weight * delta into the pending update (a compressed exchange's gossip
-        step on the pair's shared copies, `swarmnode.gossip.compressed`): acc <- acc + w d."""
+        step on the pair's shared copies, `swarmnode.gossip.exchange.compressed`): acc <- acc + w d."""
         if not 0.0 < weight <= 1.0:
             raise ValueError(f"nudge weight must be in (0, 1], got {weight}")
         xp = self._xp
@@ -130,7 +130,7 @@ class OuterStep:
 
     def back(self) -> np.ndarray | None:
         """A host copy of the momentum m (it points back, from the model to where it was: the
-        heading `gossip.heading` bounds pulls against), or None before any progress."""
+        heading `gossip.robust.heading` bounds pulls against), or None before any progress."""
         if not self._has_anchor or self.steps == 0:
             return None
         m = self._m.get() if hasattr(self._m, "get") else self._m  # cupy: to the host

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.wire.control import encode_control
 
 from scripts.netlab.net import LabNet, Link, NetLabError, parse_rate
 

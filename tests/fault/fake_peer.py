@@ -4,7 +4,7 @@ It speaks the outside contract of a real peer (docs/architecture.md, "The peer p
 from outside") and nothing more: `--listen` (port 0 works), `--ready-file`, `--checkpoint-dir`
 (keeps the peer id across restarts), `--name` (shown in the status and the ready file), `--join`; GET /v1/status with a step and an accuracy that
 move with time; admin/fault, admin/byzantine, admin/slowdown that show up in the status; POST
-/v1/params and /v1/admin/params when swarmnode.gossip.wire exists. Membership is a toy: each peer polls the status of every
+/v1/params and /v1/admin/params when swarmnode.gossip.wire.frames exists. Membership is a toy: each peer polls the status of every
 peer it knows every 0.2 s and calls one dead after 1.5 s of silence. Unknown flags are ignored.
 Being a real process, it obeys SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a clean exit, code 0).
 
@@ -33,9 +33,10 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from swarmnode.gossip.auth import AuthError, Signer
-from swarmnode.gossip.codec import decode_control
-from swarmnode.gossip.operator import OperatorVerifier
+from swarmnode.gossip.auth.operator import OperatorVerifier
+from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.errors import AuthError
+from swarmnode.gossip.wire.control import decode_control
 
 DEAD_AFTER = 1.5
 POLL_EVERY = 0.2
@@ -157,9 +158,9 @@ class FakePeer:
     async def post_params(self, _msg: dict[str, Any]) -> bytes | web.Response:
         try:
             import numpy as np
-            from swarmnode.gossip import wire
+            from swarmnode.gossip.wire import frames as wire
         except ImportError:
-            return web.Response(status=404, text="no swarmnode.gossip.wire")
+            return web.Response(status=404, text="no swarmnode.gossip.wire.frames")
         vec = np.full(64, 1.0 / (1 + self.step()), dtype=np.float32)
         if self.byzantine:  # poison that shows: far from every honest fake's vector
             vec = vec + np.float32(1000.0)

@@ -13,7 +13,12 @@ import time
 import pytest
 from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError, parse_fault_spec
 from swarmnode.fault.inject.transport import MAX_CORRUPT_BYTES, FaultyTransport
-from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
+from swarmnode.gossip.errors import (
+    PeerUnreachable,
+    RemoteError,
+    RequestTimeout,
+    TransportError,
+)
 
 from tests.waiting import eventually
 

@@ -327,8 +327,8 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
     import aiohttp
     from swarmnode.fault.chaos import probe
     from swarmnode.fault.inject.spec import parse_fault_spec
-    from swarmnode.gossip.auth import Signer
-    from swarmnode.gossip.operator import OperatorKey
+    from swarmnode.gossip.auth.operator import OperatorKey
+    from swarmnode.gossip.auth.signer import Signer
     from swarmnode.node.peer.config import PeerConfig
     from swarmnode.node.peer.node import Node
 

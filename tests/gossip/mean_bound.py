@@ -1,6 +1,6 @@
 """What the mean of float32 rows promises against the exact mean, per column.
 
-The mean of clean float32 numpy rows sums in float32 (one BLAS sgemv, gossip/aggregate_fast.py),
+The mean of clean float32 numpy rows sums in float32 (one BLAS sgemv, gossip/robust/fast.py),
 as np.mean(X, axis=0) does. Any order of an n-term float32 sum, np.mean's row-by-row one
 included, errs by at most gamma(n - 1) * sum_i |x_i| with gamma(k) = k u / (1 - k u) and
 u = 2**-24 (Higham, "Accuracy and Stability of Numerical Algorithms", 4.2); the division by n

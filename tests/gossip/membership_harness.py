@@ -6,8 +6,8 @@ import asyncio
 import random
 from collections.abc import Callable
 
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.membership import Membership, MembershipConfig
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.membership.service import Membership, MembershipConfig
 
 CFG = MembershipConfig()  # the defaults: interval 0.5 s, fanout 3, suspect 1.5 s, dead 2.5 s
 FAST = MembershipConfig(

@@ -13,13 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from swarmnode.gossip.aggregate import (
-    RULES,
-    AggregationError,
-    krum_scores,
-    krum_select,
-    min_peers,
-)
+from swarmnode.gossip.errors import AggregationError
+from swarmnode.gossip.robust.aggregate import RULES, krum_scores, krum_select, min_peers
 
 from tests.gossip.mean_bound import exact_mean, float32_mean_bound
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import aggregate_fast
-from swarmnode.gossip.aggregate import AggregationError, mean, median, trimmed_mean
+from swarmnode.gossip.errors import AggregationError
+from swarmnode.gossip.robust import fast as aggregate_fast
+from swarmnode.gossip.robust.aggregate import mean, median, trimmed_mean
 
 from tests.gossip.mean_bound import exact_mean, float32_mean_bound
 

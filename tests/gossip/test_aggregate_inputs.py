@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import aggregate
-from swarmnode.gossip.aggregate import (
+from swarmnode.gossip.errors import AggregationError
+from swarmnode.gossip.robust import aggregate
+from swarmnode.gossip.robust.aggregate import (
     RULES,
-    AggregationError,
     check_rule,
     krum_scores,
     krum_select,

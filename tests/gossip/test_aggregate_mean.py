@@ -1,4 +1,4 @@
-"""The mean of clean float32 rows sums in float32 (one BLAS sgemv, gossip/aggregate_fast.py), as
+"""The mean of clean float32 rows sums in float32 (one BLAS sgemv, gossip/robust/fast.py), as
 np.mean(X, axis=0) does. These tests hold it to np.mean's error bound against an exact
 (math.fsum) reference on random and adversarial rows, and check that rows with NaN/Inf never
 enter it, also when a float32 sum of huge but finite rows overflows and the float64 path takes
@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
-from swarmnode.gossip.aggregate import AggregationError, mean
+from swarmnode.gossip.errors import AggregationError
+from swarmnode.gossip.robust.aggregate import mean
 
 from tests.gossip.mean_bound import exact_mean, float32_mean_bound
 

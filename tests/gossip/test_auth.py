@@ -11,18 +11,17 @@ import hmac
 import blake3
 import numpy as np
 import pytest
-from swarmnode.gossip import auth
-from swarmnode.gossip.auth import (
+from swarmnode.gossip.auth import signer as auth
+from swarmnode.gossip.auth.signer import ReplayGuard, Signer, nonce_of
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
+from swarmnode.gossip.errors import (
     AuthError,
-    ReplayGuard,
-    Signer,
+    RemoteError,
+    TransportError,
     UnauthenticatedRequest,
     UnauthenticatedResponse,
-    nonce_of,
 )
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.transport import RemoteError, TransportError
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.kernels.errors import SwarmnodeError
 
 SECRET = "correct horse battery staple"

@@ -1,4 +1,4 @@
-"""Member-key signatures on the model routes (gossip/auth.py) and the streaming digest."""
+"""Member-key signatures on the model routes (gossip/auth/signer.py) and the streaming digest."""
 
 from __future__ import annotations
 
@@ -7,20 +7,14 @@ import asyncio
 import blake3
 import numpy as np
 import pytest
-from swarmnode.gossip.auth import (
-    MAGIC_BYTES,
-    SIGNED_ROUTES,
-    TRAILER_BYTES,
-    AuthError,
-    NotAMember,
-    Signer,
-)
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.exchange_access import check_sender
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.stream_digest import StreamDigest
-from swarmnode.gossip.transport import SIGNED_BY, RemoteError
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import MAGIC_BYTES, SIGNED_ROUTES, TRAILER_BYTES, Signer
+from swarmnode.gossip.auth.stream_digest import StreamDigest
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
+from swarmnode.gossip.errors import AuthError, NotAMember, RemoteError
+from swarmnode.gossip.exchange.access import check_sender
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import SIGNED_BY
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,4 +1,4 @@
-"""Envelope v4's trailer (gossip/auth.py): every tampering with it is refused before anything
+"""Envelope v4's trailer (gossip/auth/signer.py): every tampering with it is refused before anything
 parses the body, a v3 envelope is refused by name, and a seal streamed while it is written is
 byte for byte the seal made at once."""
 
@@ -9,12 +9,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from swarmnode.gossip import auth
-from swarmnode.gossip.auth import SIGNED_ROUTES, TRAILER_BYTES, AuthError, Signer
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.transport import RemoteError, completed
+from swarmnode.gossip.auth import signer as auth
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, TRAILER_BYTES, Signer
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
+from swarmnode.gossip.errors import AuthError, RemoteError
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import completed
 from swarmnode.node.net.transport import write_body
 
 pytestmark = pytest.mark.timeout(30)

@@ -9,13 +9,13 @@ import random
 from types import SimpleNamespace
 
 import pytest
-from swarmnode.gossip.backoff import BULK, CONTROL, Backoff, kind_of
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.failure import ALIVE
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.linkstats import MeasuringTransport
-from swarmnode.gossip.membership import GOSSIP_BACKOFF_AFTER, Membership
-from swarmnode.gossip.transport import PeerUnreachable, RemoteError
+from swarmnode.gossip.errors import PeerUnreachable, RemoteError
+from swarmnode.gossip.link.backoff import BULK, CONTROL, Backoff, kind_of
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.stats import MeasuringTransport
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.failure import ALIVE
+from swarmnode.gossip.membership.service import GOSSIP_BACKOFF_AFTER, Membership
 from swarmnode.node.peer.limits import MembershipPeers
 
 from tests.gossip.membership_harness import FakeClock

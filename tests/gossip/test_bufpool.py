@@ -1,10 +1,10 @@
-"""Buffer reuse (gossip/bufpool.py): a buffer comes back only once nothing references it."""
+"""Buffer reuse (gossip/wire/bufpool.py): a buffer comes back only once nothing references it."""
 
 from __future__ import annotations
 
 import numpy as np
-from swarmnode.gossip import wire
-from swarmnode.gossip.bufpool import BufferPool
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.bufpool import BufferPool
 
 
 def test_a_buffer_is_reused_only_once_every_view_of_it_is_gone() -> None:

@@ -1,12 +1,12 @@
-"""Chunked distances and clipping (gossip/chunked.py, aggregate.clip_toward): the float64
+"""Chunked distances and clipping (gossip/robust/chunked.py, aggregate.clip_toward): the float64
 whole-array results, across chunk boundaries, without copying a model that needs no clip."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import chunked
-from swarmnode.gossip.aggregate import SS_CLIP_REJECT, clip_toward
+from swarmnode.gossip.robust import chunked
+from swarmnode.gossip.robust.aggregate import SS_CLIP_REJECT, clip_toward
 
 N = 3 * chunked.CHUNK + 1234  # several chunks and a ragged last one
 

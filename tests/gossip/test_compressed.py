@@ -6,10 +6,10 @@ import asyncio
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.compressed import CompressedPushPull, refuse_compressed
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.transport import RemoteError
+from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.exchange.compressed import CompressedPushPull, refuse_compressed
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.wire import frames as wire
 
 pytestmark = pytest.mark.timeout(60)
 N = 3000

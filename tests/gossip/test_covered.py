@@ -1,4 +1,4 @@
-"""A frame whose envelope digest was verified skips its own xxh3 check (gossip/covered.py),
+"""A frame whose envelope digest was verified skips its own xxh3 check (gossip/wire/covered.py),
 and only that very object does: a copy, a freed-and-reallocated buffer or a frame that no
 envelope covered is still checked."""
 
@@ -8,10 +8,11 @@ import gc
 
 import numpy as np
 import pytest
-from swarmnode.gossip import covered, wire
-from swarmnode.gossip.auth import INLINE_BYTES, SIGNED_ROUTES, Signer
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.wire_error import WireError
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import INLINE_BYTES, SIGNED_ROUTES, Signer
+from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.wire import covered
+from swarmnode.gossip.wire import frames as wire
 
 pytestmark = pytest.mark.timeout(30)
 

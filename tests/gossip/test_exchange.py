@@ -8,12 +8,12 @@ import time
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError, Exchanger
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.transport import RemoteError
-from swarmnode.gossip.wire import encode_params
+from swarmnode.gossip.errors import ExchangeError, RemoteError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.wire.frames import encode_params
 from swarmnode.kernels.errors import SwarmnodeError
 
 from tests.waiting import eventually
@@ -224,7 +224,7 @@ async def test_frozen_peers_cost_one_timeout_together_and_the_round_is_defined()
 
 
 async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
-    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange.exchanger")
     vectors = [np.full(D, float(i)) for i in range(3)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, timeout=0.5)
     _, exs = make_swarm(vectors, cfg)
@@ -236,7 +236,7 @@ async def test_robust_round_with_too_few_models_is_skipped_and_logged(caplog):
 
 
 async def test_shrink_policy_aggregates_fewer_with_a_smaller_f_and_says_so(caplog):
-    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange.exchanger")
     vectors = [np.full(D, float(i)) for i in range(3)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, on_short="shrink")
     _, exs = make_swarm(vectors, cfg)
@@ -250,7 +250,7 @@ async def test_shrink_policy_aggregates_fewer_with_a_smaller_f_and_says_so(caplo
 async def test_an_error_inside_a_round_is_reported_and_does_not_end_the_loop(caplog):
     # My own model is NaN: 5 rows, 4 finite, and krum with f=1 needs 5 finite ones, so the rule
     # raises AggregationError. The round must report it, not raise it into the exchange loop.
-    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange")
+    caplog.set_level(logging.INFO, logger="swarmnode.gossip.exchange.exchanger")
     vectors = [np.full(D, np.nan)] + [np.full(D, float(i)) for i in range(1, 5)]
     cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1)
     _, exs = make_swarm(vectors, cfg)
@@ -268,7 +268,7 @@ async def test_a_bug_inside_a_round_still_propagates(monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("swarmnode.gossip.robust_round._aggregate", broken)
+    monkeypatch.setattr("swarmnode.gossip.exchange.robust_round._aggregate", broken)
     vectors = [np.full(D, float(i)) for i in range(5)]
     _, exs = make_swarm(vectors, ExchangeConfig(mode="robust", pull=4, aggregator="krum"))
     with pytest.raises(ZeroDivisionError):

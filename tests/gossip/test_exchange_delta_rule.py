@@ -1,5 +1,5 @@
 """The average round's delta rule: steps trained while a round is in flight survive its mix,
-and two peers that push to each other at once still meet halfway (gossip/exchange.py)."""
+and two peers that push to each other at once still meet halfway (gossip/exchange/exchanger.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 
 import numpy as np
 import pytest
-from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
-from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
 from tests.gossip.exchange_fakes import Store
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
+from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.wire import frames as wire
 
 from tests.gossip.test_exchange import ArrayStore, D, make_swarm
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import heading
-from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
+from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.robust import heading
 
 from tests.gossip.test_exchange import ArrayStore, make_swarm
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
-from swarmnode.gossip.inmemory import InMemoryNetwork
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.wire import frames as wire
 
 pytestmark = pytest.mark.timeout(30)
 

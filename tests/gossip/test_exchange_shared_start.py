@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.transport import RemoteError
+from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.wire import frames as wire
 
 from tests.gossip.exchange_fakes import RandomPeers, Store, spread
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from swarmnode.gossip.failure import (
+from swarmnode.gossip.membership.failure import (
     ALIVE,
     DEAD,
     SUSPECT,

@@ -1,4 +1,4 @@
-"""gossip/heading.py: a pull back along my outer momentum is cut; an honest pull is not."""
+"""gossip/robust/heading.py: a pull back along my outer momentum is cut; an honest pull is not."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import numpy as np
 import pytest
-from swarmnode.gossip import aggregate, chunked, heading
-from swarmnode.gossip.push_guard import PushGuard
+from swarmnode.gossip.robust import aggregate, chunked, heading
+from swarmnode.gossip.robust.push_guard import PushGuard
 
 pytestmark = pytest.mark.timeout(30)
 

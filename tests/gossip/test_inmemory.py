@@ -6,9 +6,15 @@ import asyncio
 import time
 
 import pytest
-from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.inmemory import AddressInUse, InMemoryNetwork
-from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout, TransportError
+from swarmnode.gossip.errors import (
+    AddressInUse,
+    CodecError,
+    PeerUnreachable,
+    RemoteError,
+    RequestTimeout,
+    TransportError,
+)
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
 pytestmark = pytest.mark.timeout(30)
 

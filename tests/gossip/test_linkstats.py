@@ -6,9 +6,9 @@ import random
 from collections import Counter
 
 import pytest
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.linkstats import SMALL_BYTES, LinkStat, MeasuringTransport, prefer_fast
-from swarmnode.gossip.transport import PeerUnreachable
+from swarmnode.gossip.errors import PeerUnreachable
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.stats import SMALL_BYTES, LinkStat, MeasuringTransport, prefer_fast
 
 pytestmark = pytest.mark.timeout(30)
 

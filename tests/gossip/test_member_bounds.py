@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.entries import MAX_COUNTER, Gossiped, parse_entry
-from swarmnode.gossip.failure import ALIVE, DEAD, LEFT
-from swarmnode.gossip.member_merge import MAX_HEARTBEAT_JUMP, MAX_INCARNATION_JUMP
-from swarmnode.gossip.member_table import MemberTable, Timing
+from swarmnode.gossip.errors import CodecError
+from swarmnode.gossip.membership.entries import MAX_COUNTER, Gossiped, parse_entry
+from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT
+from swarmnode.gossip.membership.table import (
+    MAX_HEARTBEAT_JUMP,
+    MAX_INCARNATION_JUMP,
+    MemberTable,
+    Timing,
+)
 
 pytestmark = pytest.mark.timeout(30)
 

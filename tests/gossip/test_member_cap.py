@@ -5,14 +5,14 @@ already listed keep their place. Unsigned entries on the in-memory network and a
 from __future__ import annotations
 
 import pytest
-from swarmnode.gossip.admission import REMOTE_SOURCE
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.failure import ALIVE, DEAD
-from swarmnode.gossip.member_cap import host_of
-from swarmnode.gossip.membership import Membership, MembershipConfig
-from swarmnode.gossip.records import to_wire
-from swarmnode.gossip.transport import RemoteError
+from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.membership.admission import REMOTE_SOURCE
+from swarmnode.gossip.membership.caps import host_of
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.failure import ALIVE, DEAD
+from swarmnode.gossip.membership.records import to_wire
+from swarmnode.gossip.membership.service import Membership, MembershipConfig
+from swarmnode.gossip.wire.control import encode_control
 
 from tests.gossip.membership_harness import Swarm
 

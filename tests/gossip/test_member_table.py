@@ -9,18 +9,17 @@ from typing import Any
 
 import msgpack
 import pytest
-from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.entries import (
+from swarmnode.gossip.errors import CodecError, MembershipError
+from swarmnode.gossip.membership.entries import (
     Gossiped,
-    MembershipError,
     meta_problem,
     parse_entries,
     parse_entry,
 )
-from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT
-from swarmnode.gossip.member_table import Member, MemberTable, Timing
-from swarmnode.gossip.records import to_wire
-from swarmnode.gossip.sampling import sample_peers
+from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership.records import to_wire
+from swarmnode.gossip.membership.sampling import sample_peers
+from swarmnode.gossip.membership.table import Member, MemberTable, Timing
 
 TIMING = Timing(
     suspect_after=1.5, dead_after=2.5, tombstone_ttl=60.0, gossip_interval=0.5, fanout=3

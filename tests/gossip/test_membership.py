@@ -11,9 +11,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from swarmnode.gossip.failure import ALIVE, DEAD, LEFT, SUSPECT, detection_deadline, spread_rounds
-from swarmnode.gossip.member_table import Change
-from swarmnode.gossip.membership import MembershipError
+from swarmnode.gossip.errors import MembershipError
+from swarmnode.gossip.membership.failure import (
+    ALIVE,
+    DEAD,
+    LEFT,
+    SUSPECT,
+    detection_deadline,
+    spread_rounds,
+)
+from swarmnode.gossip.membership.table import Change
 
 from tests.gossip.membership_harness import CFG, FAST, FakeClock, Swarm, close_all
 from tests.waiting import eventually

@@ -6,14 +6,14 @@ import asyncio
 import time
 
 import pytest
-from swarmnode.gossip.codec import CodecError, decode_control, encode_control
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.failure import ALIVE, DEAD
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.member_table import Change
-from swarmnode.gossip.membership import JoinTimeout, Membership, MembershipConfig, MembershipError
-from swarmnode.gossip.records import to_wire
-from swarmnode.gossip.transport import RemoteError
+from swarmnode.gossip.errors import CodecError, JoinTimeout, MembershipError, RemoteError
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.failure import ALIVE, DEAD
+from swarmnode.gossip.membership.records import to_wire
+from swarmnode.gossip.membership.service import Membership, MembershipConfig
+from swarmnode.gossip.membership.table import Change
+from swarmnode.gossip.wire.control import decode_control, encode_control
 
 from tests.gossip.membership_harness import CFG, Swarm
 

@@ -1,4 +1,4 @@
-"""The push bound (gossip/push_guard.py): its radius adapts to the own rounds' distances, a far
+"""The push bound (gossip/robust/push_guard.py): its radius adapts to the own rounds' distances, a far
 push is refused (and logged once per sender per minute), a near one is clipped to tau."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 
 import numpy as np
 import pytest
-from swarmnode.gossip.push_guard import PushGuard
+from swarmnode.gossip.robust.push_guard import PushGuard
 
 D = 100
 
@@ -66,7 +66,7 @@ def test_refusals_are_logged_once_per_sender_per_period(caplog) -> None:
     now = [0.0]
     guard = PushGuard(log_every_s=60.0, clock=lambda: now[0])
     own, far = np.zeros(D, np.float32), np.full(D, 100.0, np.float32)
-    with caplog.at_level(logging.WARNING, logger="swarmnode.gossip.push_guard"):
+    with caplog.at_level(logging.WARNING, logger="swarmnode.gossip.robust.push_guard"):
         for _ in range(5):
             guard.bound(own, far, 1.0, "liar")
         guard.bound(own, far, 1.0, "other")

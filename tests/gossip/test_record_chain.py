@@ -1,4 +1,4 @@
-"""Signed records with hash-chained heartbeats (swarmnode.gossip.records): a heartbeat under a
+"""Signed records with hash-chained heartbeats (swarmnode.gossip.membership.records): a heartbeat under a
 record already verified costs a few SHA-256, not an Ed25519 verification, and nobody but the
 owner can advance it. Fake clocks throughout."""
 
@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.failure import ALIVE, LEFT
-from swarmnode.gossip.member_table import MemberTable, Timing
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import (
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.failure import ALIVE, LEFT
+from swarmnode.gossip.membership.records import (
     CHAIN_LENGTH,
     PROGRESS_RESEAL_S,
     RecordSigner,
@@ -19,6 +18,7 @@ from swarmnode.gossip.records import (
     open_entry,
     to_wire,
 )
+from swarmnode.gossip.membership.table import MemberTable, Timing
 
 pytestmark = pytest.mark.timeout(30)
 

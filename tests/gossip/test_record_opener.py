@@ -1,4 +1,4 @@
-"""The cache of opened records (swarmnode.gossip.records.RecordOpener): a hit gives exactly what
+"""The cache of opened records (swarmnode.gossip.membership.records.RecordOpener): a hit gives exactly what
 a fresh parse gives, the relayer's fields are still checked on every entry, and a flood of
 records cannot grow it past its capacity."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.entries import Gossiped
-from swarmnode.gossip.failure import ALIVE, LEFT
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import RecordOpener, RecordSigner, open_entry, to_wire
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.errors import CodecError
+from swarmnode.gossip.membership.entries import Gossiped
+from swarmnode.gossip.membership.failure import ALIVE, LEFT
+from swarmnode.gossip.membership.records import RecordOpener, RecordSigner, open_entry, to_wire
 
 pytestmark = pytest.mark.timeout(30)
 

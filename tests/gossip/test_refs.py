@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip.refs import PairRefs, RefMismatch
-from swarmnode.gossip.wire import WireError
+from swarmnode.gossip.errors import RefMismatch, WireError
+from swarmnode.gossip.exchange.refs import PairRefs
 
 pytestmark = pytest.mark.timeout(30)
 

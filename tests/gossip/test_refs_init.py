@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip.refs import PairRefs, RefMismatch, init_epoch
+from swarmnode.gossip.errors import RefMismatch
+from swarmnode.gossip.exchange.refs import PairRefs, init_epoch
 from swarmnode.kernels import compress
 
 pytestmark = pytest.mark.timeout(30)
@@ -21,7 +22,7 @@ X0 = vec(0)
 
 
 def exchange(a: PairRefs, b: PairRefs, xa: np.ndarray, xb: np.ndarray) -> None:
-    """One push-pull from a ("A") to b ("B"), as gossip.compressed does it; on a 409 the
+    """One push-pull from a ("A") to b ("B"), as gossip.exchange.compressed does it; on a 409 the
     initiator forgets, as `CompressedPushPull` does."""
     req = a.encode("B", xa)
     header = {**req.fields, **a.want("B")}

@@ -7,8 +7,10 @@ import random
 
 import numpy as np
 import pytest
-from swarmnode.gossip import refs, wire
-from swarmnode.gossip.refs import PairRefs, WireError
+from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.exchange import refs
+from swarmnode.gossip.exchange.refs import PairRefs
+from swarmnode.gossip.wire import frames as wire
 from swarmnode.kernels import compress
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from swarmnode.gossip import wire
-from swarmnode.gossip.wire import WireCaps, WireError, decode_params, encode_params, validate_params
+from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.frames import (
+    WireCaps,
+    decode_params,
+    encode_params,
+    validate_params,
+)
 from swarmnode.kernels.errors import SwarmnodeError
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

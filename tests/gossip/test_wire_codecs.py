@@ -5,8 +5,9 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.wire import WireError, decode_params, encode_packed
+from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.frames import decode_params, encode_packed
 from swarmnode.kernels import compress
 
 pytestmark = pytest.mark.timeout(60)
@@ -190,7 +191,7 @@ def test_lowrank_non_finite_factor_refused(bad: float) -> None:
 
 
 def test_lowrank_segment_count_is_bounded_before_parsing_them() -> None:
-    from swarmnode.gossip import wire_codecs
+    from swarmnode.gossip.wire import codecs as wire_codecs
     from swarmnode.kernels import lowrank
 
     header = {"codec": "lr16", "segs": [[1, 1, 0]] * (lowrank.MAX_SEGS + 1)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from swarmnode.gossip.transport import Handler
+from swarmnode.gossip.link.transport import Handler
 from swarmnode.node.net.app import build_app, serve
 
 Start = Callable[..., Awaitable[str]]

@@ -1,5 +1,5 @@
 """A test client that pulls and pushes as a swarm member: its requests on the model routes are
-signed by its own peer key (gossip/auth.py), as a peer's are. `admit(node, client)` puts it
+signed by its own peer key (gossip/auth/signer.py), as a peer's are. `admit(node, client)` puts it
 in an in-process `Node`'s member table view (swarmnode.fault.hostile.insider)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer, nonce_of
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer, nonce_of
 
 
 class MemberClient:

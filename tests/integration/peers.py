@@ -16,8 +16,8 @@ from swarmnode.fault.chaos.processes import (
     one_thread_env,
     start_peer,
 )
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.wire.control import encode_control
 
 # One BLAS thread per process: several share this (2-core) machine (CLI runs use it too).
 ENV = one_thread_env()

@@ -10,7 +10,7 @@ import msgpack
 import numpy as np
 import pytest
 import xxhash
-from swarmnode.gossip.codec import MAX_CONTROL_BYTES, encode_control
+from swarmnode.gossip.wire.control import MAX_CONTROL_BYTES, encode_control
 
 from tests.signed import key_of, signed_entry
 
@@ -28,7 +28,7 @@ PUSHER = PUSHER_KEY.peer_id  # the `sender` of the hand-built frames
 
 
 def frame(header: object, payload: bytes, *, pad_byte: bytes = b"\0") -> bytes:
-    """A parameter frame built by hand (not by swarmnode.gossip.wire), so the header can be anything."""
+    """A parameter frame built by hand (not by swarmnode.gossip.wire.frames), so the header can be anything."""
     head = msgpack.packb(header, use_bin_type=True)
     padding = pad_byte * (-(4 + len(head)) % 64)
     return struct.pack(">I", len(head)) + head + padding + payload

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from swarmnode.gossip.auth import Signer
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.operator import OperatorKey
+from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.peer.node import Node
 from swarmnode.node.train.errors import ConfigError
 

@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from swarmnode.gossip.codec import encode_control
+from swarmnode.gossip.wire.control import encode_control
 
 from tests.integration.peers import HOLD, Peer, set_slowdown, start_swarm
 from tests.waiting import wait_for

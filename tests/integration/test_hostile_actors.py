@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from swarmnode.fault.hostile import ForgedRecords, SybilFlood
 from swarmnode.fault.hostile.forged import HIJACK_ADDR
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config

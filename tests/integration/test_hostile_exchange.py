@@ -3,7 +3,7 @@
 Three real peers (`Node`s, aiohttp on 127.0.0.1), in an open swarm and in one with a secret. The
 attacker is a member (`mallory`: her own key, joined like any peer, so she holds the secret when
 there is one) and a stranger. They speak the real protocol (envelopes sealed by
-`gossip.auth.Signer`, frames by `gossip.wire`) and try what a declared `sender` allowed before:
+`gossip.auth.signer.Signer`, frames by `gossip.wire.frames`) and try what a declared `sender` allowed before:
 
 - push as another member (`sender` = b's id, the envelope signed by mallory's key);
 - the same with the envelope's signer id set to b's (her signature cannot be b's);
@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.membership import Membership
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
+from swarmnode.gossip.membership.service import Membership
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.node import Node
 
@@ -64,7 +64,7 @@ async def swarm(request) -> AsyncIterator[tuple[list[Node], MemberClient, str | 
 
 
 def _wrapped(transport: HttpTransport, client: MemberClient):  # type: ignore[no-untyped-def]
-    from swarmnode.gossip.auth_transport import AuthTransport
+    from swarmnode.gossip.auth.transport import AuthTransport
 
     return AuthTransport(transport, client.signer) if client.signer.has_secret else transport
 

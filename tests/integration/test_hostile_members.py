@@ -13,9 +13,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.records import to_wire
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.membership.records import to_wire
+from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config

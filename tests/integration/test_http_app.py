@@ -15,8 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 from aiohttp import web
-from swarmnode.gossip.codec import decode_control, encode_control
-from swarmnode.gossip.transport import Handler, RemoteError
+from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.link.transport import Handler
+from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.node.net.app import ListenError, build_app, serve
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import numpy as np
 import pytest
-from swarmnode.gossip.codec import CodecError
-from swarmnode.gossip.transport import PeerUnreachable, RemoteError, RequestTimeout
+from swarmnode.gossip.errors import CodecError, PeerUnreachable, RemoteError, RequestTimeout
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import INLINE_BYTES, HttpTransport
 

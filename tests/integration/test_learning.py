@@ -15,8 +15,8 @@ from statistics import mean
 
 import numpy as np
 import pytest
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.wire import decode_params
+from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.wire.frames import decode_params
 
 from tests.integration.peers import ENV, FAST, HOLD, Peer, set_slowdown, start_swarm
 from tests.waiting import wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.node.peer.node import Node
 from swarmnode.node.peer.state_sync import param_segments
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmnode.gossip.membership import MembershipConfig
+from swarmnode.gossip.membership.service import MembershipConfig
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import aiohttp
 import numpy as np
 import pytest
 from swarmnode.fault.hostile.insider import admit
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.wire import decode_params, encode_params
+from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.wire.frames import decode_params, encode_params
 from swarmnode.node.peer import node as peer_module
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node

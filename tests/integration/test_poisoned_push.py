@@ -20,8 +20,8 @@ from statistics import mean
 import aiohttp
 import numpy as np
 import pytest
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.wire import decode_params, encode_params
+from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.wire.frames import decode_params, encode_params
 from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config

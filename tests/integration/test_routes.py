@@ -20,8 +20,8 @@ import aiohttp
 import numpy as np
 import pytest
 from swarmnode.fault.hostile.insider import admit
-from swarmnode.gossip import wire
-from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 

@@ -1,7 +1,7 @@
 """The swarm secret end to end: peers that share it form a swarm and exchange; nothing else gets in.
 
 In-process `Node`s on 127.0.0.1 (one `swarmnode start` process for the exit code). The attacks
-are real HTTP requests built with `swarmnode.gossip.auth.Signer`, the same envelope the peers use: unsigned,
+are real HTTP requests built with `swarmnode.gossip.auth.signer.Signer`, the same envelope the peers use: unsigned,
 forged tag, wrong secret, sealed for another route, stale, truncated, a captured request replayed
 verbatim and replayed with another body. Each must be answered 401 with one log line and leave
 the model, the membership and the admin settings exactly as they were; a signed but malformed
@@ -22,8 +22,7 @@ import aiohttp
 import numpy as np
 import pytest
 from swarmnode.fault.hostile.insider import admit
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import (
+from swarmnode.gossip.auth.signer import (
     HEADER_BYTES,
     SIGNED_ROUTES,
     TRAILER_BYTES,
@@ -31,7 +30,8 @@ from swarmnode.gossip.auth import (
     header_length,
     nonce_of,
 )
-from swarmnode.gossip.codec import decode_control, encode_control
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node

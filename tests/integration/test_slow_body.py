@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from swarmnode.fault.hostile import SlowBodies
 from swarmnode.fault.hostile.insider import admit
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth_transport import AuthTransport
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.transport import TransportError
+from swarmnode.gossip.auth.transport import AuthTransport
+from swarmnode.gossip.errors import TransportError
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node

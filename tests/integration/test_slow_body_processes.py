@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer
-from swarmnode.gossip.auth_transport import AuthTransport
-from swarmnode.gossip.codec import encode_control
-from swarmnode.gossip.peer_key import PeerKey
-from swarmnode.gossip.transport import TransportError
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
+from swarmnode.gossip.auth.transport import AuthTransport
+from swarmnode.gossip.errors import TransportError
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.net.transport import HttpTransport
 
 from tests.integration.peers import ENV, HOLD, Peer

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
-from swarmnode.gossip.auth import SIGNED_ROUTES, TRAILER_BYTES, Signer
-from swarmnode.gossip.auth_transport import AuthTransport, auth_handlers
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, TRAILER_BYTES, Signer
+from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 

@@ -1,14 +1,14 @@
 """A large enveloped body is read so that the wire frame inside it is aligned: its float32 payload
 decodes to an aligned view (an odd offset made the NaN check alone 10x slower), and the digest
-streamed while it arrived still opens it (node/net/transport.py, gossip/stream_digest.py)."""
+streamed while it arrived still opens it (node/net/transport.py, gossip/auth/stream_digest.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.gossip import wire
-from swarmnode.gossip.auth import SIGNED_ROUTES, Signer
-from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
+from swarmnode.gossip.wire import frames as wire
 from swarmnode.node.net.transport import read_sized_body
 
 pytestmark = pytest.mark.timeout(30)

@@ -15,9 +15,9 @@ from swarmnode.fault.inject.byzantine import (
     ByzantineError,
     alie_z,
 )
-from swarmnode.gossip.exchange import ExchangeConfig, Exchanger
-from swarmnode.gossip.inmemory import InMemoryNetwork
-from swarmnode.gossip.member_table import Member
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
+from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.membership.table import Member
 from swarmnode.node.peer.byzantine_serving import ByzantineServing, peer_rng
 
 from tests.gossip.exchange_fakes import Store

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from swarmnode.gossip.exchange import ExchangeConfig, ExchangeError
-from swarmnode.gossip.failure import timing_problems
+from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.membership.failure import timing_problems
 from swarmnode.node.cli.command import build_parser
 from swarmnode.node.cli.flags import field_flags, name_flags
 

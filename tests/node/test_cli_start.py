@@ -278,7 +278,7 @@ def test_console_script_is_installed() -> None:
 
 
 def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(tmp_path) -> None:
-    from swarmnode.gossip.operator import OperatorKey, OperatorVerifier
+    from swarmnode.gossip.auth.operator import OperatorKey, OperatorVerifier
 
     assert main(["keygen", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "operator.key").stat().st_mode & 0o777 == 0o600

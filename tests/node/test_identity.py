@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from swarmnode.gossip.peer_key import PeerKey, peer_id_of
+from swarmnode.gossip.auth.peer_key import PeerKey, peer_id_of
 from swarmnode.node.peer import identity
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import load_identity

@@ -1,0 +1,133 @@
+"""Envelopes on the wire: `AuthTransport` seals requests and opens answers, `auth_handlers`
+opens requests and seals answers (gossip/auth/signer.py has the format and what it binds).
+
+Large bodies never block the event loop and are hashed while they move: a large envelope
+goes out as a `StreamedSeal` (its body is hashed in a worker thread while the transport writes
+it, the tag and signature follow as a trailer), and an arriving one is hashed while it streams
+in by a `StreamDigest` the transport feeds (`transport.BODY_TAP`), so opening it only checks
+the tag and the signature. What the tap did not see in full (a small body, a copy made by a
+fault wrapper) is hashed after the fact, in a thread past 1 MiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from swarmnode.gossip.auth.signer import INLINE_BYTES, Opened, Signer, nonce_of
+from swarmnode.gossip.auth.stream_digest import StreamDigest
+from swarmnode.gossip.errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
+from swarmnode.gossip.link.transport import (
+    BODY_TAP,
+    SIGNED_BY,
+    Handler,
+    Parts,
+    Trailed,
+    Transport,
+    body_views,
+)
+
+
+class AuthTransport:
+    """A `Transport` that seals requests (every one with a secret, else those on the signer's
+    signed routes) and, with a secret, opens (authenticates) every answer."""
+
+    def __init__(self, inner: Transport, signer: Signer) -> None:
+        self.inner = inner
+        self.signer = signer
+
+    async def request(self, addr: str, route: str, body: Any, *, timeout: float) -> Any:
+        if not self.signer.wraps(route):
+            return await self.inner.request(addr, route, body, timeout=timeout)
+        sealed = _seal(self.signer, route, body, to=addr)
+        try:
+            if not self.signer.has_secret:  # answers travel bare without a secret
+                return await self.inner.request(addr, route, sealed, timeout=timeout)
+            return await self._request_sealed(addr, route, sealed, timeout)
+        finally:
+            if isinstance(sealed, Trailed):  # its hashing read the body: none outlives us
+                await sealed.close()
+
+    async def _request_sealed(
+        self, addr: str, route: str, sealed: Parts | Trailed, timeout: float
+    ) -> Any:
+        tap = self.signer.tap()
+        assert tap is not None  # every message is enveloped with a secret
+        token = BODY_TAP.set(tap)
+        try:
+            answer = await self.inner.request(addr, route, sealed, timeout=timeout)
+            opened = await _open(self.signer, route, answer, tap, reply_to=nonce_of(sealed))
+        except AuthError as exc:
+            raise UnauthenticatedResponse(f"{addr} {route}: {exc}") from None
+        finally:
+            BODY_TAP.reset(token)
+            tap.abort()  # a no-op once finished; stops the hashing of an answer that failed
+            await tap.settle()
+        return opened.body
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def auth_handlers(handlers: Mapping[str, Handler], signer: Signer) -> dict[str, Handler]:
+    """Wrap server-side handlers: open each enveloped request (401/403 if not authentic, the
+    handler never runs) and, with a secret, seal each answer. Routes the signer does not
+    envelope (without a secret: all but the signed ones) are passed through unchanged."""
+    return {
+        route: _authenticated(route, handler, signer) if signer.wraps(route) else handler
+        for route, handler in handlers.items()
+    }
+
+
+def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
+    async def wrapped(data: Any) -> Any:
+        tap = BODY_TAP.get()
+        BODY_TAP.set(None)  # our handler's own requests read their answers with their own taps
+        try:
+            opened = await _open(signer, route, data, tap)
+        except AuthError as exc:
+            raise UnauthenticatedRequest(f"{route}: {exc}", exc.status) from None
+        finally:
+            if tap is not None:
+                tap.abort()
+                await tap.settle()
+        token = SIGNED_BY.set(opened.signed_by)
+        try:
+            answer = await handler(opened.body)
+        finally:
+            SIGNED_BY.reset(token)
+        if not signer.has_secret:
+            return answer
+        # a large answer is a StreamedSeal: whoever writes it closes it (node/net/app.py)
+        return _seal(signer, route, answer, reply_to=opened.nonce)
+
+    wrapped.__name__ = f"authenticated_{getattr(handler, '__name__', 'handler')}"
+    return wrapped
+
+
+async def _open(
+    signer: Signer, route: str, data: Any, tap: Any, *, reply_to: bytes = b""
+) -> Opened:
+    """Open `data` with the digest the tap computed while it arrived, if it saw all of it."""
+    digest = await tap.finish(data) if isinstance(tap, StreamDigest) else None
+    size = 0 if digest is not None else len(data)  # hashed already: a tag and a signature left
+    return await _maybe_in_thread(
+        size, signer.open_request, route, data, reply_to=reply_to, digest=digest
+    )
+
+
+def _seal(
+    signer: Signer, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
+) -> Parts | Trailed:
+    """Small bodies sealed at once; large ones hashed while the transport writes them."""
+    if sum(view.nbytes for view in body_views(body)) <= INLINE_BYTES:
+        return signer.seal_parts(route, body, to=to, reply_to=reply_to)
+    return signer.seal_streamed(route, body, to=to, reply_to=reply_to)
+
+
+async def _maybe_in_thread(size: int, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Run `fn` inline for small messages, in a worker thread when hashing would block the loop."""
+    if size <= INLINE_BYTES:
+        return fn(*args, **kw)
+    return await asyncio.to_thread(fn, *args, **kw)

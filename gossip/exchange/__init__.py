@@ -1,0 +1,19 @@
+"""How models are mixed between peers. Never imports `swarmnode.gossip.membership`: it sees the
+swarm through the `PeerDirectory` its owner hands it.
+
+- `exchanger.py`: `Exchanger`, a peer's rounds and the routes it serves (`params`,
+  `pushpull`); `robust_round.py`: the robust round (pull k, aggregate, land).
+- `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`) and what a
+  round reports (`RoundResult`); `config.py`: `ExchangeConfig`, validated.
+- `delta_rule.py`: a round's result keeps the steps trained while it was in flight.
+- `compressed.py`, `refs.py`: compressed push-pull with a shared reference per pair and error
+  feedback.
+- `access.py`: who may pull or push (a live member, in its own name); `slots.py`: bounds on
+  inbound bulk work; `round_log.py`: one log line per round.
+"""
+
+from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.exchanger import Exchanger
+from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundResult
+
+__all__ = ["ExchangeConfig", "Exchanger", "ParamStore", "PeerDirectory", "RoundResult"]

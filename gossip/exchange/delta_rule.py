@@ -1,0 +1,94 @@
+"""The delta rule: a round's result keeps the steps trained while the round was in flight.
+
+Training goes on during an exchange round (`Exchanger._average_round`), so by the time my
+group's answers y land, my model is x = sent + g + m: `sent` what I pushed, g the steps trained
+since, m what pushes from other peers moved x meanwhile (`Moved`, `Exchanger._pushed_in`). The
+plain rule
+
+    x <- (1 - w) x + w mean(y)
+
+scales g by 1 - w, a quarter in a group of 3: on slow links and busy hosts, where a round spans
+many steps, most of that training is thrown away, and x is pulled back towards models older than
+itself. The delta rule averages x without g and carries g over whole,
+x <- (1 - w) x + w (mean(y) + g), which is
+
+    x <- x + w (mean(y) - sent - m).
+
+A robust round lands the same way, its aggregate in place of mean(y) and `own` (the snapshot the
+aggregate is centred on) in place of `sent`: x <- x + w (agg - own - m), which for the
+self-centered rule (w = 1) is x <- agg + g. Before, x <- agg dropped every step trained during
+the round; m is dropped as before (the aggregate already weighs whoever pushed).
+
+This is hivemind's `delta_rule_averaging` (Ryabinin et al.), with the pushes counted: hivemind's
+averaging groups are exclusive, ours are not. Without m, two peers that push to each other at
+once would each add the other's model twice and swap instead of meeting halfway
+(tests/gossip/test_exchange_delta_rule.py). Either way the swarm's mean is preserved however long
+the round took. Figures: docs/benchmarks.md ("delta rule").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+from swarmnode.gossip.wire import covered
+from swarmnode.gossip.wire import frames as wire
+
+
+class Moved:
+    """m: how far the pushes mixed in during one round of mine moved my model, summed as they
+    come (worker threads), so a long round that many peers push to holds one model, not one
+    per push."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sum: np.ndarray | None = None
+
+    def add(self, clipped: np.ndarray, own: np.ndarray, weight: float) -> None:
+        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own)."""
+        moved = clipped - own
+        moved *= np.float32(weight)
+        with self._lock:
+            if self._sum is None:
+                self._sum = moved
+            else:
+                self._sum += moved
+
+    def take_from(self, delta: np.ndarray) -> None:
+        with self._lock:
+            if self._sum is not None:
+                delta -= self._sum
+
+
+async def land(
+    store: Any, results: list[np.ndarray], base: np.ndarray, weight: float, moved: Moved | None
+) -> None:
+    """Mix a round's results (my group's answers; robust: the aggregate) into `store`: by the
+    delta rule where `moved` is given (the rule is on) and the store can `nudge`, with `base`
+    what the round started from; else the plain x <- (1 - w) x + w mean(results)."""
+    nudge = getattr(store, "nudge", None)
+    if moved is not None and nudge is not None:
+        await nudge(await asyncio.to_thread(step, results, base, moved), weight)
+        return
+    theirs = results[0] if len(results) == 1 else await asyncio.to_thread(mean_rows, results)
+    await store.mix_in(theirs, weight)
+
+
+def step(answers: list[np.ndarray], sent: np.ndarray, moved: Moved) -> np.ndarray:
+    """mean(answers) - sent - m: the update that `nudge` applies with the round's w."""
+    delta = mean_rows(answers) if len(answers) > 1 else answers[0].astype(np.float32)  # a copy
+    delta -= sent
+    moved.take_from(delta)
+    return delta
+
+
+def own_frame_params(frame: memoryview) -> np.ndarray:
+    """The raw vector of a frame this peer built itself: a zero-copy view, no checksum pass."""
+    covered.mark(frame)
+    return wire.decode_params(frame)[1]
+
+
+def mean_rows(rows: list[np.ndarray]) -> np.ndarray:
+    return np.mean(np.stack(rows), axis=0, dtype=np.float64).astype(np.float32)

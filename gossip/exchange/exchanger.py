@@ -1,0 +1,390 @@
+"""Parameter exchange between peers: asynchronous pairwise averaging and robust pull-aggregate.
+
+The protocols deal in flat float32 vectors only; the model lives behind `ParamStore` (the node's
+training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
+
+- `average` (group push-pull): push my snapshot to `group` random live peers at once; each
+  answers with its own snapshot taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x.
+  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1), landed by the delta rule
+  (gossip/exchange/delta_rule.py: the steps I trained meanwhile are kept). With `group=1` this is
+  AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
+  exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
+  answers, and queues a mix for its training thread.
+- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}
+  (gossip/exchange/robust_round.py, mixed into `Exchanger`).
+
+After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
+`outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
+round (see `node.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
+
+Training never stops for an exchange: snapshots and mixes happen between two steps (`mix_in`
+returns once queued); every request has a deadline; large vectors are coded and aggregated in
+worker threads. A round never raises for a peer's failure or a `SwarmnodeError` of its own: it
+reports it in its `RoundResult` and the log, and the exchange loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+from swarmnode.gossip.errors import (
+    ExchangeError,  # re-exported: the front
+    RemoteError,
+    TransportError,
+)
+from swarmnode.gossip.exchange import compressed as cx
+from swarmnode.gossip.exchange import delta_rule
+from swarmnode.gossip.exchange.access import check_pusher, check_sender
+from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.robust_round import RobustRound
+from swarmnode.gossip.exchange.round_log import describe, join_notes
+from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
+from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.link.transport import Transport
+from swarmnode.gossip.robust.heading import bound_push
+from swarmnode.gossip.robust.push_guard import PushGuard
+from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire.control import decode_control, encode_control
+from swarmnode.kernels.errors import SwarmnodeError
+
+log = logging.getLogger(__name__)
+
+
+class Exchanger(RobustRound):
+    """Runs exchange rounds for one peer and serves the other peers' exchange requests."""
+
+    def __init__(
+        self,
+        cfg: ExchangeConfig,
+        *,
+        self_id: str,
+        transport: Transport,
+        store: ParamStore,
+        peers: PeerDirectory,
+        outgoing: Outgoing | None = None,
+        poisoning: Callable[[], bool] | None = None,
+        init: np.ndarray | None = None,  # the initial parameters: compressed pairs start there
+        segs: tuple[tuple[int, int], ...] = (),  # the model's matrices (rows, cols): lowrank
+        mix_after_answer: bool = False,
+    ) -> None:
+        self.cfg = cfg.validate()
+        self.self_id = self_id
+        self.transport = transport
+        self.store = store
+        self.peers = peers
+        self.outgoing = outgoing
+        # whether `outgoing` changes anything right now (None: assume it does); an honest peer
+        # then takes the one-copy framed snapshot path
+        self.poisoning = poisoning
+        self._inflight = asyncio.Semaphore(cfg.max_inflight)
+        self.mix_after_answer = mix_after_answer  # over HTTP; in-memory: no task past a request
+        self._mixing = PushMixes(cfg.max_inflight)
+        self.rounds = self.rounds_applied = self.served = self.rejected = 0
+        self.bytes_sent = 0  # parameter payloads this peer sent: its requests and its answers
+        self.last_round_s = 0.0
+        self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
+        self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
+        # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
+        # mixed in only clipped to it (none before my first round: pushes are then not mixed)
+        self.clip_tau: float | None = None
+        self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
+        # while my own round is in flight: how each push mixed in meanwhile moved me
+        self._pushed_in: delta_rule.Moved | None = None
+        self.guard = (
+            PushGuard()
+        )  # bounds every pushed model, in both modes (gossip/robust/push_guard.py)
+        self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
+        self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
+
+    # --- serving -------------------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Callable[[bytes], Awaitable[bytes]]]:
+        return {"params": self._handle_pull, "pushpull": self._handle_pushpull}
+
+    def stop_serving(self, reason: str) -> None:
+        """Answer every later exchange request with 503 `reason`: a peer whose training failed
+        holds a model that would only harm the peers mixing it in."""
+        self.refusing = reason
+
+    def resume_serving(self) -> None:
+        """Serve again (a joiner whose state sync is done)."""
+        self.refusing = None
+
+    async def serve_model(self) -> bytes:
+        """My model as a pull is answered (the operator's read: node/peer/admin_routes.py)."""
+        self._check_serving()
+        return await self._encode_mine()
+
+    def _check_serving(self) -> None:
+        if self.refusing is not None:
+            raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
+
+    async def _handle_pull(self, body: bytes) -> bytes:
+        msg = decode_control(body, "pull")
+        check_sender(self.peers, msg.get("sender"), "params")
+        self._check_serving()
+        async with self._bulk_slot():
+            self.served += 1
+            reply = await self._encode_mine(msg)
+            self.bytes_sent += len(reply)
+            return reply
+
+    async def _handle_pushpull(self, body: bytes) -> bytes:
+        self._check_serving()
+        check_pusher(self.peers, body)  # a live member, in its own name (gossip/exchange_access)
+        async with self._bulk_slot():
+            if (reply := await cx.serve_if_compressed(self.compressed, body)) is not None:
+                self.served += 1
+                self.bytes_sent += len(reply)
+                return reply
+            await self._mixing.room()  # each mix in progress holds a received model
+            # Check theirs and encode ours at once (two threads; hashing and copying release the
+            # GIL): each is ~10-20 ms per 100 MB on the critical path of the caller's round.
+            # Both finish before the mix is queued: were the mix queued first, a training step
+            # could apply it before the snapshot, and the caller would get its own model back
+            # inside ours (both sides must mix the other's pre-exchange values).
+            # Inbound: the HTTP layer logs a rejection with the caller's address; count it only.
+            decoded, encoded = await asyncio.gather(
+                self._decode(body, source="pushpull request", quiet=True),
+                self._encode_mine(),
+                return_exceptions=True,
+            )
+            for outcome in (decoded, encoded):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            header, theirs = decoded  # type: ignore[misc]
+            reply = encoded
+            mix = self._mix_clipped(theirs, str(header.get("sender")))
+            if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
+                self._mixing.start(mix)
+            else:
+                await mix
+            self.served += 1
+            self.bytes_sent += len(reply)
+            log.debug(
+                "pushpull from %s: answered, mix under way (their step %s)",
+                header.get("sender"),
+                header.get("step"),
+            )
+            return reply
+
+    async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
+        """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
+        He et al. 2022), tau from my own rounds (gossip/robust/push_guard.py): a liar moves me by at
+        most tau x weight per push. `own` is a snapshot taken now, not the one the answer
+        carried: the radius was tuned on distances to the current model (with the answer's
+        snapshot the worst of 4 iid peers on the signal task fell from ~78% to 75-77%)."""
+        robust = self.cfg.mode == "robust"
+        _, own = await self.store.snapshot()
+        tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
+        args = (own, theirs, tau, self.back if robust else None, self.cfg.backward_limit, sender)
+        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
+        if clipped is None:
+            return
+        # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
+        # about `pull` times per round of its own, and a liar pushing at every round of its own
+        # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
+        weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
+        if (moved := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
+            await asyncio.to_thread(moved.add, clipped, own, weight)
+        await self.store.mix_in(clipped, weight)
+
+    def _bulk_slot(self) -> BulkSlot:
+        return BulkSlot(self._inflight)
+
+    async def settle(self) -> None:
+        """Until every pushed model answered so far is mixed in (queued into the store)."""
+        await self._mixing.settle()
+
+    # --- initiating ----------------------------------------------------------------------
+
+    async def round(self) -> RoundResult:
+        """One exchange in the configured mode.
+
+        Never raises for a peer's failure, nor for a `SwarmnodeError` raised inside the round
+        (e.g. `AggregationError` when too few finite models remain): that one is recorded in
+        `result.note`, logged at WARNING, and the round ends unapplied, so the exchange loop
+        that calls this goes on. Anything else is a bug and propagates.
+        """
+        t0 = time.perf_counter()
+        result = RoundResult(self.cfg.mode)
+        run = self._average_round if self.cfg.mode == "average" else self._robust_round
+        failed = False
+        self._pushed_in = delta_rule.Moved() if self.cfg.delta_rule else None  # before my snapshot
+        try:
+            await run(result)
+        except SwarmnodeError as exc:
+            failed = True
+            result.note = join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._pushed_in = None
+        result.duration_s = time.perf_counter() - t0
+        self.last_round_s = result.duration_s
+        self.max_round_s = max(self.max_round_s, result.duration_s)
+        self.rounds += 1
+        self.rounds_applied += result.applied
+        if failed:
+            level = logging.WARNING
+        elif result.failures or result.note or not result.applied:
+            level = logging.INFO
+        else:
+            level = logging.DEBUG
+        log.log(level, "exchange round: %s", describe(result))
+        return result
+
+    async def _average_round(self, result: RoundResult) -> None:
+        picked = self.peers.sample(self.cfg.group)
+        if not picked:
+            result.note = "no live peer to average with"
+            return
+        result.asked = [pid for pid, _ in picked]
+        nudged = 0
+        if (
+            self.compressed is not None
+        ):  # pairs that speak it (gossip.exchange.compressed); others plain
+            picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
+            self.bytes_sent += nudged
+        got, sent = await self._pushpull_many(picked, result) if picked else ([], None)
+        if not got and not nudged:
+            return
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
+        if (k := len(got)) and sent is not None:
+            # my group's distances set my push bound; to my model now, not to `sent`: the bound
+            # judges pushes against the model they land on (to `sent`, closer to the answers,
+            # it clipped honest pushes on a busy box)
+            _, own = await self.store.snapshot()
+            await asyncio.to_thread(self.guard.observe, own, got)
+            weight = self.cfg.mix if k == 1 else k / (k + 1)
+            await delta_rule.land(self.store, got, sent, weight, self._pushed_in)
+        if cx.outer_step_applies(
+            self.compressed
+        ):  # not after topk rounds: gossip.exchange.compressed
+            await self._outer_step()
+        result.applied = True
+
+    async def _pushpull_many(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """Push my model to every picked peer at once: their answers (failures recorded), and
+        my model as it was when pushed (before any codec)."""
+        payload, sent = await self._encode_with_base()
+        if sent is None:
+            sent = await asyncio.to_thread(delta_rule.own_frame_params, payload)
+        answers = await asyncio.gather(
+            *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
+        )
+        got = []
+        for (pid, _), outcome in zip(picked, answers, strict=True):
+            if isinstance(outcome, (TransportError, SwarmnodeError)):
+                result.failures[pid] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a bug, not a peer's failure
+            else:
+                result.received.append(pid)
+                got.append(outcome)
+        return got, sent
+
+    async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
+        answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)
+        self.bytes_sent += len(payload)
+        _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
+        return theirs
+
+    async def _outer_step(self) -> None:
+        """Queue the outer step after this round's mix (a no-op at lr 1, momentum 0)."""
+        cfg = self.cfg
+        step = getattr(self.store, "outer_step", None)
+        if step is not None and (cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0):
+            await step(cfg.outer_lr, cfg.outer_momentum)
+
+    async def pull(
+        self, peer_id: str, addr: str, timeout: float | None = None
+    ) -> tuple[int, np.ndarray]:
+        """(step, parameters) of one peer, validated; raises TransportError / WireError.
+        `timeout`: the deadline if not the exchange's (a joiner's state sync may wait longer)."""
+        body = encode_control("pull", sender=self.self_id, **cx.pull_fields(self.compressed))
+        answer = await self.transport.request(
+            addr, "params", body, timeout=timeout or self.cfg.timeout
+        )
+        header, vec = await self._decode(answer, source=f"params from {peer_id}")
+        vec = await cx.pulled(self.compressed, peer_id, header, vec)  # maybe on x0: add it
+        return int(header.get("step", 0)), vec
+
+    async def pull_many(
+        self,
+        picked: Sequence[tuple[str, str]],
+        failures: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) from several peers in parallel; failures are recorded."""
+        outcomes = await asyncio.gather(
+            *(self.pull(pid, addr, timeout) for pid, addr in picked), return_exceptions=True
+        )
+        models = []
+        for (pid, _), outcome in zip(picked, outcomes, strict=True):
+            if isinstance(outcome, SwarmnodeError):
+                if failures is not None:
+                    failures[pid] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a bug, not a peer's failure
+            else:
+                models.append((pid, *outcome))
+        return models
+
+    # --- encoding ------------------------------------------------------------------------
+
+    def _framed_honestly(self) -> bool:
+        """Whether my model goes out as the store's raw frame of it, unchanged."""
+        honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
+        has_frame = getattr(self.store, "snapshot_frame", None) is not None
+        return has_frame and honest and self.pull_codec is None
+
+    async def _encode_mine(self, pull: dict | None = None) -> bytes:
+        return (await self._encode_with_base(pull))[0]
+
+    async def _encode_with_base(self, pull: dict | None = None) -> tuple[bytes, np.ndarray | None]:
+        """My model framed, and the snapshot it came from; None for the store's raw frame (the
+        one-copy path: its payload is that snapshot, `delta_rule.own_frame_params`)."""
+        if self._framed_honestly():
+            return await self.store.snapshot_frame(self.self_id), None  # type: ignore[attr-defined]
+        step, vec = await self.store.snapshot()
+        out = vec if self.outgoing is None else await self.outgoing(step, vec)
+        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, out)):
+            return reply, vec
+        return await asyncio.to_thread(
+            cx.encode_model, out, self.pull_codec, self.self_id, step
+        ), vec
+
+    async def _decode(
+        self, data: bytes, *, source: str, quiet: bool = False, sparse: bool = False
+    ) -> tuple[
+        dict, np.ndarray
+    ]:  # sparse: a tk16 frame as a compress.Sparse (gossip.exchange.refs)
+        try:
+            return await asyncio.to_thread(_decode_checked, data, self.store.size, sparse)
+        except SwarmnodeError as exc:
+            self.rejected += 1
+            if not quiet:
+                log.warning("rejected %s: %s", source, exc)
+            raise
+
+
+def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict, np.ndarray]:
+    header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
+    wire.validate_params(vec, size)
+    return header, vec
+
+
+__all__ = [
+    "ExchangeConfig",
+    "ExchangeError",
+    "Exchanger",
+    "ParamStore",
+    "PeerDirectory",
+    "RoundResult",
+]

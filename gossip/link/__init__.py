@@ -1,0 +1,25 @@
+"""How bytes reach a peer. Imports only `swarmnode.gossip.errors` of gossip.
+
+- `transport.py`: the `Transport` interface every protocol talks through, request bodies in
+  parts (`Parts`, `Trailed`), and what arrived with a request (`Arrival`).
+- `inmemory.py`: `InMemoryNetwork`, the in-process twin of the HTTP transport (tests, simulators).
+- `stats.py`: per-partner latency and throughput (`MeasuringTransport`), `prefer_fast` sampling.
+- `backoff.py`: partners that do not answer are sampled rarely (`Backoff`).
+"""
+
+from swarmnode.gossip.link.backoff import Backoff
+from swarmnode.gossip.link.inmemory import InMemoryNetwork, InMemoryTransport
+from swarmnode.gossip.link.stats import LinkStat, MeasuringTransport, prefer_fast
+from swarmnode.gossip.link.transport import Parts, Trailed, Transport
+
+__all__ = [
+    "Backoff",
+    "InMemoryNetwork",
+    "InMemoryTransport",
+    "LinkStat",
+    "MeasuringTransport",
+    "Parts",
+    "Trailed",
+    "Transport",
+    "prefer_fast",
+]

@@ -1,0 +1,157 @@
+"""What each link to a partner looks like from here: latency, throughput, bytes, in flight.
+
+`MeasuringTransport` wraps any `Transport` and times every request by destination address:
+
+- latency: an EWMA of the duration of *small* requests (body and answer under `SMALL_BYTES`:
+  membership gossip, pull requests, control messages), i.e. round-trip time plus the peer's
+  handling; a request that fails counts as its timeout.
+- throughput: an EWMA of (bytes out + bytes in) / duration over *bulk* requests (parameter
+  exchanges), in bits per second.
+- bytes sent and received, requests, failures, and the requests in flight now;
+- failures in a row, which back the partner off (`backoff`, gossip/link/backoff.py).
+
+`prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
+expected exchange time over its own, floored at `floor`, so that quick partners are picked more
+often and a slow one still gets at least `floor` of a quick one's share (never starved). A partner
+with no measurement yet gets weight 1 (it is tried, then measured).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from swarmnode.gossip.errors import TransportError
+from swarmnode.gossip.link.backoff import Backoff, kind_of
+from swarmnode.gossip.link.transport import Transport
+
+SMALL_BYTES = 64 * 1024
+ALPHA = 0.3  # EWMA weight of the newest sample
+TYPICAL_EXCHANGE_BYTES = 8 << 20  # what a weight assumes an exchange moves, when unknown
+
+
+@dataclass
+class LinkStat:
+    addr: str
+    rtt_s: float | None = None
+    throughput_bps: float | None = None
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    requests: int = 0
+    failures: int = 0
+    inflight: int = 0
+    last_s: float = 0.0  # monotonic time of the last completed request
+
+    def expected_exchange_s(self, nbytes: int) -> float | None:
+        if self.rtt_s is None and self.throughput_bps is None:
+            return None
+        rtt = self.rtt_s or 0.0
+        bw = self.throughput_bps
+        return rtt + (8 * nbytes / bw if bw else 0.0)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "addr": self.addr,
+            "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1000, 2),
+            "mbit_s": None if self.throughput_bps is None else round(self.throughput_bps / 1e6, 2),
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "requests": self.requests,
+            "failures": self.failures,
+            "inflight": self.inflight,
+            "last_s_ago": round(time.monotonic() - self.last_s, 1) if self.last_s else None,
+        }
+
+
+def _ewma(old: float | None, new: float) -> float:
+    return new if old is None else (1 - ALPHA) * old + ALPHA * new
+
+
+class MeasuringTransport:
+    """A `Transport` that measures every request by destination (see the module doc)."""
+
+    def __init__(self, inner: Transport, backoff: Backoff | None = None) -> None:
+        self.inner = inner
+        self.links: dict[str, LinkStat] = {}
+        # partners that do not answer are sampled rarely (gossip/link/backoff.py); fed here, where
+        # every request of the peer passes, and read by the samplers
+        self.backoff = backoff or Backoff()
+
+    def stat(self, addr: str) -> LinkStat:
+        if addr not in self.links:
+            self.links[addr] = LinkStat(addr)
+        return self.links[addr]
+
+    async def request(self, addr: str, route: str, body: bytes, *, timeout: float) -> bytes:
+        s = self.stat(addr)
+        s.inflight += 1
+        s.requests += 1
+        t0 = time.perf_counter()
+        sent = len(body)
+        s.bytes_sent += sent  # on its way (counted whether or not an answer comes)
+        try:
+            answer = await self.inner.request(addr, route, body, timeout=timeout)
+        except TransportError:
+            s.failures += 1
+            self.backoff.failed(addr, kind_of(route))
+            if sent < SMALL_BYTES:
+                s.rtt_s = _ewma(s.rtt_s, timeout)
+            raise
+        finally:
+            s.inflight -= 1
+        self.backoff.answered(addr, kind_of(route))
+        took = max(time.perf_counter() - t0, 1e-6)
+        got = len(answer)
+        s.bytes_received += got
+        s.last_s = time.monotonic()
+        if sent < SMALL_BYTES and got < SMALL_BYTES:
+            s.rtt_s = _ewma(s.rtt_s, took)
+        else:
+            s.throughput_bps = _ewma(s.throughput_bps, 8 * (sent + got) / took)
+        return answer
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def snapshot(self, known: dict[str, str] | None = None) -> list[dict[str, object]]:
+        """Every link as a dict (for /v1/status), with the partner's id where `known` names it."""
+        out = []
+        for addr in sorted(self.links):
+            d = self.links[addr].as_dict()
+            d["peer_id"] = (known or {}).get(addr)
+            out.append(d)
+        return out
+
+
+def prefer_fast(
+    candidates: Sequence[tuple[str, str]],
+    links: dict[str, LinkStat],
+    k: int,
+    rng: random.Random,
+    *,
+    floor: float = 0.25,
+    nbytes: int = TYPICAL_EXCHANGE_BYTES,
+) -> list[tuple[str, str]]:
+    """Up to k distinct (peer_id, addr), drawn without replacement with link-aware weights."""
+    if not 0 < floor <= 1:
+        raise ValueError(f"`floor` must be in (0, 1], got {floor}")
+    times = {}
+    for _, addr in candidates:
+        st = links.get(addr)
+        t = None if st is None else st.expected_exchange_s(nbytes)
+        times[addr] = t
+    known = [t for t in times.values() if t]
+    fastest = min(known) if known else None
+    pool = list(candidates)
+    weights = [
+        1.0 if (t := times[addr]) is None or fastest is None else max(floor, fastest / t)
+        for _, addr in pool
+    ]
+    picked: list[tuple[str, str]] = []
+    while pool and len(picked) < k:
+        i = rng.choices(range(len(pool)), weights=weights)[0]
+        picked.append(pool.pop(i))
+        weights.pop(i)
+    return picked

@@ -1,0 +1,32 @@
+"""Who is in the swarm. Never imports `swarmnode.gossip.exchange`.
+
+- `service.py`: `Membership`, the gossip loop: push-pull digests to `fanout` sampled peers,
+  heartbeats, join through any seed and a signed leave (`join.py`).
+- `table.py`: `MemberTable`, one entry per known peer, and the merge rules a received entry
+  meets; `views.py`: its read-only rows (`Member`), change notices and timing settings.
+- `records.py`: signed self-records and the heartbeat hash chain (`RecordSigner`,
+  `RecordOpener`, `Verifier`); `entries.py`: entries on the wire, strictly parsed.
+- `intake.py`: what a received digest goes through, cheapest check first; `admission.py`:
+  who may become a member (`open`, `secret`, `trust`) and how fast; `caps.py`: members per host.
+- `failure.py`: failure-detector timing as pure functions; `sampling.py`: uniform peer choice.
+- `config.py`: `MembershipConfig`, validated.
+"""
+
+from swarmnode.gossip.membership.config import MembershipConfig
+from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership.service import Membership
+from swarmnode.gossip.membership.table import MemberTable
+from swarmnode.gossip.membership.views import Change, Member, Timing
+
+__all__ = [
+    "ALIVE",
+    "DEAD",
+    "LEFT",
+    "SUSPECT",
+    "Change",
+    "Member",
+    "MemberTable",
+    "Membership",
+    "MembershipConfig",
+    "Timing",
+]

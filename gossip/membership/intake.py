@@ -1,0 +1,127 @@
+"""What a received digest goes through before and while it meets the member table.
+
+In order, cheapest first, so that a flood costs as little as possible:
+1. the size cap (`max_digest` entries; longer digests are refused whole);
+2. each entry's form and bounds (`parse_entry`, or when signed a `records.RecordOpener`, which
+   remembers the records it opened by their bytes: they are re-gossiped unchanged);
+3. for members the table does not know: the admission mode (`trust`: listed keys only); for any
+   entry that would list a member live at a new host, the per-host cap
+   (`swarmnode.gossip.membership.caps`); then for newcomers the source's and the global newcomer
+   rate; a refused newcomer is never verified;
+4. the table merge, which checks a signature only for an entry that would change the table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from swarmnode.gossip.membership.admission import Admission, address_of
+from swarmnode.gossip.membership.caps import HostCap
+from swarmnode.gossip.membership.entries import Gossiped, parse_entries, parse_entry
+from swarmnode.gossip.membership.records import RecordOpener, Verifier
+from swarmnode.gossip.membership.table import MemberTable
+
+log = logging.getLogger(__name__)
+
+
+class Intake:
+    """Parses, admits and merges digests into one table (signed when `verifier` is given)."""
+
+    def __init__(
+        self,
+        table: MemberTable,
+        admission: Admission,
+        verifier: Verifier | None,
+        max_digest: int,
+        cap: HostCap | None = None,
+    ) -> None:
+        self.table, self.admission, self.verifier = table, admission, verifier
+        self.max_digest = max_digest
+        self.forged_digests = 0
+        self.opener = RecordOpener() if verifier is not None else None
+        self.cap = cap or HostCap()
+        self._capped_logged = 0
+        self._open = parse_entry if self.opener is None else self.opener
+
+    def parse(self, raw: object, what: str) -> list[Gossiped]:
+        """The well-formed entries of a digest; malformed ones are dropped with one log line."""
+        good, dropped = parse_entries(raw, self.max_digest, self._open)
+        if dropped:
+            log.warning(
+                "%s: dropped %d malformed entries of a %s (first: %s)",
+                self.table.self_id,
+                len(dropped),
+                what,
+                dropped[0],
+            )
+        return good
+
+    def admit(
+        self, entries: Sequence[Gossiped], source: str, now: float, solicited: bool = False
+    ) -> list[Gossiped]:
+        """The entries allowed to reach the table: known members, and newcomers that pass the
+        admission mode and (unless we asked for them: a join answer) the rate limits; any entry
+        that would list a member live at a new host must also fit the per-host cap."""
+        table, admission, cap = self.table, self.admission, self.cap
+        # introducers are counted by address; a declared id (no address known) is not one
+        via = None if solicited else address_of(source)
+        out = []
+        counts = None  # built on the first entry that needs them: most digests have none
+        for g in entries:
+            known = table.knows(g.peer_id)
+            if not known and not admission.listable(g.peer_id):
+                continue
+            capped = table.enlists(g)
+            if capped:
+                if counts is None:
+                    counts = cap.counts(table.live_addrs(now))
+                # the cap before the rate: a capped flood spends no newcomer tokens
+                if not cap.fits(counts, g.addr, via):
+                    continue
+            if known or solicited or admission.take_newcomer(source, now):
+                if capped:
+                    cap.add(counts, g.peer_id, g.addr, via)
+                out.append(g)
+        if counts is not None:
+            self._log_capped(source)
+            cap.forget(table.knows)
+        return out
+
+    def fits(self, g: Gossiped, source: str, now: float) -> bool:
+        """Whether a joiner's entry fits the per-host cap (the join route's check)."""
+        if not self.table.enlists(g):
+            return True
+        counts = self.cap.counts(self.table.live_addrs(now))
+        via = address_of(source)
+        if not self.cap.fits(counts, g.addr, via):
+            self._log_capped(source)
+            return False
+        self.cap.add(counts, g.peer_id, g.addr, via)
+        return True
+
+    def _log_capped(self, source: str) -> None:
+        # one line per 100 refusals, as for a full table: a flood must not flood the log
+        refused = self.cap.refused
+        first = self._capped_logged == 0
+        if refused > self._capped_logged and (first or refused // 100 > self._capped_logged // 100):
+            log.warning(
+                "%s: refused members past the per-host cap of %d (`max_members_per_host`); "
+                "latest source %s; %d refused so far",
+                self.table.self_id,
+                self.cap.per_host,
+                source,
+                refused,
+            )
+            self._capped_logged = refused
+
+    def merge(self, entries: Sequence[Gossiped], now: float, what: str) -> None:
+        check = self.verifier.check if self.verifier is not None else None
+        if self.table.merge(entries, now, check):
+            self.forged_digests += 1
+            log.warning(
+                "%s: forged signature in a %s: the rest of it is ignored (%d such digests)",
+                self.table.self_id,
+                what,
+                self.forged_digests,
+            )

@@ -1,0 +1,403 @@
+"""`Membership`: who is in the swarm, spread by push-pull gossip over a `Transport`.
+
+Every `gossip_interval` the peer bumps its heartbeat and sends its digest (its table) to
+`fanout` random live-or-suspect peers; each answers with its own digest after merging, and the
+sender merges that answer. Failure detection is local (`swarmnode.gossip.membership.failure`): a member whose
+heartbeat has not advanced in *our* table for `suspect_after` is suspect, for `dead_after` dead.
+
+Routes served (`handlers()`): `gossip` (push-pull), `join` (a newcomer's first contact: the seed
+adds it at once and answers with the table), `leave` (a peer announcing it is going; marked
+`left` at once). A malformed message raises `CodecError` (the HTTP layer answers 4xx); a
+malformed entry inside a valid digest is dropped and logged.
+
+Each round also probes one random dead member: a peer that was only cut off (partition, frozen
+process) gets our digest, sees it was declared dead, refutes with a higher incarnation and is
+taken back; without the probe a healed partition would stay split until tombstones expire.
+
+Tasks: `start()` runs the gossip loop; each request to a peer runs in its own task, at most one
+in flight per peer, so a frozen peer costs one deadline and never delays the heartbeat.
+`close()` cancels and awaits all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.errors import (
+    CodecError,
+    JoinTimeout,
+    MembershipError,
+    RemoteError,
+    TransportError,
+)
+from swarmnode.gossip.link.backoff import CONTROL, Backoff
+from swarmnode.gossip.link.transport import Handler, Transport
+from swarmnode.gossip.membership.admission import DECLARED, REMOTE_SOURCE, Admission
+from swarmnode.gossip.membership.caps import HostCap
+from swarmnode.gossip.membership.config import MembershipConfig
+from swarmnode.gossip.membership.entries import Gossiped, parse_entry
+from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership.intake import Intake
+from swarmnode.gossip.membership.join import JoinLeave
+from swarmnode.gossip.membership.records import RecordSigner, Verifier, open_entry, to_wire
+from swarmnode.gossip.membership.sampling import sample_peers
+from swarmnode.gossip.membership.table import Change, Member, MemberTable
+from swarmnode.gossip.wire.control import (
+    MAX_CONTROL_BYTES,
+    decode_control,
+    encode_control,
+    require,
+)
+
+log = logging.getLogger(__name__)
+
+GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
+GOSSIP_BACKOFF_AFTER = 3  # failed gossips in a row before a live member is backed off
+
+
+ChangeCallback = Callable[[Change], None]
+
+
+class Membership(JoinLeave):
+    """One peer's membership: table, gossip loop, join/leave, and the routes that serve them.
+
+    `clock` (local monotonic seconds) judges liveness; tests may pass a fake one and drive
+    `gossip_round()` by hand. The loop started by `start()` sleeps on the event loop's own
+    time, so with `start()` the clock must be a real one.
+    """
+
+    def __init__(
+        self,
+        self_id: str,
+        addr: str,
+        transport: Transport,
+        config: MembershipConfig | None = None,
+        *,
+        incarnation: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        key: PeerKey | None = None,
+        admission: Admission | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if not isinstance(self_id, str) or not self_id:
+            raise MembershipError(f"peer id must be a non-empty string, got {self_id!r}")
+        if key is not None and key.peer_id != self_id:
+            raise MembershipError(f"`peer_id` {self_id!r} is not its key's id {key.peer_id!r}")
+        if not isinstance(incarnation, int) or incarnation < 0:
+            raise MembershipError(f"incarnation must be an integer >= 0, got {incarnation!r}")
+        self.cfg = (config or MembershipConfig()).validate()
+        self.transport = transport
+        self.backoff = backoff  # fed by the transport (linkstats); None: gossip to anyone live
+        self._clock = clock
+        self.rng = rng or random.Random()
+        # With a key the table is signed: our entry travels sealed, others' only verified.
+        # Without one (the in-process simulation, unit tests) entries are plain and trusted.
+        self.key = key
+        self.table = MemberTable(
+            self_id,
+            addr,
+            incarnation,
+            self.cfg.timing,
+            max_members=self.cfg.max_members,
+            seal=RecordSigner(key, clock=clock).entry if key is not None else None,
+        )
+        self.admission = admission or Admission(
+            new_member_rate=self.cfg.new_member_rate,
+            new_member_burst=self.cfg.new_member_burst,
+        )
+        self.verifier = Verifier() if key is not None else None
+        self.intake = Intake(
+            self.table,
+            self.admission,
+            self.verifier,
+            self.cfg.max_digest,
+            HostCap(self.cfg.max_members_per_host, remember=4 * self.cfg.max_members),
+        )
+        self._listeners: list[ChangeCallback] = []
+        self._loop_task: asyncio.Task[None] | None = None
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._last_tick: float | None = None
+        self._closed = False
+
+    # --- identity and views ----------------------------------------------------------
+
+    @property
+    def self_id(self) -> str:
+        return self.table.self_id
+
+    @property
+    def addr(self) -> str:
+        return self.table.addr
+
+    @property
+    def incarnation(self) -> int:
+        return self.table.incarnation
+
+    @property
+    def self_member(self) -> Member:
+        e = self.table.self_entry()
+        return Member(e.peer_id, e.addr, e.state, e.incarnation, e.heartbeat, 0.0, e.meta)
+
+    def members(self) -> list[Member]:
+        """Every other peer we know, tombstones included."""
+        return self.table.members(self._now())
+
+    def live_peers(self) -> list[Member]:
+        """Other peers currently alive (not suspect, dead or left)."""
+        return self.table.members(self._now(), (ALIVE,))
+
+    def get(self, peer_id: str) -> Member | None:
+        return self.table.get(peer_id, self._now())
+
+    def set_meta(self, **kv: Any) -> None:
+        """Update the small map spread with our heartbeat (step, loss, acc, device...).
+
+        Values must be None, bool, int, finite float or short str; `MembershipError` otherwise.
+        """
+        self.table.set_meta({**self.table.meta, **kv})
+
+    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
+        """Call `callback(change)` (synchronously, on the loop) whenever a member's state or
+        incarnation changes. Returns a function that unsubscribes it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    # --- routes ------------------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"gossip": self._on_gossip, "join": self._on_join, "leave": self._on_leave}
+
+    def _source(self, msg: dict[str, Any]) -> str:
+        """Who rate limits charge: the remote address if the transport told us, else the
+        sender's declared id (then the global newcomer bucket is what bounds a flood)."""
+        remote = REMOTE_SOURCE.get()
+        return remote if remote is not None else f"{DECLARED}{str(msg.get('sender'))[:64]}"
+
+    async def _on_gossip(self, body: bytes) -> bytes:
+        msg = decode_control(body, "gossip")
+        self._merge(msg, "gossip", self._source(msg))
+        return self._encode("gossip-ack")
+
+    def _one_entry(self, msg: dict[str, Any]) -> Gossiped:
+        raw = require(msg, "member", list)
+        return open_entry(raw) if self.key is not None else parse_entry(raw)
+
+    async def _on_join(self, body: bytes) -> bytes:
+        msg = decode_control(body, "join")
+        joiner = self._one_entry(msg)
+        if joiner.peer_id == self.self_id:
+            raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
+        if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
+            raise RemoteError("this peer is leaving the swarm: join through another", 503)
+        source, new = self._source(msg), not self.table.knows(joiner.peer_id)
+        if new and not self.admission.listable(joiner.peer_id):
+            raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
+        if not self.intake.fits(joiner, source, self._now()):
+            cap = self.cfg.max_members_per_host
+            raise RemoteError(f"too many members at {joiner.addr} or from its source ({cap})", 429)
+        if new and not self.admission.take_newcomer(source, self._now()):
+            raise RemoteError("too many new members from this source: retry later", 429)
+        if self.verifier is not None and not self.verifier.check(joiner):
+            raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
+        self._absorb([joiner])
+        log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        return self._encode("join-ack")
+
+    async def _on_leave(self, body: bytes) -> bytes:
+        msg = decode_control(body, "leave")
+        leaver = self._one_entry(msg)
+        if leaver.state != LEFT:
+            raise CodecError(f"a leave message must carry a left entry, got {leaver.state!r}")
+        self._absorb([leaver])
+        return encode_control("leave-ack")
+
+    # --- merging and notification --------------------------------------------------------
+
+    def _merge(self, msg: dict[str, Any], what: str, source: str, solicited: bool = False) -> bool:
+        """Merge a digest message; True when we had to refute (our incarnation went up)."""
+        entries = self.intake.parse(require(msg, "members", list), what)
+        entries = self.intake.admit(entries, source, self._now(), solicited)
+        return self._absorb(entries, what)
+
+    def _absorb(self, entries: Sequence[Gossiped], what: str = "message") -> bool:
+        before = self.table.incarnation
+        now = self._now()
+        self.intake.merge(entries, now, what)
+        self._notify(self.table.sweep(now))
+        return self.table.incarnation != before
+
+    def _notify(self, changes: list[Change]) -> None:
+        for change in changes:
+            level = logging.DEBUG if change.new == SUSPECT else logging.INFO
+            log.log(
+                level,
+                "%s: member %s (%s) %s -> %s, incarnation %d",
+                self.self_id,
+                change.peer_id,
+                change.addr,
+                change.old or "unknown",
+                change.new,
+                change.incarnation,
+            )
+            for callback in list(self._listeners):
+                try:
+                    callback(change)
+                except Exception:  # a listener's bug must not stop membership
+                    log.exception("membership change listener failed")
+
+    def _encode(self, msg_type: str, **fields: Any) -> bytes:
+        """Our digest as a control message, halved until it fits the control-message cap."""
+        entries = self.table.digest(self._now(), self.cfg.max_digest, self.rng)
+        while True:
+            wire = [to_wire(g) for g in entries]
+            body = encode_control(msg_type, sender=self.self_id, members=wire, **fields)
+            if len(body) <= MAX_CONTROL_BYTES or len(entries) <= 1:
+                return body
+            entries = [entries[0], *self.rng.sample(entries[1:], len(entries) // 2)]
+
+    # --- time ----------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        now = self._clock()
+        if self._loop_task is not None and self._last_tick is not None:
+            self._absorb_stall(now)
+        return now
+
+    def _absorb_stall(self, now: float) -> None:
+        """If our own loop ran more than an interval late, we were deaf, not the others silent:
+        extend everyone's silence timer by the lost time instead of declaring them dead."""
+        interval = self.cfg.gossip_interval
+        late = now - self._last_tick - interval
+        if late > interval:
+            log.warning(
+                "%s: event loop stalled for %.2f s; extending peers' silence timers",
+                self.self_id,
+                late,
+            )
+            self.table.credit(late)
+            self._last_tick += late
+
+    # --- the gossip loop ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the gossip loop (idempotent). Stopped by `leave()` or `close()`."""
+        if self._closed:
+            raise MembershipError("membership is closed")
+        if self._loop_task is None and not self.table.leaving:
+            self._loop_task = asyncio.create_task(self.run(), name=f"{self.self_id}:gossip")
+
+    async def run(self) -> None:
+        """The periodic loop: one `tick` per interval, on schedule, without catching up."""
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while not self.table.leaving:
+            try:
+                self.tick()
+            except Exception:  # a bug in one round must not silence our heartbeat for good
+                log.exception("%s: gossip round failed", self.self_id)
+            next_at += self.cfg.gossip_interval
+            delay = next_at - loop.time()
+            if delay < 0:  # behind schedule: skip the missed ticks rather than burst
+                next_at, delay = loop.time(), 0.0
+            await asyncio.sleep(delay)
+
+    def tick(self) -> list[Member]:
+        """One gossip round: bump our heartbeat, judge the others, start the exchanges.
+
+        Returns the peers gossiped with (`fanout` live ones and at most one dead one); their
+        exchanges run in owned tasks."""
+        if self.table.leaving:
+            return []
+        now = self._now()
+        self._last_tick = now
+        self.table.bump()
+        self._notify(self.table.sweep(now))
+        targets = sample_peers(
+            self._reachable(self.table.members(now, GOSSIP_TARGET_STATES)),
+            self.cfg.fanout,
+            self.rng,
+            exclude=self._inflight.keys(),
+            states=GOSSIP_TARGET_STATES,
+        )
+        # One dead member too: if it was only cut off (a partition, a frozen process), our
+        # digest tells it that it was declared dead and it refutes, so the swarm heals; a peer
+        # that really crashed refuses the connection at once. Left members are not probed.
+        dead = sample_peers(
+            self.table.members(now, (DEAD,)),
+            1,
+            self.rng,
+            exclude=self._inflight.keys(),
+            states=(DEAD,),
+        )
+        targets += dead
+        if targets:
+            body = self._encode("gossip")
+            for m in targets:
+                task = asyncio.create_task(self._exchange(m, body), name=f"gossip->{m.peer_id}")
+                self._inflight[m.peer_id] = task
+        return targets
+
+    def _reachable(self, members: list[Member]) -> list[Member]:
+        """Without members backed off after `GOSSIP_BACKOFF_AFTER` failed gossips in a row (live
+        by relayed beats, never answering: sybils); not after one, so a blip does not silence us.
+        The dead probe is never backed off (it heals partitions)."""
+        if self.backoff is None:
+            return members
+        waiting = self.backoff.waiting
+        return [m for m in members if not waiting(m.addr, CONTROL, GOSSIP_BACKOFF_AFTER)]
+
+    async def gossip_round(self) -> int:
+        """`tick()` and wait for its exchanges; the number that were answered (for tests)."""
+        targets = self.tick()
+        tasks = [self._inflight[m.peer_id] for m in targets if m.peer_id in self._inflight]
+        results = await asyncio.gather(*tasks)
+        return sum(1 for ok in results if ok)
+
+    async def _exchange(self, peer: Member, body: bytes) -> bool:
+        try:
+            answer = await self.transport.request(
+                peer.addr, "gossip", body, timeout=self.cfg.request_timeout
+            )
+            self._merge(
+                decode_control(answer, "gossip-ack"),
+                f"gossip answer of {peer.peer_id}",
+                peer.addr,
+            )
+            return True
+        except TransportError as exc:
+            log.debug("%s: gossip with %s failed: %s", self.self_id, peer.peer_id, exc)
+        except CodecError as exc:
+            log.warning("%s: bad gossip answer from %s: %s", self.self_id, peer.peer_id, exc)
+        finally:
+            self._inflight.pop(peer.peer_id, None)
+        return False
+
+    async def close(self) -> None:
+        """Stop the loop and every exchange in flight (idempotent). Does not announce."""
+        self._closed = True
+        await self._stop_tasks()
+
+    async def _stop_tasks(self) -> None:
+        tasks = [t for t in (self._loop_task, *self._inflight.values()) if t is not None]
+        self._loop_task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._inflight.clear()
+
+
+__all__ = [
+    "Change",
+    "JoinTimeout",
+    "Member",
+    "Membership",
+    "MembershipConfig",
+    "MembershipError",
+]

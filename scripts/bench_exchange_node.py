@@ -68,7 +68,7 @@ class BenchStore:
     def __init__(self, x: np.ndarray) -> None:
         self.x = np.ascontiguousarray(x, dtype=np.float32)
         self.size = int(self.x.size)
-        self.pending: list[tuple[np.ndarray, float]] = []
+        self.pending: list[tuple[np.ndarray, float, bool]] = []  # (vector, weight, a nudge?)
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
         return 0, await asyncio.to_thread(self.x.copy)
@@ -83,11 +83,21 @@ class BenchStore:
         return await asyncio.to_thread(wire.encode_into_frame, self.size, fill, sender=sender)
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        self.pending.append((other, weight))
+        self.pending.append((other, weight, False))
+
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        self.pending.append((delta, weight, True))
+
+    async def outer_step(self, lr: float, momentum: float) -> None:
+        return None  # no outer optimizer: the bench times the exchange alone
+
+    async def heading(self) -> np.ndarray | None:
+        return None
 
     def apply_pending(self) -> None:
-        for other, weight in self.pending:
-            self.x *= 1.0 - weight
+        for other, weight, nudge in self.pending:
+            if not nudge:
+                self.x *= 1.0 - weight
             self.x += weight * other
         self.pending.clear()
 
@@ -100,6 +110,9 @@ class OnePeer:
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         return [self.peer][:k]
+
+    def is_member(self, peer_id: str) -> bool:
+        return peer_id == self.peer[0]
 
 
 class NodeProcess:

@@ -15,22 +15,22 @@ from __future__ import annotations
 from typing import Any
 
 from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.exchange.types import PeerDirectory
 from swarmnode.gossip.link.transport import SIGNED_BY
 from swarmnode.gossip.wire import frames as wire
 
 
-def check_sender(peers: Any, sender: object, route: str) -> None:
+def check_sender(peers: PeerDirectory, sender: object, route: str) -> None:
     """403 unless `sender` signed this request (when it was signed) and is a live member."""
     signed_by = SIGNED_BY.get()
     if signed_by and sender != signed_by:
         # one log line, by the HTTP layer (with the caller's address), as for any refusal
         raise RemoteError(f"{route}: `sender` {sender!r} but signed by {signed_by!r}", 403)
-    is_member = getattr(peers, "is_member", None)
-    if is_member is not None and not (isinstance(sender, str) and is_member(sender)):
+    if not (isinstance(sender, str) and peers.is_member(sender)):
         raise RemoteError(f"{route}: `sender` {sender!r} is not a live member of this swarm", 403)
 
 
-def check_pusher(peers: Any, body: Any) -> None:
+def check_pusher(peers: PeerDirectory, body: Any) -> None:
     """`check_sender` for a pushed frame, before its payload is decoded or mixed. A frame whose
     header does not parse is left to the decoder, which refuses it (and counts the rejection)."""
     try:

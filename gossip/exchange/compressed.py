@@ -26,7 +26,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from swarmnode.gossip.errors import RemoteError, TransportError
@@ -185,6 +185,37 @@ class CompressedPushPull:
         finally:
             self.busy.discard(partner)
 
+    # --- the exchange's strategy (`Compression`) --------------------------------------------
+
+    @property
+    def outer_step_applies(self) -> bool:
+        """Whether the exchange's outer step follows a round. Not with topk: the outer step takes
+        the round's end for the group's mean and amplifies the progress since the last one, but a
+        topk round moves x only by what the pair copies know (1% a round), so what it amplifies
+        is mostly this peer's own local steps: more drift and overfitting to its shard. Measured
+        on the lab (4 peers, 5 M parameters, 300 steps, two pairs of runs): 77.4 and 77.5% with it,
+        78.6 and 78.7% without (uncompressed: 79.5%); int8 and fp16 copies follow x closely, and
+        int8 with the outer step ended above the uncompressed run (docs/benchmarks.md). lowrank
+        also sends part of each difference (its top directions), and is treated as topk is."""
+        return self.refs.codec not in PARTIAL
+
+    def pull_fields(self) -> dict[str, Any]:
+        """What a pull states of our shared start."""
+        return self.refs.want_init()
+
+    def frame_counts(self) -> dict[str, int]:
+        refs = self.refs
+        return {
+            "full_frames": refs.full_frames,
+            "delta_frames": refs.delta_frames,
+            "start_frames": refs.init_frames,
+        }
+
+    async def serve_if_compressed(self, body: bytes) -> bytes | None:
+        """The answer to a compressed push-pull; None for a plain one, which the exchange
+        answers as it always did."""
+        return await self.serve_frame(body) if _is_ref_frame(body) else None
+
     # --- state sync on the shared start ------------------------------------------------
 
     async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
@@ -221,36 +252,76 @@ class CompressedPushPull:
         return copy.copy()  # the copy moves with later gossip steps; the caller keeps this one
 
 
-async def answer_pull(
-    cpp: CompressedPushPull | None, pull: dict[str, Any], step: int, vec: np.ndarray
-) -> bytes | None:
-    """`serve_pull` for a pull (the exchange has checked that its sender is a live member who
-    signed it); None: answer with the whole model."""
-    return None if cpp is None else await cpp.serve_pull(pull, step, vec)
+class Compression(Protocol):
+    """How the exchange's push-pulls travel: `CompressedPushPull`, or `Uncompressed` (`compress`
+    none, and robust mode). The exchanger calls these and never asks which one it holds."""
+
+    outer_step_applies: bool  # whether the outer step follows a round (see CompressedPushPull)
+
+    async def group_round(
+        self, picked: list[tuple[str, str]], mix: float, result: Any
+    ) -> tuple[list[tuple[str, str]], int]:
+        """Push-pull the picked partners that speak it; (the rest, for a plain push-pull, and
+        the bytes it sent)."""
+        ...
+
+    async def serve_if_compressed(self, body: bytes) -> bytes | None:
+        """The answer to a compressed push-pull, or None for a plain one."""
+        ...
+
+    async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
+        """A pull answered on our shared start, or None (answer with the whole model)."""
+        ...
+
+    async def from_pull(self, partner: str, header: dict[str, Any], vec: np.ndarray) -> np.ndarray:
+        """The model a pull answer stands for."""
+        ...
+
+    def pull_fields(self) -> dict[str, Any]:
+        """What a pull states of our shared start (empty: none)."""
+        ...
+
+    def frame_counts(self) -> dict[str, int]:
+        """Frames sent whole, as deltas, and on the shared start (for status)."""
+        ...
 
 
-async def pulled(
-    cpp: CompressedPushPull | None, partner: str, header: dict[str, Any], vec: np.ndarray
-) -> np.ndarray:
-    """The model a pull answer stands for (`from_pull`; as it came when we are uncompressed)."""
-    return vec if cpp is None else await cpp.from_pull(partner, header, vec)
+class Uncompressed:
+    """Whole models both ways: every partner gets the plain push-pull, and a compressed frame
+    is refused with a clear 400 (the sender then talks to us uncompressed)."""
+
+    outer_step_applies = True
+
+    async def group_round(
+        self, picked: list[tuple[str, str]], mix: float, result: Any
+    ) -> tuple[list[tuple[str, str]], int]:
+        return list(picked), 0
+
+    async def serve_if_compressed(self, body: bytes) -> bytes | None:
+        if _is_ref_frame(body):
+            refuse_compressed({"ref": "full"})
+        return None
+
+    async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
+        return None
+
+    async def from_pull(self, partner: str, header: dict[str, Any], vec: np.ndarray) -> np.ndarray:
+        return vec
+
+    def pull_fields(self) -> dict[str, Any]:
+        return {}
+
+    def frame_counts(self) -> dict[str, int]:
+        return {"full_frames": 0, "delta_frames": 0, "start_frames": 0}
 
 
-def outer_step_applies(cpp: CompressedPushPull | None) -> bool:
-    """Whether the exchange's outer step follows a round. Not with topk: the outer step takes
-    the round's end for the group's mean and amplifies the progress since the last one, but a
-    topk round moves x only by what the pair copies know (1% a round), so what it amplifies
-    is mostly this peer's own local steps: more drift and overfitting to its shard. Measured
-    on the lab (4 peers, 5 M parameters, 300 steps, two pairs of runs): 77.4 and 77.5% with it,
-    78.6 and 78.7% without (uncompressed: 79.5%); int8 and fp16 copies follow x closely, and
-    int8 with the outer step ended above the uncompressed run (docs/benchmarks.md). lowrank
-    also sends part of each difference (its top directions), and is treated as topk is."""
-    return cpp is None or cpp.refs.codec not in PARTIAL
-
-
-def pull_fields(cpp: CompressedPushPull | None) -> dict[str, Any]:
-    """What a pull states of our shared start (empty: none, or we exchange uncompressed)."""
-    return {} if cpp is None else cpp.refs.want_init()
+def _is_ref_frame(body: bytes) -> bool:
+    """Whether a pushed frame is a compressed one; a frame whose header does not parse is left
+    to the plain path, which decodes it again, refuses it and counts the rejection."""
+    try:
+        return PairRefs.is_ref_frame(wire.peek_header(body))
+    except wire.WireError:
+        return False
 
 
 def check_config(mode: str, spec: str) -> str | None:
@@ -286,30 +357,16 @@ def build(
     decode: Decode,
     init: np.ndarray | None = None,
     segs: lowrank.Segs = (),
-) -> CompressedPushPull | None:
-    """The compressed push-pull of an `ExchangeConfig` (None: `compress` none, or robust);
+) -> Compression:
+    """The push-pull strategy of an `ExchangeConfig` (`Uncompressed`: `compress` none, or robust);
     `init`: the model's initial parameters, the pairs' shared start (`gossip.exchange.refs`); `segs`:
     the model's matrices for lowrank (none given: the vector as one row, sent whole)."""
     if cfg.compress == "none" or cfg.mode != "average":
-        return None
+        return Uncompressed()
     return CompressedPushPull(
         cfg.compress, self_id=self_id, size=store.size, transport=transport, store=store,
         decode=decode, timeout=cfg.timeout, init=init, segs=segs,
     )  # fmt: skip
-
-
-async def serve_if_compressed(cpp: CompressedPushPull | None, body: bytes) -> bytes | None:
-    """The answer to a compressed push-pull (refused when we exchange uncompressed); None for a
-    plain one, which the exchange answers as it always did."""
-    try:
-        header = wire.peek_header(body)
-    except wire.WireError:
-        return None  # the plain path decodes it again, refuses it and counts the rejection
-    if not PairRefs.is_ref_frame(header):
-        return None
-    if cpp is None:
-        refuse_compressed({"ref": "full"})
-    return await cpp.serve_frame(body)  # type: ignore[union-attr]
 
 
 def refuse_compressed(header: dict[str, Any]) -> None:

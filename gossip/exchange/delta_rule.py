@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
 
 import numpy as np
+from swarmnode.gossip.exchange.types import ParamStore
 from swarmnode.gossip.wire import covered
 from swarmnode.gossip.wire import frames as wire
 
@@ -63,14 +63,17 @@ class Moved:
 
 
 async def land(
-    store: Any, results: list[np.ndarray], base: np.ndarray, weight: float, moved: Moved | None
+    store: ParamStore,
+    results: list[np.ndarray],
+    base: np.ndarray,
+    weight: float,
+    moved: Moved | None,
 ) -> None:
     """Mix a round's results (my group's answers; robust: the aggregate) into `store`: by the
-    delta rule where `moved` is given (the rule is on) and the store can `nudge`, with `base`
-    what the round started from; else the plain x <- (1 - w) x + w mean(results)."""
-    nudge = getattr(store, "nudge", None)
-    if moved is not None and nudge is not None:
-        await nudge(await asyncio.to_thread(step, results, base, moved), weight)
+    delta rule where `moved` is given (the rule is on), with `base` what the round started
+    from; else the plain x <- (1 - w) x + w mean(results)."""
+    if moved is not None:
+        await store.nudge(await asyncio.to_thread(step, results, base, moved), weight)
         return
     theirs = results[0] if len(results) == 1 else await asyncio.to_thread(mean_rows, results)
     await store.mix_in(theirs, weight)

@@ -3,19 +3,18 @@
 The protocols deal in flat float32 vectors only; the model lives behind `ParamStore` (the node's
 training worker), the peers behind `PeerDirectory` (membership) and the wire behind `Transport`.
 
-- `average` (group push-pull): push my snapshot to `group` random live peers at once; each
-  answers with its own snapshot taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x.
-  I take the mean of all k + 1 models, x <- (x + sum_j x_j) / (k + 1), landed by the delta rule
-  (gossip/exchange/delta_rule.py: the steps I trained meanwhile are kept). With `group=1` this is
-  AD-PSGD (Lian et al. 2018), the only behaviour before. Neither side ever waits on the other's
-  exchange, so two peers choosing each other at once cannot deadlock: a handler only snapshots,
-  answers, and queues a mix for its training thread.
-- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}
-  (gossip/exchange/robust_round.py, mixed into `Exchanger`).
+- `average` (group push-pull, gossip/exchange/average_round.py): push my snapshot to `group`
+  random live peers at once and take the mean of all, landed by the delta rule. Neither side
+  ever waits on the other's exchange, so two peers choosing each other at once cannot deadlock:
+  a handler only snapshots, answers, and queues a mix for its training thread.
+- `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}.
+
+Each mode is a round object (`AverageRound`, `RobustRound`) that gathers models through the
+exchanger (`RoundIO`: push-pull, pull, outer step) and lands them in the store.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
-round (see `node.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
+round (see `node.train.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
 
 Training never stops for an exchange: snapshots and mixes happen between two steps (`mix_in`
 returns once queued); every request has a deadline; large vectors are coded and aggregated in
@@ -39,6 +38,7 @@ from swarmnode.gossip.errors import (
 from swarmnode.gossip.exchange import compressed as cx
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.access import check_pusher, check_sender
+from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
@@ -54,7 +54,7 @@ from swarmnode.kernels.errors import SwarmnodeError
 log = logging.getLogger(__name__)
 
 
-class Exchanger(RobustRound):
+class Exchanger:
     """Runs exchange rounds for one peer and serves the other peers' exchange requests."""
 
     def __init__(
@@ -88,17 +88,14 @@ class Exchanger(RobustRound):
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
-        # robust, self-centered rule: the clip radius of my last round; a model pushed to me is
-        # mixed in only clipped to it (none before my first round: pushes are then not mixed)
-        self.clip_tau: float | None = None
-        self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
         # while my own round is in flight: how each push mixed in meanwhile moved me
         self._pushed_in: delta_rule.Moved | None = None
-        self.guard = (
-            PushGuard()
-        )  # bounds every pushed model, in both modes (gossip/robust/push_guard.py)
+        # bounds every pushed model, in both modes (gossip/robust/push_guard.py)
+        self.guard = PushGuard()
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
-        self.compressed = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
+        self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
+        self.robust = RobustRound(self.cfg, store, peers, self)
+        self.average = AverageRound(self.cfg, store, peers, self, self.compression, self.guard)
 
     # --- serving -------------------------------------------------------------------------
 
@@ -135,9 +132,9 @@ class Exchanger(RobustRound):
 
     async def _handle_pushpull(self, body: bytes) -> bytes:
         self._check_serving()
-        check_pusher(self.peers, body)  # a live member, in its own name (gossip/exchange_access)
+        check_pusher(self.peers, body)  # a live member, in its own name (exchange/access.py)
         async with self._bulk_slot():
-            if (reply := await cx.serve_if_compressed(self.compressed, body)) is not None:
+            if (reply := await self.compression.serve_if_compressed(body)) is not None:
                 self.served += 1
                 self.bytes_sent += len(reply)
                 return reply
@@ -180,8 +177,11 @@ class Exchanger(RobustRound):
         snapshot the worst of 4 iid peers on the signal task fell from ~78% to 75-77%)."""
         robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
-        tau = self.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
-        args = (own, theirs, tau, self.back if robust else None, self.cfg.backward_limit, sender)
+        tau = (
+            self.robust.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
+        )
+        back = self.robust.back if robust else None
+        args = (own, theirs, tau, back, self.cfg.backward_limit, sender)
         clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
         if clipped is None:
             return
@@ -212,11 +212,11 @@ class Exchanger(RobustRound):
         """
         t0 = time.perf_counter()
         result = RoundResult(self.cfg.mode)
-        run = self._average_round if self.cfg.mode == "average" else self._robust_round
+        run = self.average.run if self.cfg.mode == "average" else self.robust.run
         failed = False
         self._pushed_in = delta_rule.Moved() if self.cfg.delta_rule else None  # before my snapshot
         try:
-            await run(result)
+            await run(result, self._pushed_in)
         except SwarmnodeError as exc:
             failed = True
             result.note = join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
@@ -236,38 +236,12 @@ class Exchanger(RobustRound):
         log.log(level, "exchange round: %s", describe(result))
         return result
 
-    async def _average_round(self, result: RoundResult) -> None:
-        picked = self.peers.sample(self.cfg.group)
-        if not picked:
-            result.note = "no live peer to average with"
-            return
-        result.asked = [pid for pid, _ in picked]
-        nudged = 0
-        if (
-            self.compressed is not None
-        ):  # pairs that speak it (gossip.exchange.compressed); others plain
-            picked, nudged = await self.compressed.group_round(picked, self.cfg.mix, result)
-            self.bytes_sent += nudged
-        got, sent = await self._pushpull_many(picked, result) if picked else ([], None)
-        if not got and not nudged:
-            return
-        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1); with
-        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
-        if (k := len(got)) and sent is not None:
-            # my group's distances set my push bound; to my model now, not to `sent`: the bound
-            # judges pushes against the model they land on (to `sent`, closer to the answers,
-            # it clipped honest pushes on a busy box)
-            _, own = await self.store.snapshot()
-            await asyncio.to_thread(self.guard.observe, own, got)
-            weight = self.cfg.mix if k == 1 else k / (k + 1)
-            await delta_rule.land(self.store, got, sent, weight, self._pushed_in)
-        if cx.outer_step_applies(
-            self.compressed
-        ):  # not after topk rounds: gossip.exchange.compressed
-            await self._outer_step()
-        result.applied = True
+    # --- RoundIO: what the round objects ask of the exchanger ----------------------------
 
-    async def _pushpull_many(
+    def count_sent(self, nbytes: int) -> None:
+        self.bytes_sent += nbytes
+
+    async def pushpull_many(
         self, picked: Sequence[tuple[str, str]], result: RoundResult
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Push my model to every picked peer at once: their answers (failures recorded), and
@@ -295,24 +269,23 @@ class Exchanger(RobustRound):
         _, theirs = await self._decode(answer, source=f"pushpull answer from {peer_id}")
         return theirs
 
-    async def _outer_step(self) -> None:
+    async def outer_step(self) -> None:
         """Queue the outer step after this round's mix (a no-op at lr 1, momentum 0)."""
         cfg = self.cfg
-        step = getattr(self.store, "outer_step", None)
-        if step is not None and (cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0):
-            await step(cfg.outer_lr, cfg.outer_momentum)
+        if cfg.outer_lr != 1.0 or cfg.outer_momentum != 0.0:
+            await self.store.outer_step(cfg.outer_lr, cfg.outer_momentum)
 
     async def pull(
         self, peer_id: str, addr: str, timeout: float | None = None
     ) -> tuple[int, np.ndarray]:
         """(step, parameters) of one peer, validated; raises TransportError / WireError.
         `timeout`: the deadline if not the exchange's (a joiner's state sync may wait longer)."""
-        body = encode_control("pull", sender=self.self_id, **cx.pull_fields(self.compressed))
+        body = encode_control("pull", sender=self.self_id, **self.compression.pull_fields())
         answer = await self.transport.request(
             addr, "params", body, timeout=timeout or self.cfg.timeout
         )
         header, vec = await self._decode(answer, source=f"params from {peer_id}")
-        vec = await cx.pulled(self.compressed, peer_id, header, vec)  # maybe on x0: add it
+        vec = await self.compression.from_pull(peer_id, header, vec)  # maybe on x0: add it
         return int(header.get("step", 0)), vec
 
     async def pull_many(
@@ -341,8 +314,7 @@ class Exchanger(RobustRound):
     def _framed_honestly(self) -> bool:
         """Whether my model goes out as the store's raw frame of it, unchanged."""
         honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
-        has_frame = getattr(self.store, "snapshot_frame", None) is not None
-        return has_frame and honest and self.pull_codec is None
+        return honest and self.pull_codec is None
 
     async def _encode_mine(self, pull: dict | None = None) -> bytes:
         return (await self._encode_with_base(pull))[0]
@@ -351,10 +323,10 @@ class Exchanger(RobustRound):
         """My model framed, and the snapshot it came from; None for the store's raw frame (the
         one-copy path: its payload is that snapshot, `delta_rule.own_frame_params`)."""
         if self._framed_honestly():
-            return await self.store.snapshot_frame(self.self_id), None  # type: ignore[attr-defined]
+            return await self.store.snapshot_frame(self.self_id), None
         step, vec = await self.store.snapshot()
         out = vec if self.outgoing is None else await self.outgoing(step, vec)
-        if pull and (reply := await cx.answer_pull(self.compressed, pull, step, out)):
+        if pull and (reply := await self.compression.serve_pull(pull, step, out)):
             return reply, vec
         return await asyncio.to_thread(
             cx.encode_model, out, self.pull_codec, self.self_id, step

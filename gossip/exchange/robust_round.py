@@ -1,60 +1,47 @@
-"""The robust round (`--exchange robust`), mixed into `Exchanger` (exchange.py).
+"""The robust round (`--exchange robust`): a round object beside `AverageRound` (rounds.py).
 
-Its own module because it is a concern of its own: which f the models gathered allow, and how a
-robust rule's aggregate lands; the serving side and the average round do not need it, and
-exchange.py had grown past the 400-line guideline with it.
+Its own module because it is a concern of its own: which f the models gathered allow, how a
+robust rule's aggregate lands, and the state a self-centered rule keeps between rounds (the clip
+radius and the heading), which the exchanger reads when a pushed model arrives.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from swarmnode.gossip.exchange import delta_rule
+from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
 from swarmnode.gossip.robust import aggregate
-from swarmnode.gossip.robust.heading import read_heading, ss_clip_round
-
-if TYPE_CHECKING:
-    from swarmnode.gossip.exchange.config import ExchangeConfig
-    from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.robust.heading import ss_clip_round
 
 
 class RobustRound:
-    """`Exchanger._robust_round` and the f it aggregates with. Uses the Exchanger's state."""
+    """Pull (or push-pull) `pull` peers, aggregate {own} U {received} with a robust rule, land
+    the aggregate by the delta rule, then the outer step."""
 
-    if TYPE_CHECKING:  # provided by Exchanger
-        cfg: ExchangeConfig
-        store: ParamStore
-        peers: PeerDirectory
-        clip_tau: float | None
-        back: np.ndarray | None
-        _pushed_in: delta_rule.Moved | None
+    def __init__(
+        self, cfg: ExchangeConfig, store: ParamStore, peers: PeerDirectory, io: RoundIO
+    ) -> None:
+        self.cfg, self.store, self.peers, self.io = cfg, store, peers, io
+        # a self-centered rule: the clip radius of my last round; a model pushed to me is
+        # mixed in only clipped to it (none before my first round: pushes are then not mixed)
+        self.clip_tau: float | None = None
+        self.back: np.ndarray | None = None  # my outer momentum at my last round (its heading)
 
-        async def _pushpull_many(
-            self, picked: Sequence[tuple[str, str]], result: RoundResult
-        ) -> tuple[list[np.ndarray], np.ndarray]: ...
-        async def pull_many(
-            self,
-            picked: Sequence[tuple[str, str]],
-            failures: dict[str, str] | None = None,
-            timeout: float | None = None,
-        ) -> list[tuple[str, int, np.ndarray]]: ...
-        async def _outer_step(self) -> None: ...
-
-    async def _robust_round(self, result: RoundResult) -> None:
+    async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
         picked = self.peers.sample(self.cfg.pull)
         result.asked = [pid for pid, _ in picked]
         # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
         # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
-        # diverged in scripts/sim_swarm.py. Other rules pull, as they always did.
+        # diverged in the simulator. Other rules pull, as they always did.
         self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
         if self_centered:  # centred on the model pushed: no second snapshot
-            received, own = await self._pushpull_many(picked, result)
+            received, own = await self.io.pushpull_many(picked, result)
         else:
             _, own = await self.store.snapshot()
-            models = await self.pull_many(picked, result.failures)
+            models = await self.io.pull_many(picked, result.failures)
             result.received = [pid for pid, _, _ in models]
             received = [vec for _, _, vec in models]
         rows = [own, *received]
@@ -62,15 +49,16 @@ class RobustRound:
         if f is None:
             return
         if self_centered:  # pulls back along my heading are cut (gossip/robust/heading.py)
-            self.back = await read_heading(self.store, lim := self.cfg.backward_limit)
+            lim = self.cfg.backward_limit
+            self.back = await self.store.heading() if lim > 0 else None
             self.clip_tau, agg = await asyncio.to_thread(ss_clip_round, rows, f, self.back, lim)
         else:
             agg = await asyncio.to_thread(_aggregate, rows, self.cfg.aggregator, f)
         # a self-centered rule's result already holds my model at its weight: take it as is
         # (by the delta rule: the aggregate plus the steps trained since `own`)
         weight = 1.0 if self_centered else self.cfg.mix
-        await delta_rule.land(self.store, [agg], own, weight, self._pushed_in)
-        await self._outer_step()
+        await delta_rule.land(self.store, [agg], own, weight, pushed_in)
+        await self.io.outer_step()
         result.applied = True
 
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:

@@ -3,7 +3,7 @@ reports (`RoundResult`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -11,44 +11,80 @@ import numpy as np
 
 
 class ParamStore(Protocol):
-    """The local model as the exchange sees it (implemented by the node over its worker)."""
+    """The local model as the exchange sees it (implemented by the node over its training
+    worker: `node/peer/param_store.py`). Every call that changes the model only *queues* the
+    change, applied between two training steps in the order queued; none waits for a step."""
 
-    size: int
+    size: int  # parameters in the flat float32 vector
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
         """(step, a host float32 copy of the parameters) taken between two training steps."""
         ...
 
-    # Optional: `async def snapshot_frame(self, sender: str) -> memoryview` — the snapshot
-    # already framed by `swarmnode.gossip.wire.frames.encode_into_frame` (one copy, straight from the model into
-    # the frame). Used instead of snapshot() + encode_params when present and honest.
-
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        """Queue x <- (1 - weight) x + weight other, to be applied between two training steps.
-
-        Returns once the mix is *queued*, not once it is applied: a `snapshot()` taken right
-        after may not contain it yet, and neither an exchange round nor a pushpull answer ever
-        waits for a training step. Mixes are applied in the order they were queued. The store
-        keeps `other` (it must not be changed by the caller afterwards).
-        """
+    async def snapshot_frame(self, sender: str) -> memoryview:
+        """The same snapshot already framed (`swarmnode.gossip.wire.frames.encode_into_frame`):
+        one copy, straight from the model into the frame a push or an answer sends."""
         ...
 
-    # With `compress`: `async def nudge(self, delta, weight)`, x <- x + weight delta, queued.
-    # Optional: `async def outer_step(self, lr: float, momentum: float) -> None` — queue an
-    # outer step, applied after every mix queued before it (node.mixes.OuterStep). A store
-    # without it gets plain mixing. Optional: `async def heading(self) -> np.ndarray | None` —
-    # a copy of that step's momentum (gossip.robust.heading bounds robust pulls back along it).
+    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+        """Queue x <- (1 - weight) x + weight other. A `snapshot()` taken right after may not
+        contain it yet. The store keeps `other`: the caller must not change it afterwards."""
+        ...
+
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        """Queue x <- x + weight delta (the compressed exchange's gossip step on the pair's
+        copies, and the delta rule's landing)."""
+        ...
+
+    async def outer_step(self, lr: float, momentum: float) -> None:
+        """Queue an outer step, applied after every mix queued before it: Nesterov momentum on
+        the mixed model's progress since the last round (`node.train.mixes.OuterStep`)."""
+        ...
+
+    async def heading(self) -> np.ndarray | None:
+        """A copy of the outer step's momentum, or None before the first outer step: the
+        direction this peer is moving in (`swarmnode.gossip.robust.heading` bounds robust pulls
+        back along it)."""
+        ...
 
 
 class PeerDirectory(Protocol):
-    """Who to talk to (implemented over membership)."""
+    """Who to talk to (implemented over membership: `node/peer/limits.py`)."""
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         """Up to k distinct live peers as (peer_id, address), uniformly at random."""
         ...
 
-    # Optional: `def is_member(self, peer_id: str) -> bool` — whether a request's declared
-    # sender is a live member; without it (in-process tests) every sender is served.
+    def is_member(self, peer_id: str) -> bool:
+        """Whether a request's declared sender is a live member (checked where no signature
+        names the sender: the in-memory network of the simulations and unit tests)."""
+        ...
+
+
+class RoundIO(Protocol):
+    """What a round object (`AverageRound`, `RobustRound`) asks of its exchanger: the ways of
+    gathering the others' models, the outer step, and the byte count."""
+
+    async def pushpull_many(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """Push my model to every picked peer at once: their answers (failures recorded in
+        `result`), and my model as it was when pushed."""
+        ...
+
+    async def pull_many(
+        self, picked: Sequence[tuple[str, str]], failures: dict[str, str] | None = None
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) from several peers in parallel; failures recorded."""
+        ...
+
+    async def outer_step(self) -> None:
+        """Queue the configured outer step after this round's mix."""
+        ...
+
+    def count_sent(self, nbytes: int) -> None:
+        """Add parameter bytes sent outside `pushpull_many` (a compressed group round)."""
+        ...
 
 
 # Transforms my snapshot before it leaves this peer; the identity for honest peers, a poisoning

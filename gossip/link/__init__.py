@@ -1,7 +1,7 @@
 """How bytes reach a peer. Imports only `swarmnode.gossip.errors` of gossip.
 
 - `transport.py`: the `Transport` interface every protocol talks through, request bodies in
-  parts (`Parts`, `Trailed`), and what arrived with a request (`Arrival`).
+  parts (`Parts`, `Trailed`), and the request metadata a handler reads (`SIGNED_BY`, ...).
 - `inmemory.py`: `InMemoryNetwork`, the in-process twin of the HTTP transport (tests, simulators).
 - `stats.py`: per-partner latency and throughput (`MeasuringTransport`), `prefer_fast` sampling.
 - `backoff.py`: partners that do not answer are sampled rarely (`Backoff`).

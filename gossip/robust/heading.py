@@ -111,10 +111,3 @@ def ss_clip_round(
                 X[k] = cap_backward(X[0], X[k], back, limit)
     out = aggregate.self_centered_clip(X, f, tau if tau > 0 else None)
     return tau, np.asarray(out, dtype=np.float32)
-
-
-async def read_heading(store: object, limit: float) -> np.ndarray | None:
-    """The store's outer momentum (`heading()`, optional in `ParamStore`), or None: with the
-    bound off, or a store without an outer step."""
-    read = getattr(store, "heading", None)
-    return await read() if read is not None and limit > 0 else None

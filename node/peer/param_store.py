@@ -51,7 +51,7 @@ class WorkerStore:
         fut.add_done_callback(_log_failed_mix)
 
     async def outer_step(self, lr: float, momentum: float) -> None:
-        """Queue the outer step (`node.mixes.OuterStep`) behind every mix queued so far: the
+        """Queue the outer step (`node.train.mixes.OuterStep`) behind every mix queued so far: the
         fold thread is FIFO, so the step lands after this round's mix, between two steps."""
         try:
             fut = self._folder.submit(self.worker.request_outer_step, lr, momentum)

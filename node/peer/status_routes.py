@@ -76,9 +76,7 @@ def status_json(node: StatusSource) -> dict[str, Any]:
             "last_round_s": ex.last_round_s,
             "max_round_s": ex.max_round_s,
             "compress": ex.cfg.compress,
-            "full_frames": 0 if ex.compressed is None else ex.compressed.refs.full_frames,
-            "delta_frames": 0 if ex.compressed is None else ex.compressed.refs.delta_frames,
-            "start_frames": 0 if ex.compressed is None else ex.compressed.refs.init_frames,
+            **ex.compression.frame_counts(),
         },
     }
     others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]

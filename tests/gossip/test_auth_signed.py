@@ -16,6 +16,8 @@ from swarmnode.gossip.exchange.access import check_sender
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import SIGNED_BY
 
+from tests.gossip.exchange_fakes import RandomPeers
+
 pytestmark = pytest.mark.timeout(30)
 
 A, B, C = PeerKey.generate(), PeerKey.generate(), PeerKey.generate()
@@ -61,7 +63,7 @@ async def test_the_handler_sees_the_signer_and_a_declared_sender_must_match() ->
 
     async def handler(body: bytes) -> bytes:
         seen.append(SIGNED_BY.get())
-        check_sender(None, body.decode(), "pushpull")
+        check_sender(RandomPeers([], seed=0), body.decode(), "pushpull")
         return b"ok"
 
     net.register("b:1", auth_handlers({"pushpull": handler}, signer(B, members=(A,))))

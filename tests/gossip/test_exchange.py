@@ -16,6 +16,7 @@ from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import encode_params
 from swarmnode.kernels.errors import SwarmnodeError
 
+from tests.gossip.exchange_fakes import PlainStore
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.timeout(30)
 D = 257
 
 
-class ArrayStore:
+class ArrayStore(PlainStore):
     """A ParamStore over a plain array (the node's is over its training thread)."""
 
     def __init__(self, x: np.ndarray) -> None:
@@ -44,14 +45,17 @@ class QueuedStore(ArrayStore):
 
     def __init__(self, x: np.ndarray) -> None:
         super().__init__(x)
-        self.pending: list[tuple[np.ndarray, float]] = []
+        self.pending: list[tuple[np.ndarray, float, bool]] = []
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
-        self.pending.append((other, weight))
+        self.pending.append((other, weight, False))
+
+    async def nudge(self, delta: np.ndarray, weight: float) -> None:
+        self.pending.append((delta, weight, True))
 
     def step_once(self) -> None:
-        for other, weight in self.pending:
-            self.x = (1 - weight) * self.x + weight * other
+        for other, weight, nudge in self.pending:
+            self.x = self.x + weight * other if nudge else (1 - weight) * self.x + weight * other
         self.pending.clear()
         self.step += 1
 
@@ -62,6 +66,9 @@ class StaticPeers:
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         return self.peers[:k]
+
+    def is_member(self, peer_id: str) -> bool:
+        return True
 
 
 def make_swarm(vectors, cfg, outgoing=None, stores=None):

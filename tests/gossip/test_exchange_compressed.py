@@ -46,7 +46,7 @@ async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) 
             assert r.applied, r.note or r.failures
     assert spread(exs) < 0.1 * before
     np.testing.assert_allclose(np.mean([e.store.x for e in exs], axis=0), mean0, atol=1e-3)
-    refs = exs[0].compressed.refs
+    refs = exs[0].compression.refs
     assert refs.delta_frames > 10 * refs.full_frames
 
 
@@ -55,7 +55,7 @@ async def test_compressed_and_uncompressed_peers_work_together() -> None:
     for _ in range(40):
         for e in exs:
             await e.round()
-    assert all("p1" in exs[i].compressed.plain for i in (0, 2, 3))
+    assert all("p1" in exs[i].compression.plain for i in (0, 2, 3))
     assert exs[1].rejected == 0  # refused compressed requests are not malformed ones
     assert spread(exs) < 0.2
 

@@ -25,6 +25,9 @@ class Fixed:
     def sample(self, k: int) -> list[tuple[str, str]]:
         return self.peers[:k]
 
+    def is_member(self, peer_id: str) -> bool:
+        return True
+
 
 def exchangers(net: InMemoryNetwork, stores: list, cfg: ExchangeConfig) -> list[Exchanger]:
     def one(i: int) -> Exchanger:
@@ -88,14 +91,15 @@ async def test_two_peers_pushing_to_each_other_at_once_meet_halfway(delta_rule):
     np.testing.assert_allclose(stores[1].x, 0.25 * b + 0.75 * a, rtol=1e-6)
 
 
-async def test_a_store_without_nudge_gets_the_plain_mix():
+async def test_with_the_delta_rule_off_a_round_lands_as_the_plain_mix():
     class MixOnly(Store):
-        nudge = None  # type: ignore[assignment]
+        async def nudge(self, delta: np.ndarray, weight: float) -> None:
+            raise AssertionError("the plain mix never nudges")
 
     a, b = np.full(D, 2.0), np.full(D, 4.0)
     net = InMemoryNetwork()
     stores = [MixOnly(a), MixOnly(b)]
-    exs = exchangers(net, stores, ExchangeConfig(**PAIR))
+    exs = exchangers(net, stores, ExchangeConfig(**PAIR, delta_rule=False))
     for i, ex in enumerate(exs):
         net.register(f"p{i}:1", ex.handlers())
     assert (await exs[0].round()).applied

@@ -9,12 +9,14 @@ from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.wire import frames as wire
 
+from tests.gossip.exchange_fakes import PlainStore
+
 pytestmark = pytest.mark.timeout(30)
 
 D = 1000
 
 
-class FramedStore:
+class FramedStore(PlainStore):
     """The node's store's shape: framed snapshots (one copy), mixes only queued; counts them."""
 
     def __init__(self, x: np.ndarray) -> None:
@@ -38,6 +40,9 @@ class FramedStore:
 class Anyone:
     def sample(self, k: int) -> list[tuple[str, str]]:
         return []
+
+    def is_member(self, peer_id: str) -> bool:
+        return True
 
 
 def _node(x: np.ndarray) -> Exchanger:

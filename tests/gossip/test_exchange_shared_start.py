@@ -23,7 +23,9 @@ class Members(RandomPeers):
         return any(p == peer_id for p, _ in self.peers)
 
 
-def swarm(spec: str, starts: list[np.ndarray], n_members: int | None = None) -> list[Exchanger]:
+def swarm(
+    spec: str, starts: list[np.ndarray], n_members: int | None = None, store: type = Store
+) -> list[Exchanger]:
     """Peers at X0 plus a little training each, `init` their own start; the first
     `n_members` know each other (the rest are strangers to them)."""
     net = InMemoryNetwork()
@@ -36,7 +38,7 @@ def swarm(spec: str, starts: list[np.ndarray], n_members: int | None = None) -> 
         x = x0 + (0.01 * rng.standard_normal(D)).astype(np.float32)
         ex = Exchanger(
             ExchangeConfig(compress=spec), self_id=f"p{i}", transport=net.transport(addrs[i]),
-            store=Store(x), peers=Members(others, i), init=x0,
+            store=store(x), peers=Members(others, i), init=x0,
         )  # fmt: skip
         net.register(addrs[i], ex.handlers())
         out.append(ex)
@@ -51,8 +53,8 @@ async def test_a_swarm_on_one_start_sends_no_full_frame_and_reaches_consensus() 
             r = await e.round()
             assert r.applied, r.note or r.failures
     assert spread(exs) < 0.1 * before
-    assert sum(e.compressed.refs.full_frames for e in exs) == 0
-    assert all(e.compressed.refs.init_frames >= 1 for e in exs)
+    assert sum(e.compression.refs.full_frames for e in exs) == 0
+    assert all(e.compression.refs.init_frames >= 1 for e in exs)
 
 
 async def test_peers_of_another_start_fall_back_to_full_frames_and_still_agree() -> None:
@@ -67,9 +69,9 @@ async def test_peers_of_another_start_fall_back_to_full_frames_and_still_agree()
             else:
                 assert r.applied and not r.failures, r.note or r.failures
     assert spread(exs) < 0.1 * before
-    assert "p2" in exs[0].compressed.refs.init_refused
-    assert exs[2].compressed.refs.full_frames >= 2  # one per partner
-    assert exs[0].compressed.refs.sent["p1"].epoch == exs[0].compressed.refs.init_epoch
+    assert "p2" in exs[0].compression.refs.init_refused
+    assert exs[2].compression.refs.full_frames >= 2  # one per partner
+    assert exs[0].compression.refs.sent["p1"].epoch == exs[0].compression.refs.init_epoch
 
 
 @pytest.mark.parametrize("spec", ["int8", "topk:0.01"])
@@ -81,7 +83,7 @@ async def test_a_joiners_pull_is_a_difference_against_the_start(spec: str) -> No
     assert header["ref"] == "delta" and header["ref_ver"] == 1
     assert header["codec"] == "i8"  # the whole-model codec: a joiner starts on the real model
     _, got = await joiner.pull("p1", "p1:1")
-    refs_j, refs_d = joiner.compressed.refs, donor.compressed.refs
+    refs_j, refs_d = joiner.compression.refs, donor.compression.refs
     np.testing.assert_array_equal(refs_j.recv["p1"].vec, refs_d.sent["p0"].vec)
     np.testing.assert_array_equal(got, refs_j.recv["p1"].vec)
     assert np.abs(got - donor.store.x).max() < 2e-4  # int8 of a small difference: precise
@@ -89,14 +91,14 @@ async def test_a_joiners_pull_is_a_difference_against_the_start(spec: str) -> No
 
 
 def joiner_want(ex: Exchanger) -> dict:
-    return ex.compressed.refs.want_init()
+    return ex.compression.refs.want_init()
 
 
 async def test_a_strangers_pull_is_refused_and_opens_no_pair() -> None:
     exs = swarm("int8", [X0] * 3, n_members=2)  # p2 is nobody's member
     with pytest.raises(RemoteError) as err:
         await exs[2].pull("p0", "p0:1")
-    assert err.value.status == 403 and "p2" not in exs[0].compressed.refs.sent
+    assert err.value.status == 403 and "p2" not in exs[0].compression.refs.sent
 
 
 class OuterStore(Store):
@@ -110,11 +112,7 @@ class OuterStore(Store):
 
 @pytest.mark.parametrize(("spec", "outer"), [("topk:0.01", False), ("int8", True), ("none", True)])
 async def test_the_outer_step_follows_dense_rounds_only(spec: str, outer: bool) -> None:
-    exs = swarm(spec, [X0] * 3)
-    for e in exs:
-        e.store = OuterStore(e.store.x)
-        if e.compressed is not None:
-            e.compressed.store = e.store
+    exs = swarm(spec, [X0] * 3, store=OuterStore)
     r = await exs[0].round()
     assert r.applied, r.note or r.failures
     assert exs[0].store.outer_steps == (1 if outer else 0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 from swarmnode.gossip.robust import aggregate, chunked, heading
@@ -115,13 +113,3 @@ def test_push_is_cut_then_bounded_and_a_far_one_is_judged_as_it_came() -> None:
     far = own + 20 * m  # 6.7 tau: refused whatever a cut would make of it
     assert heading.bound_push(guard, own, far, tau, m, 0.5, "liar") is None
     assert guard.refused == 1
-
-
-def test_read_heading_only_with_the_bound_on_and_a_store_that_has_one() -> None:
-    class Store:
-        async def heading(self) -> np.ndarray:
-            return np.ones(3, np.float32)
-
-    assert asyncio.run(heading.read_heading(Store(), 0.5)) is not None
-    assert asyncio.run(heading.read_heading(Store(), 0.0)) is None
-    assert asyncio.run(heading.read_heading(object(), 0.5)) is None

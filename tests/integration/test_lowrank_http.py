@@ -23,7 +23,7 @@ async def test_lowrank_peers_exchange_factored_deltas_over_http() -> None:
     try:
         nodes.append(await Node.create(peer_config(model="mlp:16", exchange=ex, join=[a.addr])))
         for n in nodes:
-            refs = n.exchanger.compressed.refs
+            refs = n.exchanger.compression.refs
             await eventually(
                 lambda n=n, refs=refs: refs.delta_frames >= 5 and n.exchanger.rounds_applied >= 3,
                 60,

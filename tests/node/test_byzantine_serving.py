@@ -95,6 +95,9 @@ class StaticPeers:
     def sample(self, k: int) -> list[tuple[str, str]]:
         return []
 
+    def is_member(self, peer_id: str) -> bool:
+        return True
+
 
 async def test_a_colluding_alie_peer_serves_the_crafted_vector() -> None:
     swarm = Swarm(np.random.default_rng(10), {"e": "alie", "f": "alie"})

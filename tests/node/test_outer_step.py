@@ -1,4 +1,4 @@
-"""`node.mixes.OuterStep`: the outer Nesterov step on the mixed model, and the worker's use of it."""
+"""`node.train.mixes.OuterStep`: the outer Nesterov step on the mixed model, and the worker's use of it."""
 
 from __future__ import annotations
 

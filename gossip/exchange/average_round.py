@@ -1,0 +1,60 @@
+"""The average round (`--exchange average`, the default): a round object beside `RobustRound`.
+
+Push my snapshot to `group` random live peers at once; each answers with its own snapshot
+taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x. I take the mean of all k + 1
+models, x <- (x + sum_j x_j) / (k + 1), landed by the delta rule (the steps I trained meanwhile
+are kept), then the outer step. With `group=1` this is AD-PSGD (Lian et al. 2018).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from swarmnode.gossip.exchange import delta_rule
+from swarmnode.gossip.exchange.compressed import Compression
+from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
+from swarmnode.gossip.robust.push_guard import PushGuard
+
+
+class AverageRound:
+    """One group push-pull and its mean; partners that speak compressed frames get them."""
+
+    def __init__(
+        self,
+        cfg: ExchangeConfig,
+        store: ParamStore,
+        peers: PeerDirectory,
+        io: RoundIO,
+        compression: Compression,
+        guard: PushGuard,
+    ) -> None:
+        self.cfg, self.store, self.peers, self.io = cfg, store, peers, io
+        self.compression = compression
+        self.guard = guard  # my group's distances set the bound on pushes to me
+
+    async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
+        picked = self.peers.sample(self.cfg.group)
+        if not picked:
+            result.note = "no live peer to average with"
+            return
+        result.asked = [pid for pid, _ in picked]
+        # pairs that speak compressed frames take that path; the others push-pull plain
+        picked, nudged = await self.compression.group_round(picked, self.cfg.mix, result)
+        self.io.count_sent(nudged)
+        got, sent = await self.io.pushpull_many(picked, result) if picked else ([], None)
+        if not got and not nudged:
+            return
+        # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1); with
+        # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
+        if (k := len(got)) and sent is not None:
+            # my group's distances set my push bound; to my model now, not to `sent`: the bound
+            # judges pushes against the model they land on (to `sent`, closer to the answers,
+            # it clipped honest pushes on a busy box)
+            _, own = await self.store.snapshot()
+            await asyncio.to_thread(self.guard.observe, own, got)
+            weight = self.cfg.mix if k == 1 else k / (k + 1)
+            await delta_rule.land(self.store, got, sent, weight, pushed_in)
+        if self.compression.outer_step_applies:  # not after topk / lowrank rounds
+            await self.io.outer_step()
+        result.applied = True

@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from swarmnode.gossip.link.transport import Arrival
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -173,21 +174,23 @@ async def run_naive(spec: dict) -> list[float]:
 DRIVERS = {"raw": run_raw, "http": run_http, "sealed": run_sealed, "naive": run_naive}
 
 
-async def bench_run(body: bytes) -> bytes:
+async def bench_run(req: Arrival) -> bytes:
+    body = req.body
     spec = json.loads(bytes(body))
     cpu0 = cpu_seconds()
     wall = await DRIVERS[spec["mode"]](spec)
     return json.dumps({"wall": wall, "cpu": cpu_seconds() - cpu0}).encode()
 
 
-async def bench_cpu(body: bytes) -> bytes:
+async def bench_cpu(req: Arrival) -> bytes:
     return json.dumps({"cpu": cpu_seconds()}).encode()
 
 
 # --- the process -------------------------------------------------------------------------
 
 
-async def pushpull(body: bytes) -> bytearray:
+async def pushpull(req: Arrival) -> bytearray:
+    body = req.body
     return own_model(len(body))
 
 

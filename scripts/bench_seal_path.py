@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from swarmnode.gossip.link.transport import Arrival
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -66,7 +67,7 @@ async def run(nbytes: int, rounds: int) -> dict[str, list[float]]:
     client = Signer("bench", key=key, signed_routes={ROUTE}, name="127.0.0.1:9")
     model = np.full(nbytes, 0x5A, np.uint8)
 
-    async def echo(body: Any) -> Any:
+    async def echo(req: Arrival) -> Any:
         return model
 
     app = build_app(auth_handlers({ROUTE: echo}, server), tap=server.tap, max_body_bytes=2 << 30)

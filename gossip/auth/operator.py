@@ -117,9 +117,9 @@ class OperatorVerifier:
             raise AuthError(f"`admin_key` {str(path)!r} is not an Ed25519 public key")
         return cls(key)
 
-    def open(self, route: str, data: Any) -> bytes:
+    def open(self, route: str, data: Any, arrived: str = "") -> bytes:
         """The body of an admin request; `AuthError` unless signed by the operator for this
-        route and this peer, fresh and never seen."""
+        route and this peer (`arrived`: the "host:port" it came in on), fresh and never seen."""
         raw = bytes(data)
         if len(raw) < FIXED_BYTES + 1:
             raise AuthError("admin request is not signed by the operator (too short)")
@@ -136,7 +136,7 @@ class OperatorVerifier:
         except InvalidSignature:
             raise AuthError("bad operator signature (another key, or altered)") from None
         where = receiver.decode("utf-8", "replace")
-        if not addressed_to(self.name, where):  # the same rule as swarm requests
+        if not addressed_to(self.name, where, arrived):  # the same rule as swarm requests
             raise AuthError(f"admin request addressed to {where!r}, not to this peer")
         self.guard.check(int.from_bytes(ts, "big") / 1000.0, nonce)
         return body

@@ -14,15 +14,15 @@ One layout (version 4) for every enveloped message:
 - The route is bound, so a sealed `gossip` request cannot be replayed against `pushpull`.
 - The receiver is bound: a request names the address it is sent to ("host:port", exactly what
   the sender dials) and a peer opens only requests addressed to one of its own names (its
-  advertised address, or the address the request arrived at: `ARRIVED_AT`, set by the
+  advertised address, or the address the request arrived at: `Arrival.local`, set by the
   transport). So a request captured on its way to one peer is refused by every other peer.
 - Who sent it: `sender` is the signer's advertised address (for logs); with one shared secret
   the tag proves swarm membership, not identity. On the routes that hand out or move a model
   (`params`, `pushpull`: `SIGNED_ROUTES`) every request is also signed by the sender's Ed25519
   peer key, in every admission mode, and opened only if `keys(signer id)` (the member table:
   alive or suspect members' keys from their signed records) verifies it: 403 for an id that
-  is no live member, 401 for a bad signature. The handler then sees the signer in
-  `transport.SIGNED_BY`; the exchange refuses a declared `sender` that differs (issue 10).
+  is no live member, 401 for a bad signature. The handler then sees the signer in its
+  `Arrival.signed_by`; the exchange refuses a declared `sender` that differs (issue 10).
 - `reply_to` is the request's nonce when a response is sealed, so an answer cannot be swapped
   for another answer, nor a request reflected back as an answer.
 - One hash per message serves both the tag and the signature: D is BLAKE3 (collision resistant:
@@ -64,7 +64,7 @@ from swarmnode.gossip.errors import (
     UnauthenticatedRequest,
     UnauthenticatedResponse,
 )
-from swarmnode.gossip.link.transport import ARRIVED_AT, Parts, Trailed
+from swarmnode.gossip.link.transport import Parts, Trailed
 from swarmnode.gossip.wire.covered import mark as mark_covered
 
 VERSION = 4
@@ -112,7 +112,7 @@ class Signer:
     `SIGNED_ROUTES` are enveloped). `key`: this peer's Ed25519 key, which signs its requests on
     `signed_routes`; `keys(peer_id)` gives a live member's public key (None otherwise) to check
     theirs. `name` is this peer's advertised address: it signs as that sender and opens
-    requests addressed to it (or to where they arrived, `ARRIVED_AT`). An unnamed signer (a
+    requests addressed to it (or to where they arrived, `Arrival.local`). An unnamed signer (a
     tool, a test) opens only requests addressed to nobody, which no peer ever sends.
     """
 
@@ -230,12 +230,18 @@ class Signer:
         return opened.body, opened.nonce
 
     def open_request(
-        self, route: str, data: Any, *, reply_to: bytes = b"", digest: bytes | None = None
+        self,
+        route: str,
+        data: Any,
+        *,
+        reply_to: bytes = b"",
+        digest: bytes | None = None,
+        arrived: str = "",
     ) -> Opened:
         """Check an envelope; `digest`, if given, is BLAKE3 of what it covers (between magic
         and trailer) computed while it arrived (a tap's), saving the second pass. A request (no
-        `reply_to`) must be addressed to this peer (`accepts`) and, on a signed route, signed
-        by a live member."""
+        `reply_to`) must be addressed to this peer (`accepts`; `arrived`: the "host:port" it
+        came in on) and, on a signed route, signed by a live member."""
         view = _bytes_view(data)
         if len(view) < HEADER_BYTES + TRAILER_BYTES:
             raise AuthError(f"message of {len(view)} bytes is too short to be authenticated")
@@ -259,7 +265,7 @@ class Signer:
         if not hmac.compare_digest(tag, view[end : end + TAG_BYTES]):
             raise AuthError("bad message authentication code (wrong secret, or altered)")
         signed_by = self._check_signer(route, reply_to, signer, t, view[end + TAG_BYTES :])
-        if not reply_to and not self.accepts(receiver.decode("utf-8", "replace")):
+        if not reply_to and not self.accepts(receiver.decode("utf-8", "replace"), arrived):
             raise AuthError(
                 f"message addressed to {receiver.decode('utf-8', 'replace')!r}, not to this peer "
                 "(a request replayed from another peer, or dialled by a name this peer "
@@ -293,18 +299,17 @@ class Signer:
             raise AuthError(f"bad signature by {peer_id!r} (not its key, or altered)")
         return peer_id
 
-    def accepts(self, receiver: str) -> bool:
-        return addressed_to(self.name, receiver)
+    def accepts(self, receiver: str, arrived: str = "") -> bool:
+        return addressed_to(self.name, receiver, arrived)
 
 
-def addressed_to(name: str, receiver: str) -> bool:
+def addressed_to(name: str, receiver: str, arrived: str = "") -> bool:
     """Whether a request addressed to `receiver` is for the peer named `name`: its advertised
-    address, or the address the request arrived at (`ARRIVED_AT`; a loopback arrival also
+    address, or the address the request arrived at (`arrived`; a loopback arrival also
     answers to `localhost`). Why both: `--join` seeds are dialled as the user typed them, which
     need not be the address the seed advertises; the arrival address is what TCP saw."""
     if receiver == name and name:
         return True
-    arrived = ARRIVED_AT.get()
     if not arrived:
         return receiver == name  # an unnamed signer outside a server: tools and tests
     if receiver == arrived:

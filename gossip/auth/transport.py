@@ -4,7 +4,7 @@ opens requests and seals answers (gossip/auth/signer.py has the format and what 
 Large bodies never block the event loop and are hashed while they move: a large envelope
 goes out as a `StreamedSeal` (its body is hashed in a worker thread while the transport writes
 it, the tag and signature follow as a trailer), and an arriving one is hashed while it streams
-in by a `StreamDigest` the transport feeds (`transport.BODY_TAP`), so opening it only checks
+in by a `StreamDigest` the transport feeds (`Arrival.tap`), so opening it only checks
 the tag and the signature. What the tap did not see in full (a small body, a copy made by a
 fault wrapper) is hashed after the fact, in a thread past 1 MiB.
 """
@@ -20,7 +20,7 @@ from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
 from swarmnode.gossip.link.transport import (
     BODY_TAP,
-    SIGNED_BY,
+    Arrival,
     Handler,
     Parts,
     Trailed,
@@ -81,22 +81,17 @@ def auth_handlers(handlers: Mapping[str, Handler], signer: Signer) -> dict[str, 
 
 
 def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
-    async def wrapped(data: Any) -> Any:
-        tap = BODY_TAP.get()
-        BODY_TAP.set(None)  # our handler's own requests read their answers with their own taps
+    async def wrapped(req: Arrival) -> Any:
+        tap = req.tap
         try:
-            opened = await _open(signer, route, data, tap)
+            opened = await _open(signer, route, req.body, tap, arrived=req.local)
         except AuthError as exc:
             raise UnauthenticatedRequest(f"{route}: {exc}", exc.status) from None
         finally:
             if tap is not None:
                 tap.abort()
                 await tap.settle()
-        token = SIGNED_BY.set(opened.signed_by)
-        try:
-            answer = await handler(opened.body)
-        finally:
-            SIGNED_BY.reset(token)
+        answer = await handler(req.opened(opened.body, opened.signed_by))
         if not signer.has_secret:
             return answer
         # a large answer is a StreamedSeal: whoever writes it closes it (node/net/app.py)
@@ -107,13 +102,13 @@ def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
 
 
 async def _open(
-    signer: Signer, route: str, data: Any, tap: Any, *, reply_to: bytes = b""
+    signer: Signer, route: str, data: Any, tap: Any, *, reply_to: bytes = b"", arrived: str = ""
 ) -> Opened:
     """Open `data` with the digest the tap computed while it arrived, if it saw all of it."""
     digest = await tap.finish(data) if isinstance(tap, StreamDigest) else None
     size = 0 if digest is not None else len(data)  # hashed already: a tag and a signature left
     return await _maybe_in_thread(
-        size, signer.open_request, route, data, reply_to=reply_to, digest=digest
+        size, signer.open_request, route, data, reply_to=reply_to, digest=digest, arrived=arrived
     )
 
 

@@ -2,7 +2,7 @@
 
 Over HTTP every `params` and `pushpull` request of a peer is signed by its Ed25519 key and
 opened only if the member table's key for that id verifies it (gossip/auth/signer.py); the signer's id
-then sits in `transport.SIGNED_BY`. What is left to check here is that the request's declared
+then sits in the request's `Arrival.signed_by`. What is left to check here is that the request's declared
 `sender` (the field a pull names, the frame header of a push, which the compressed exchange
 keys its per-pair state by) is that signer: a member could otherwise sign its own request and
 name another member inside it, to use that member's pair state or get it blamed. Where nothing
@@ -16,13 +16,12 @@ from typing import Any
 
 from swarmnode.gossip.errors import RemoteError
 from swarmnode.gossip.exchange.types import PeerDirectory
-from swarmnode.gossip.link.transport import SIGNED_BY
 from swarmnode.gossip.wire import frames as wire
 
 
-def check_sender(peers: PeerDirectory, sender: object, route: str) -> None:
-    """403 unless `sender` signed this request (when it was signed) and is a live member."""
-    signed_by = SIGNED_BY.get()
+def check_sender(peers: PeerDirectory, sender: object, route: str, signed_by: str) -> None:
+    """403 unless `sender` signed this request (`signed_by`, "" where it was not signed) and
+    is a live member."""
     if signed_by and sender != signed_by:
         # one log line, by the HTTP layer (with the caller's address), as for any refusal
         raise RemoteError(f"{route}: `sender` {sender!r} but signed by {signed_by!r}", 403)
@@ -30,11 +29,11 @@ def check_sender(peers: PeerDirectory, sender: object, route: str) -> None:
         raise RemoteError(f"{route}: `sender` {sender!r} is not a live member of this swarm", 403)
 
 
-def check_pusher(peers: PeerDirectory, body: Any) -> None:
+def check_pusher(peers: PeerDirectory, body: Any, signed_by: str) -> None:
     """`check_sender` for a pushed frame, before its payload is decoded or mixed. A frame whose
     header does not parse is left to the decoder, which refuses it (and counts the rejection)."""
     try:
         sender = wire.peek_header(body).get("sender")
     except wire.WireError:
         return
-    check_sender(peers, sender, "pushpull")
+    check_sender(peers, sender, "pushpull", signed_by)

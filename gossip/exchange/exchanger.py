@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from swarmnode.gossip.errors import (
@@ -44,7 +44,7 @@ from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
 from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
-from swarmnode.gossip.link.transport import Transport
+from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_guard import PushGuard
 from swarmnode.gossip.wire import frames as wire
@@ -99,7 +99,7 @@ class Exchanger:
 
     # --- serving -------------------------------------------------------------------------
 
-    def handlers(self) -> dict[str, Callable[[bytes], Awaitable[bytes]]]:
+    def handlers(self) -> dict[str, Handler]:
         return {"params": self._handle_pull, "pushpull": self._handle_pushpull}
 
     def stop_serving(self, reason: str) -> None:
@@ -120,9 +120,9 @@ class Exchanger:
         if self.refusing is not None:
             raise RemoteError(f"not serving parameters: {self.refusing}", status=503)
 
-    async def _handle_pull(self, body: bytes) -> bytes:
-        msg = decode_control(body, "pull")
-        check_sender(self.peers, msg.get("sender"), "params")
+    async def _handle_pull(self, req: Arrival) -> bytes:
+        msg = decode_control(req.body, "pull")
+        check_sender(self.peers, msg.get("sender"), "params", req.signed_by)
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
@@ -130,9 +130,12 @@ class Exchanger:
             self.bytes_sent += len(reply)
             return reply
 
-    async def _handle_pushpull(self, body: bytes) -> bytes:
+    async def _handle_pushpull(self, req: Arrival) -> bytes:
+        body = req.body
         self._check_serving()
-        check_pusher(self.peers, body)  # a live member, in its own name (exchange/access.py)
+        check_pusher(
+            self.peers, body, req.signed_by
+        )  # a live member, in its own name (exchange/access.py)
         async with self._bulk_slot():
             if (reply := await self.compression.serve_if_compressed(body)) is not None:
                 self.served += 1

@@ -1,7 +1,7 @@
 """How bytes reach a peer. Imports only `swarmnode.gossip.errors` of gossip.
 
 - `transport.py`: the `Transport` interface every protocol talks through, request bodies in
-  parts (`Parts`, `Trailed`), and the request metadata a handler reads (`SIGNED_BY`, ...).
+  parts (`Parts`, `Trailed`), and what a handler is handed (`Arrival`: body, remote and local address, time, signer).
 - `inmemory.py`: `InMemoryNetwork`, the in-process twin of the HTTP transport (tests, simulators).
 - `stats.py`: per-partner latency and throughput (`MeasuringTransport`), `prefer_fast` sampling.
 - `backoff.py`: partners that do not answer are sampled rarely (`Backoff`).
@@ -10,10 +10,12 @@
 from swarmnode.gossip.link.backoff import Backoff
 from swarmnode.gossip.link.inmemory import InMemoryNetwork, InMemoryTransport
 from swarmnode.gossip.link.stats import LinkStat, MeasuringTransport, prefer_fast
-from swarmnode.gossip.link.transport import Parts, Trailed, Transport
+from swarmnode.gossip.link.transport import Arrival, Handler, Parts, Trailed, Transport
 
 __all__ = [
+    "Arrival",
     "Backoff",
+    "Handler",
     "InMemoryNetwork",
     "InMemoryTransport",
     "LinkStat",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -31,7 +32,7 @@ from swarmnode.gossip.errors import (
     RequestTimeout,
     TransportError,
 )
-from swarmnode.gossip.link.transport import ARRIVED_AT, Handler, Parts, Trailed, completed
+from swarmnode.gossip.link.transport import Arrival, Handler, Parts, Trailed, completed
 from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
@@ -108,10 +109,10 @@ class InMemoryNetwork:
 
 
 async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Counter[str]) -> bytes:
-    """Run a handler and map its errors to what an HTTP caller would see."""
-    arrived = ARRIVED_AT.set(dst)  # the handler runs in the caller's task: reset after
+    """Run a handler and map its errors to what an HTTP caller would see. No remote address:
+    the in-memory network has none (membership then charges a newcomer to its declared id)."""
     try:
-        answer = await handler(body)
+        answer = await handler(Arrival(body, local=dst, at=time.monotonic()))
     except RemoteError as exc:
         stats["remote_errors"] += 1
         raise RemoteError(str(exc), exc.status) from None
@@ -122,8 +123,6 @@ async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Coun
         stats["remote_errors"] += 1
         log.error("handler %s at %s failed: %r", route, dst, exc, exc_info=exc)
         raise RemoteError(f"{dst} {route}: internal error", 500) from None
-    finally:
-        ARRIVED_AT.reset(arrived)
     if not isinstance(answer, (bytes, bytearray, memoryview, Parts, Trailed)):
         stats["remote_errors"] += 1
         log.error("handler %s at %s returned %s, not bytes", route, dst, type(answer).__name__)

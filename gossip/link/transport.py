@@ -12,20 +12,45 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-# A handler takes the request body (bytes-like: bulk bodies may arrive as a memoryview) and returns
-# the response body (bytes-like, `Parts` or `Trailed`). Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
-Handler = Callable[[bytes], Awaitable[bytes]]
 
-# While a server-side handler runs: the "host:port" its request arrived at (over HTTP, the
-# local end of the TCP connection). Handlers keep their one-argument signature; what needs
-# to know which of a peer's names a request was sent to (gossip.auth.signer's receiver check) reads
-# it here. Empty outside a handler.
-ARRIVED_AT: ContextVar[str] = ContextVar("swarmnode_arrived_at", default="")
+class Arrival:
+    """What a server-side handler is handed: the request's body and what came with it, as one
+    value (memberlist's `Packet{Buf, From, Timestamp}`), built by the transport that received
+    it. `gossip.auth` hands its handler a copy with the opened body and its signer.
 
-# While a server-side handler runs: the peer id whose Ed25519 key signed the request (set by
-# gossip.auth.signer once the signature checked out against that member's key). Empty when the
-# request was not signed by a member key (the in-memory network, unsigned routes).
-SIGNED_BY: ContextVar[str] = ContextVar("swarmnode_signed_by", default="")
+    - `body`: bytes, or a writable memoryview for a large body;
+    - `remote`: the sender's network address as the transport saw it ("" where none: the
+      in-memory network); membership charges newcomer rates to it;
+    - `local`: the "host:port" it arrived at (over HTTP, the local end of the connection): which
+      of this peer's names it was sent to, for `gossip.auth`'s receiver check;
+    - `at`: `time.monotonic()` when the body was complete;
+    - `signed_by`: the member whose Ed25519 key signed it ("" unsigned, or not yet opened);
+    - `tap`: what watched a large body arrive (the streaming digest), for `gossip.auth` only.
+    """
+
+    __slots__ = ("at", "body", "local", "remote", "signed_by", "tap")
+
+    def __init__(
+        self,
+        body: Any,
+        *,
+        remote: str = "",
+        local: str = "",
+        at: float = 0.0,
+        signed_by: str = "",
+        tap: Tap | None = None,
+    ) -> None:
+        self.body, self.remote, self.local, self.at = body, remote, local, at
+        self.signed_by, self.tap = signed_by, tap
+
+    def opened(self, body: Any, signed_by: str) -> Arrival:
+        """The same arrival, its envelope opened: the inner body and who signed it."""
+        return Arrival(body, remote=self.remote, local=self.local, at=self.at, signed_by=signed_by)
+
+
+# A handler takes the `Arrival` and returns the response body (bytes-like, `Parts` or
+# `Trailed`). Raising `RemoteError` answers with its status; any other SwarmnodeError, 400.
+Handler = Callable[[Arrival], Awaitable[Any]]
 
 
 class Tap(Protocol):
@@ -39,8 +64,8 @@ class Tap(Protocol):
     async def settle(self) -> None: ...
 
 
-# The tap that a transport feeds the body it reads next: set by the caller (gossip.auth.signer) around
-# `request` for the answer, and by the HTTP app around a handler for the request it read.
+# The tap that a transport feeds the *answer* it reads next: set by the caller
+# (gossip.auth.transport) around `request`. A request's own tap travels in its `Arrival`.
 BODY_TAP: ContextVar[Tap | None] = ContextVar("swarmnode_body_tap", default=None)
 
 

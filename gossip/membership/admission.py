@@ -18,7 +18,6 @@ its signature is checked, so a flood costs a dictionary lookup per entry.
 
 from __future__ import annotations
 
-import contextvars
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
@@ -28,12 +27,6 @@ from swarmnode.gossip.errors import MembershipError
 MODES = ("open", "secret", "trust")
 DECLARED = "id:"  # a source named by the sender's declared id: no address (in-memory network)
 MAX_SOURCES = 4096  # buckets kept; the least recently used source is forgotten first
-
-# The remote address of the request being handled, set by the HTTP layer's wiring (a middleware
-# in the node) so that rate limits bind to an address and not to a name the sender chose.
-REMOTE_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "swarmnode_remote_source", default=None
-)
 
 
 def address_of(source: str) -> str | None:

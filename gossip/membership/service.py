@@ -37,8 +37,8 @@ from swarmnode.gossip.errors import (
     TransportError,
 )
 from swarmnode.gossip.link.backoff import CONTROL, Backoff
-from swarmnode.gossip.link.transport import Handler, Transport
-from swarmnode.gossip.membership.admission import DECLARED, REMOTE_SOURCE, Admission
+from swarmnode.gossip.link.transport import Arrival, Handler, Transport
+from swarmnode.gossip.membership.admission import DECLARED, Admission
 from swarmnode.gossip.membership.caps import HostCap
 from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.gossip.membership.entries import Gossiped, parse_entry
@@ -174,29 +174,28 @@ class Membership(JoinLeave):
     def handlers(self) -> dict[str, Handler]:
         return {"gossip": self._on_gossip, "join": self._on_join, "leave": self._on_leave}
 
-    def _source(self, msg: dict[str, Any]) -> str:
+    def _source(self, req: Arrival, msg: dict[str, Any]) -> str:
         """Who rate limits charge: the remote address if the transport told us, else the
         sender's declared id (then the global newcomer bucket is what bounds a flood)."""
-        remote = REMOTE_SOURCE.get()
-        return remote if remote is not None else f"{DECLARED}{str(msg.get('sender'))[:64]}"
+        return req.remote or f"{DECLARED}{str(msg.get('sender'))[:64]}"
 
-    async def _on_gossip(self, body: bytes) -> bytes:
-        msg = decode_control(body, "gossip")
-        self._merge(msg, "gossip", self._source(msg))
+    async def _on_gossip(self, req: Arrival) -> bytes:
+        msg = decode_control(req.body, "gossip")
+        self._merge(msg, "gossip", self._source(req, msg))
         return self._encode("gossip-ack")
 
     def _one_entry(self, msg: dict[str, Any]) -> Gossiped:
         raw = require(msg, "member", list)
         return open_entry(raw) if self.key is not None else parse_entry(raw)
 
-    async def _on_join(self, body: bytes) -> bytes:
-        msg = decode_control(body, "join")
+    async def _on_join(self, req: Arrival) -> bytes:
+        msg = decode_control(req.body, "join")
         joiner = self._one_entry(msg)
         if joiner.peer_id == self.self_id:
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
         if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
             raise RemoteError("this peer is leaving the swarm: join through another", 503)
-        source, new = self._source(msg), not self.table.knows(joiner.peer_id)
+        source, new = self._source(req, msg), not self.table.knows(joiner.peer_id)
         if new and not self.admission.listable(joiner.peer_id):
             raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
         if not self.intake.fits(joiner, source, self._now()):
@@ -210,8 +209,8 @@ class Membership(JoinLeave):
         log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
         return self._encode("join-ack")
 
-    async def _on_leave(self, body: bytes) -> bytes:
-        msg = decode_control(body, "leave")
+    async def _on_leave(self, req: Arrival) -> bytes:
+        msg = decode_control(req.body, "leave")
         leaver = self._one_entry(msg)
         if leaver.state != LEFT:
             raise CodecError(f"a leave message must carry a left entry, got {leaver.state!r}")

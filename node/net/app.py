@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from swarmnode.gossip.link.transport import (
-    ARRIVED_AT,
-    BODY_TAP,
+    Arrival,
     Handler,
     Tap,
     Trailed,
@@ -67,9 +67,10 @@ def build_app(
     """An app serving `POST /v1/{route}` for each of `handlers`.
 
     `handlers` is read at request time, so it may be filled after the server is bound (the node
-    learns its address first). A handler gets the body as `bytes` (up to 1 MiB) or a
-    writable `memoryview` (larger) and may return any C-contiguous bytes-like object; while it
-    runs, `gossip.link.transport.ARRIVED_AT` holds the local "host:port" the request came in on.
+    learns its address first). A handler gets an `Arrival`: the body as `bytes` (up to 1 MiB) or
+    a writable `memoryview` (larger), the remote address, the local "host:port" the request came
+    in on, when it arrived, and the tap that watched it; it may return any C-contiguous
+    bytes-like object.
     `max_body_bytes` is one cap for all routes, or per route with an optional `"*"` default.
     `extra_routes` adds the node's own routes (GET /v1/status, /metrics, admin). Rejections and
     failures are logged on `logger` (default: this module's).
@@ -78,7 +79,8 @@ def build_app(
     says why); only then does a request take a slot: `admission` maps a bulk route to how many
     of its requests may be handled at once, and `intake.per_remote` caps those from one remote
     address. One more is answered 503. `tap(route)`, if given, makes a `Tap` (or None) that watches
-    each large body on that route arrive (gossip.auth.signer's streaming digest); the handler finds it in `BODY_TAP`.
+    each large body on that route arrive (gossip.auth.signer's streaming digest); the handler
+    finds it in `Arrival.tap`.
     """
     logger = logger or log
     limits = intake or IntakeLimits()
@@ -132,33 +134,35 @@ def build_app(
         except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
             why = f"connection lost while reading the body: {exc}"
             return _reject(logger, request, route, 400, why)
-        token = BODY_TAP.set(watch)  # the handler (gossip.auth.signer) takes the digest from it
-        try:
-            return await _admit_then_handle(request, route, handler, body)
-        finally:
-            BODY_TAP.reset(token)
+        arrival = Arrival(
+            body,
+            remote=request.remote or "?",
+            local=local_addr(request),
+            at=time.monotonic(),
+            tap=watch,  # gossip.auth takes the digest the tap computed while the body arrived
+        )
+        return await _admit_then_handle(request, route, handler, arrival)
 
     async def _admit_then_handle(
-        request: web.Request, route: str, handler: Handler, body: Any
+        request: web.Request, route: str, handler: Handler, arrival: Arrival
     ) -> web.StreamResponse:
         gate = gates.get(route)
         if gate is None:
-            return await _handle(request, route, handler, body)
+            return await _handle(request, route, handler, arrival)
         remote = request.remote or "?"
         if gate.locked() or not remotes.enter(remote):
             return _busy(logger, request, route)
         try:
             async with gate:
-                return await _handle(request, route, handler, body)
+                return await _handle(request, route, handler, arrival)
         finally:
             remotes.leave(remote)
 
     async def _handle(
-        request: web.Request, route: str, handler: Handler, body: Any
+        request: web.Request, route: str, handler: Handler, arrival: Arrival
     ) -> web.StreamResponse:
-        arrived = ARRIVED_AT.set(local_addr(request))
         try:
-            answer = await handler(body)
+            answer = await handler(arrival)
         except SwarmnodeError as exc:
             return _reject(logger, request, route, int(getattr(exc, "status", 400)), str(exc))
         except Exception:  # a bug: log it with its traceback, answer 500, keep serving
@@ -166,8 +170,6 @@ def build_app(
                 "handler for /v1/%s failed on a request from %s", route, request.remote
             )
             return web.Response(status=500, text="internal error")
-        finally:
-            ARRIVED_AT.reset(arrived)
         return await _answer(request, route, answer, logger)
 
     app.router.add_post("/v1/{route:[a-z0-9/_-]+}", dispatch)

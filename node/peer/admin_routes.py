@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
-from swarmnode.gossip.link.transport import ARRIVED_AT
 from swarmnode.gossip.wire.control import decode_control, encode_control, require
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import local_addr
@@ -82,11 +81,7 @@ def _guarded(
                     IntakeLimits(),
                 )
             )
-            arrived = ARRIVED_AT.set(local_addr(request))
-            try:
-                body = node.operator.open(route, body)
-            finally:
-                ARRIVED_AT.reset(arrived)
+            body = node.operator.open(route, body, local_addr(request))
             msg = decode_control(body, route.split("/")[1])
             result = await action(node, msg)
             reply = encode_control("ok", **result) if isinstance(result, dict) else result

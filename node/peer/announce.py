@@ -8,14 +8,14 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
+from swarmnode.gossip.membership.service import Membership
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.aio import finite_or_none
-
-if TYPE_CHECKING:
-    from swarmnode.node.peer.node import Node
+from swarmnode.node.train.worker import TrainingWorker
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,11 @@ REJOIN_EVERY_S = 5.0
 META_EVERY_S = 0.25  # how often training progress is copied into the gossiped member meta
 
 
-def update_meta(node: Node) -> None:
+def update_meta(worker: TrainingWorker, membership: Membership) -> None:
     """Copy the training progress into our member meta (signed when it next travels; a change
     of progress alone is re-signed at most every `records.PROGRESS_RESEAL_S`)."""
-    m = node.worker.metrics()
-    node.membership.set_meta(
+    m = worker.metrics()
+    membership.set_meta(
         step=int(m.step),
         loss=finite_or_none(m.loss),
         acc=finite_or_none(m.test_acc),
@@ -35,32 +35,32 @@ def update_meta(node: Node) -> None:
     )
 
 
-async def meta_loop(node: Node) -> None:
+async def meta_loop(worker: TrainingWorker, membership: Membership) -> None:
     while True:
-        update_meta(node)
+        update_meta(worker, membership)
         await asyncio.sleep(META_EVERY_S)
 
 
-def write_ready_file(node: Node) -> None:
-    """`--ready-file`: `{"peer_id", "name", "addr", "pid"}`, written whole (a rename). The id
-    derives from the peer's key: whoever started it learns it here."""
-    if not node.cfg.ready_file:
-        return
-    path = Path(node.cfg.ready_file)
-    tmp = path.with_name(path.name + ".tmp")
-    info = {"peer_id": node.peer_id, "name": node.name, "addr": node.addr, "pid": os.getpid()}
-    tmp.write_text(json.dumps(info))
-    os.replace(tmp, path)
+def write_ready_file(path: str, info: dict[str, Any]) -> None:
+    """`--ready-file`: `{"peer_id", "name", "addr", "pid"}` (the pid added here), written whole
+    (a rename). The id derives from the peer's key: whoever started it learns it here."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps({**info, "pid": os.getpid()}))
+    os.replace(tmp, target)
 
 
-async def rejoin_loop(node: Node) -> None:
-    """Alone for too long (a partition outlived the tombstones): knock on the seeds again."""
+async def rejoin_loop(
+    membership: Membership, seeds: Sequence[str], alive: Callable[[], bool]
+) -> None:
+    """Alone for too long (a partition outlived the tombstones): knock on the seeds again.
+    `alive()`: whether this peer still wants to be in the swarm (a failed one left on purpose)."""
     while True:
         await asyncio.sleep(REJOIN_EVERY_S)
-        if node.state != "alive" or node.membership.live_peers():
-            continue  # a failed peer has left on purpose
+        if not alive() or membership.live_peers():
+            continue
         try:
-            await node.membership.join(node.cfg.join, timeout=REJOIN_EVERY_S)
+            await membership.join(seeds, timeout=REJOIN_EVERY_S)
             log.info("re-joined the swarm through the seeds")
         except SwarmnodeError as exc:
             log.info("re-join attempt failed: %s", exc)

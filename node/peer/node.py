@@ -43,7 +43,7 @@ from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, i
 from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
-from swarmnode.node.peer.trust import build_admission, remote_source
+from swarmnode.node.peer.trust import build_admission
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
 from swarmnode.node.train.lr_scale import SwarmLR
@@ -106,7 +106,9 @@ class Node:
         self._build_network()
         await self._enter_swarm()
         await self._start_training()
-        await asyncio.to_thread(write_ready_file, self)
+        if self.cfg.ready_file:
+            info = {"peer_id": self.peer_id, "name": self.name, "addr": self.addr}
+            await asyncio.to_thread(write_ready_file, self.cfg.ready_file, info)
         log.info(
             "peer %s serving on %s; public key %s", self.peer_id, self.addr, self.key.public_hex
         )
@@ -144,7 +146,6 @@ class Node:
             intake=intake_limits(cfg, self.store.size),
             tap=self.signer.tap,  # envelopes are hashed while they arrive
         )
-        app.middlewares.append(remote_source)  # membership's newcomer rates bind to addresses
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
         self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
         for named in filter(None, (self.signer, self.operator)):
@@ -190,7 +191,7 @@ class Node:
         self._handlers.update(auth_handlers(handlers, self.signer))
         if self.name is not None:  # signed with the rest of our record: nobody can rename us
             self.membership.set_meta(name=self.name)
-        update_meta(self)
+        update_meta(self.worker, self.membership)
 
     async def _enter_swarm(self) -> None:
         """Join through the seeds and copy the swarm's model, or start a swarm of our own."""
@@ -211,11 +212,12 @@ class Node:
         self.worker.start()
         self.state = "alive"
         self._spawn(self._exchange_loop(), "exchange")
-        self._spawn(meta_loop(self), "meta")
+        self._spawn(meta_loop(self.worker, self.membership), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
         if self.cfg.join:
-            self._spawn(rejoin_loop(self), "rejoin")
+            alive = lambda: self.state == "alive"  # noqa: E731 - a failed peer left on purpose
+            self._spawn(rejoin_loop(self.membership, self.cfg.join, alive), "rejoin")
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:
         trainer, data, backend = build_trainer(self.cfg)
@@ -351,7 +353,7 @@ class Node:
             return
         if self.worker.error is not None:
             log.error("training stopped: %s", self.worker.error)
-        update_meta(self)
+        update_meta(self.worker, self.membership)
         self._stop.set()
 
     def _in_a_swarm(self) -> bool:
@@ -378,7 +380,7 @@ class Node:
             FAILED_LINGER_S,
         )
         await asyncio.to_thread(self.worker.evaluate_now)
-        update_meta(self)
+        update_meta(self.worker, self.membership)
         await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
         # Bounded: long enough for `swarmnode status` and the other peers' operators to see
         # `failed`, not forever (it used to wait for SIGTERM, refusing joins all the while).

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from aiohttp import web
 from swarmnode.gossip.auth.peer_key import PeerKey
-from swarmnode.gossip.membership.admission import REMOTE_SOURCE, Admission
+from swarmnode.gossip.membership.admission import Admission
 from swarmnode.gossip.membership.service import MembershipConfig
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import read_trust_file
@@ -31,13 +29,3 @@ def build_admission(cfg: PeerConfig, key: PeerKey, addr: str) -> Admission:
     return Admission(
         mode, trusted, new_member_rate=mc.new_member_rate, new_member_burst=mc.new_member_burst
     )
-
-
-@web.middleware
-async def remote_source(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Tell membership which address a request came from (newcomer rates are per address)."""
-    token = REMOTE_SOURCE.set(request.remote or "?")
-    try:
-        return await handler(request)
-    finally:
-        REMOTE_SOURCE.reset(token)

@@ -22,6 +22,7 @@ from swarmnode.gossip.errors import (
     UnauthenticatedResponse,
 )
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.kernels.errors import SwarmnodeError
 
 SECRET = "correct horse battery staple"
@@ -109,14 +110,15 @@ def test_the_arrival_address_is_a_name_too(clock: FakeClock) -> None:
     """A seed dialled by the address it listens on, not the one it advertises, still opens."""
     a = Signer(SECRET, name="a:1", clock=clock)
     b = Signer(SECRET, name="public.example:7070", clock=clock)
-    token = auth.ARRIVED_AT.set("127.0.0.1:7070")
-    try:
-        assert b.open("gossip", a.seal("gossip", b"1", to="127.0.0.1:7070")) == b"1"
-        assert b.open("gossip", a.seal("gossip", b"2", to="localhost:7070")) == b"2"
-        with pytest.raises(AuthError, match="addressed"):
-            b.open("gossip", a.seal("gossip", b"3", to="127.0.0.1:7071"))
-    finally:
-        auth.ARRIVED_AT.reset(token)
+    here = "127.0.0.1:7070"  # where the request arrived (`Arrival.local`)
+    opened = b.open_request("gossip", a.seal("gossip", b"1", to="127.0.0.1:7070"), arrived=here)
+    assert opened.body == b"1"
+    opened = b.open_request("gossip", a.seal("gossip", b"2", to="localhost:7070"), arrived=here)
+    assert opened.body == b"2"
+    with pytest.raises(AuthError, match="addressed"):
+        b.open_request("gossip", a.seal("gossip", b"3", to="127.0.0.1:7071"), arrived=here)
+    with pytest.raises(AuthError, match="addressed"):  # nor without knowing where it arrived
+        b.open("gossip", a.seal("gossip", b"4", to="127.0.0.1:7070"))
 
 
 def test_the_names_cannot_be_swapped(clock: FakeClock) -> None:
@@ -275,7 +277,8 @@ class Spy:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
 
-    async def __call__(self, body: bytes) -> bytes:
+    async def __call__(self, req: Arrival) -> bytes:
+        body = req.body
         self.bodies.append(bytes(body))
         return b"answer:" + bytes(body)
 
@@ -286,7 +289,7 @@ async def test_handler_sees_the_body_and_its_answer_is_sealed(
     spy = Spy()
     wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
     request = sender.seal("gossip", b"hi")
-    answer = await wrapped(request)
+    answer = await wrapped(Arrival(request))
     assert spy.bodies == [b"hi"]
     assert sender.open("gossip", answer, reply_to=nonce_of(request)) == b"answer:hi"
 
@@ -314,7 +317,7 @@ async def test_bad_requests_get_401_and_never_reach_the_handler(
     spy = Spy()
     wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
     with pytest.raises(UnauthenticatedRequest) as info:
-        await wrapped(_bad_requests(sender, clock)[kind])
+        await wrapped(Arrival(_bad_requests(sender, clock)[kind]))
     assert info.value.status == 401 and isinstance(info.value, AuthError)
     assert spy.bodies == []
 
@@ -326,11 +329,11 @@ async def test_replayed_and_oversized_requests_never_reach_the_handler(
     spy = Spy()
     wrapped = auth_handlers({"gossip": spy}, receiver)["gossip"]
     request = sender.seal("gossip", b"once")
-    await wrapped(request)
+    await wrapped(Arrival(request))
     with pytest.raises(UnauthenticatedRequest, match="replayed"):
-        await wrapped(request)
+        await wrapped(Arrival(request))
     with pytest.raises(UnauthenticatedRequest, match="cap"):
-        await wrapped(sender.seal("gossip", bytes(1001)))
+        await wrapped(Arrival(sender.seal("gossip", bytes(1001))))
     assert spy.bodies == [b"once"]
 
 

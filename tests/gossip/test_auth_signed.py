@@ -14,7 +14,7 @@ from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.gossip.errors import AuthError, NotAMember, RemoteError
 from swarmnode.gossip.exchange.access import check_sender
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
-from swarmnode.gossip.link.transport import SIGNED_BY
+from swarmnode.gossip.link.transport import Arrival
 
 from tests.gossip.exchange_fakes import RandomPeers
 
@@ -61,9 +61,9 @@ async def test_the_handler_sees_the_signer_and_a_declared_sender_must_match() ->
     net = InMemoryNetwork()
     seen = []
 
-    async def handler(body: bytes) -> bytes:
-        seen.append(SIGNED_BY.get())
-        check_sender(RandomPeers([], seed=0), body.decode(), "pushpull")
+    async def handler(req: Arrival) -> bytes:
+        seen.append(req.signed_by)
+        check_sender(RandomPeers([], seed=0), req.body.decode(), "pushpull", req.signed_by)
         return b"ok"
 
     net.register("b:1", auth_handlers({"pushpull": handler}, signer(B, members=(A,))))

@@ -15,7 +15,7 @@ from swarmnode.gossip.auth.signer import SIGNED_ROUTES, TRAILER_BYTES, Signer
 from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.gossip.errors import AuthError, RemoteError
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
-from swarmnode.gossip.link.transport import completed
+from swarmnode.gossip.link.transport import Arrival, completed
 from swarmnode.node.net.transport import write_body
 
 pytestmark = pytest.mark.timeout(30)
@@ -86,7 +86,8 @@ async def test_a_tampered_request_never_reaches_the_handler(what: str) -> None:
     net = InMemoryNetwork()
     parsed: list[bytes] = []
 
-    async def handler(body: bytes) -> bytes:
+    async def handler(req: Arrival) -> bytes:
+        body = req.body
         parsed.append(bytes(body))
         return b"ok"
 
@@ -132,8 +133,8 @@ async def test_a_large_exchange_streams_its_seals_on_both_sides(monkeypatch) -> 
 
     monkeypatch.setattr(Signer, "seal_streamed", spy)
 
-    async def echo(body: bytes) -> bytes:
-        return bytes(body)
+    async def echo(req: Arrival) -> bytes:
+        return bytes(req.body)
 
     net.register("b:1", auth_handlers({"pushpull": echo}, opener()))
     client = AuthTransport(net.transport("a:1"), sealer())

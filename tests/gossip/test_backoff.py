@@ -13,6 +13,7 @@ from swarmnode.gossip.errors import PeerUnreachable, RemoteError
 from swarmnode.gossip.link.backoff import BULK, CONTROL, Backoff, kind_of
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import MeasuringTransport
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE
 from swarmnode.gossip.membership.service import GOSSIP_BACKOFF_AFTER, Membership
@@ -56,11 +57,11 @@ def test_kinds_are_separate_and_min_streak_delays_the_back_off() -> None:
 async def test_the_measuring_transport_feeds_it_by_route_kind() -> None:
     net = InMemoryNetwork()
 
-    async def refuse(body: bytes) -> bytes:
+    async def refuse(req: Arrival) -> bytes:
         raise RemoteError("busy", 503)
 
-    async def echo(body: bytes) -> bytes:
-        return bytes(body)
+    async def echo(req: Arrival) -> bytes:
+        return bytes(req.body)
 
     net.register("b:1", {"pushpull": refuse, "gossip": echo})
     t = MeasuringTransport(net.transport("a:1"))
@@ -101,12 +102,12 @@ async def test_members_that_never_answer_get_few_rounds_and_a_slow_one_keeps_its
 ) -> None:
     net = InMemoryNetwork()
 
-    async def echo(body: bytes) -> bytes:
-        return bytes(body)
+    async def echo(req: Arrival) -> bytes:
+        return bytes(req.body)
 
-    async def slow(body: bytes) -> bytes:  # a slow partner that answers
+    async def slow(req: Arrival) -> bytes:  # a slow partner that answers
         await asyncio.sleep(0.01)
-        return bytes(body)
+        return bytes(req.body)
 
     honest = [(f"h{i}", f"10.0.0.{i}:1") for i in range(3)]
     for (_, addr), handler in zip(honest, (echo, echo, slow), strict=True):

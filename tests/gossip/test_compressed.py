@@ -9,6 +9,7 @@ import pytest
 from swarmnode.gossip.errors import RemoteError
 from swarmnode.gossip.exchange.compressed import CompressedPushPull, refuse_compressed
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.wire import frames as wire
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,7 +43,8 @@ def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: 
         store=store, decode=decode, timeout=2.0,
     )  # fmt: skip
 
-    async def handle(body: bytes) -> bytes:
+    async def handle(req: Arrival) -> bytes:
+        body = req.body
         header, vec = await decode(body, source="request", sparse=True)
         if not compressed:
             refuse_compressed(header)

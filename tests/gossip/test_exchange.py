@@ -11,6 +11,7 @@ import pytest
 from swarmnode.gossip.errors import ExchangeError, RemoteError
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import encode_params
@@ -293,7 +294,7 @@ async def test_malformed_pushpull_never_reaches_the_model(poison):
     else:
         body = b"\x00\x00\x00\x05hello"
     with pytest.raises(SwarmnodeError):
-        await ea.handlers()["pushpull"](bytes(body))
+        await ea.handlers()["pushpull"](Arrival(bytes(body)))
     np.testing.assert_array_equal(ea.store.x, before)
     assert ea.rejected == 1 and ea.served == 0
 
@@ -301,14 +302,14 @@ async def test_malformed_pushpull_never_reaches_the_model(poison):
 async def test_pull_handler_rejects_a_non_pull_message():
     _, (ea, _) = make_swarm([np.zeros(D), np.ones(D)], ExchangeConfig())
     with pytest.raises(SwarmnodeError, match="pull"):
-        await ea.handlers()["params"](encode_control("gossip"))
+        await ea.handlers()["params"](Arrival(encode_control("gossip")))
 
 
 async def test_busy_peer_answers_503_instead_of_queueing():
     _, (ea, _) = make_swarm([np.zeros(D), np.ones(D)], ExchangeConfig(max_inflight=1))
     await ea._inflight.acquire()
     with pytest.raises(RemoteError) as info:
-        await ea.handlers()["params"](encode_control("pull", sender="x"))
+        await ea.handlers()["params"](Arrival(encode_control("pull", sender="x")))
     assert info.value.status == 503
 
 
@@ -352,7 +353,7 @@ async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its
         poisoning=lambda: poisoning,
     )
     header, served = wire.decode_params(
-        await ex.handlers()["params"](encode_control("pull", sender="t"))
+        await ex.handlers()["params"](Arrival(encode_control("pull", sender="t")))
     )
     np.testing.assert_array_equal(served, -2.0 if poisoning else 2.0)
     assert store.framed == (0 if poisoning else 1)

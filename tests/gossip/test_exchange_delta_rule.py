@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 
 from tests.gossip.exchange_fakes import Store
 
@@ -51,9 +52,9 @@ def pair(a: np.ndarray, b: np.ndarray, cfg: ExchangeConfig, trained: np.ndarray 
     if trained is not None:
         answer = handlers["pushpull"]
 
-        async def slow_answer(body: bytes) -> bytes:
+        async def slow_answer(req: Arrival) -> bytes:
             stores[0].x = stores[0].x + trained  # training steps on peer 0 meanwhile
-            return await answer(body)
+            return await answer(req)
 
         handlers = {**handlers, "pushpull": slow_answer}
     net.register("p1:1", handlers)
@@ -123,9 +124,9 @@ def robust_swarm(xs: list[np.ndarray], cfg: ExchangeConfig, trained: np.ndarray 
         if i == 1 and trained is not None:
             answer = handlers["pushpull"]
 
-            async def slow_answer(body: bytes, answer=answer) -> bytes:
+            async def slow_answer(req: Arrival, answer=answer) -> bytes:
                 stores[0].x = stores[0].x + trained
-                return await answer(body)
+                return await answer(req)
 
             handlers = {**handlers, "pushpull": slow_answer}
         net.register(addrs[i], handlers)

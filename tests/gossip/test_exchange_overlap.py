@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.wire import frames as wire
 
 from tests.gossip.exchange_fakes import PlainStore
@@ -59,7 +60,9 @@ def _node(x: np.ndarray) -> Exchanger:
 async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
     ex = _node(np.ones(D))
     theirs = np.full(D, 1.5, np.float32)  # |theirs - own| ~ 16 < 4 |own| ~ 126: mixed in full
-    reply = await ex.handlers()["pushpull"](wire.encode_params(theirs, sender="p1", step=3))
+    reply = await ex.handlers()["pushpull"](
+        Arrival(wire.encode_params(theirs, sender="p1", step=3))
+    )
     _, mine = wire.decode_params(reply)
     np.testing.assert_array_equal(mine, 1.0)
     await ex.settle()
@@ -72,7 +75,7 @@ async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
 async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
     ex = _node(np.ones(D))
     far = np.full(D, 1e4, np.float32)
-    reply = await ex.handlers()["pushpull"](wire.encode_params(far, sender="liar", step=3))
+    reply = await ex.handlers()["pushpull"](Arrival(wire.encode_params(far, sender="liar", step=3)))
     assert wire.decode_params(reply)[1][0] == 1.0
     await ex.settle()
     assert ex.store.mixed == [] and ex.guard.refused == 1

@@ -15,11 +15,13 @@ from swarmnode.gossip.errors import (
     TransportError,
 )
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 
 pytestmark = pytest.mark.timeout(30)
 
 
-async def echo(body: bytes) -> bytes:
+async def echo(req: Arrival) -> bytes:
+    body = req.body
     return b"echo:" + body
 
 
@@ -40,7 +42,8 @@ async def test_bodies_are_copied_both_ways() -> None:
     seen: list[bytes] = []
     reply = bytearray(b"reply")
 
-    async def keep(body: bytes) -> bytes:
+    async def keep(req: Arrival) -> bytes:
+        body = req.body
         seen.append(body)
         return reply
 
@@ -72,7 +75,7 @@ async def test_an_unknown_route_is_a_404() -> None:
 
 
 async def _raises(exc: Exception) -> RemoteError:
-    async def handler(body: bytes) -> bytes:
+    async def handler(req: Arrival) -> bytes:
         raise exc
 
     net = net_with({"r": handler})
@@ -100,7 +103,7 @@ async def test_handler_bug_is_a_500_and_logged(caplog: pytest.LogCaptureFixture)
 
 
 async def test_a_handler_answering_non_bytes_is_a_500() -> None:
-    async def bad(body: bytes) -> bytes:
+    async def bad(req: Arrival) -> bytes:
         return {"not": "bytes"}  # type: ignore[return-value]
 
     net = net_with({"bad": bad})
@@ -112,7 +115,7 @@ async def test_a_handler_answering_non_bytes_is_a_500() -> None:
 async def test_the_deadline_is_enforced_and_the_handler_cancelled() -> None:
     cancelled = asyncio.Event()
 
-    async def hang(body: bytes) -> bytes:
+    async def hang(req: Arrival) -> bytes:
         try:
             await asyncio.Event().wait()
         finally:

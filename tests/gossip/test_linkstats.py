@@ -9,12 +9,13 @@ import pytest
 from swarmnode.gossip.errors import PeerUnreachable
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import SMALL_BYTES, LinkStat, MeasuringTransport, prefer_fast
+from swarmnode.gossip.link.transport import Arrival
 
 pytestmark = pytest.mark.timeout(30)
 
 
-async def echo(body: bytes) -> bytes:
-    return bytes(body)
+async def echo(req: Arrival) -> bytes:
+    return bytes(req.body)
 
 
 async def test_small_requests_measure_latency_bulk_ones_throughput() -> None:

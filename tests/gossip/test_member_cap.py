@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from swarmnode.gossip.errors import RemoteError
-from swarmnode.gossip.membership.admission import REMOTE_SOURCE
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.membership.caps import host_of
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD
@@ -27,12 +27,8 @@ def entry(i: int, host: str = "10.9.9.9", inc: int = 1, state: str = ALIVE) -> G
 
 
 async def gossip_from(m: Membership, source: str, entries: list[Gossiped]) -> None:
-    token = REMOTE_SOURCE.set(source)  # what the HTTP layer's middleware sets
-    try:
-        body = encode_control("gossip", sender="x", members=[to_wire(e) for e in entries])
-        await m.handlers()["gossip"](body)
-    finally:
-        REMOTE_SOURCE.reset(token)
+    body = encode_control("gossip", sender="x", members=[to_wire(e) for e in entries])
+    await m.handlers()["gossip"](Arrival(body, remote=source))  # as the HTTP app hands it
 
 
 def listed(m: Membership, prefix: str = "s") -> int:
@@ -101,17 +97,13 @@ async def test_a_move_to_a_full_host_is_refused() -> None:
 
 async def test_a_join_past_the_cap_is_answered_429_naming_it() -> None:
     m = Swarm(CFG).add(0)
-    token = REMOTE_SOURCE.set("10.6.6.6")
-    try:
-        for i in range(CAP):
-            body = encode_control("join", member=to_wire(entry(i, host=f"10.7.0.{i}")))
-            await m.handlers()["join"](body)
-        body = encode_control("join", member=to_wire(entry(CAP, host="10.7.0.99")))
-        with pytest.raises(RemoteError, match=r"too many members .*\(5\)") as err:
-            await m.handlers()["join"](body)
-        assert err.value.status == 429
-    finally:
-        REMOTE_SOURCE.reset(token)
+    for i in range(CAP):
+        body = encode_control("join", member=to_wire(entry(i, host=f"10.7.0.{i}")))
+        await m.handlers()["join"](Arrival(body, remote="10.6.6.6"))
+    body = encode_control("join", member=to_wire(entry(CAP, host="10.7.0.99")))
+    with pytest.raises(RemoteError, match=r"too many members .*\(5\)") as err:
+        await m.handlers()["join"](Arrival(body, remote="10.6.6.6"))
+    assert err.value.status == 429
     assert listed(m) == CAP
 
 
@@ -138,5 +130,5 @@ async def test_the_in_memory_network_has_no_source_address_only_hosts() -> None:
     body = encode_control(
         "gossip", sender="x", members=[to_wire(entry(i, host=f"10.7.0.{i}")) for i in range(20)]
     )
-    await m.handlers()["gossip"](body)
+    await m.handlers()["gossip"](Arrival(body))
     assert listed(m) == 20

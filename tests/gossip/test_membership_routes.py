@@ -8,6 +8,7 @@ import time
 import pytest
 from swarmnode.gossip.errors import CodecError, JoinTimeout, MembershipError, RemoteError
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD
 from swarmnode.gossip.membership.records import to_wire
@@ -36,7 +37,7 @@ async def test_claims_that_we_are_dead_are_refuted_in_the_answer() -> None:
     swarm = Swarm()
     m = swarm.add(0, incarnation=5)
     body = _gossip(Gossiped("p0", m.addr, 5, 0, DEAD, 1.0, {}))
-    answer = decode_control(await m.handlers()["gossip"](body), "gossip-ack")
+    answer = decode_control(await m.handlers()["gossip"](Arrival(body)), "gossip-ack")
     assert m.incarnation == 6
     assert m.self_member.state == ALIVE
     assert answer["members"][0][:5] == ["p0", m.addr, 6, 0, ALIVE]
@@ -62,7 +63,7 @@ async def test_claims_that_we_are_dead_are_refuted_in_the_answer() -> None:
 async def test_malformed_messages_raise_codec_error(route: str, body: bytes, fragment: str) -> None:
     m = Swarm().add(0)
     with pytest.raises(CodecError, match=fragment):
-        await m.handlers()[route](body)
+        await m.handlers()[route](Arrival(body))
 
 
 async def test_over_the_network_a_malformed_message_is_a_400() -> None:
@@ -78,7 +79,7 @@ async def test_a_malformed_entry_is_dropped_and_logged_the_rest_merged(
 ) -> None:
     m = Swarm().add(0)
     good = Gossiped("p1", "10.0.0.1:7070", 1, 3, ALIVE, 0.0, {"step": 1})
-    await m.handlers()["gossip"](_gossip(good, ["p2", "no port", 1, 1, ALIVE, 0.0, {}]))
+    await m.handlers()["gossip"](Arrival(_gossip(good, ["p2", "no port", 1, 1, ALIVE, 0.0, {}])))
     assert [p.peer_id for p in m.members()] == ["p1"]
     assert "dropped 1 malformed entries" in caplog.text and "bad address" in caplog.text
 
@@ -114,16 +115,17 @@ async def test_digests_sent_are_capped() -> None:
     m = swarm.add(0)
     bodies: list[bytes] = []
 
-    async def record(body: bytes) -> bytes:
+    async def record(req: Arrival) -> bytes:
+        body = req.body
         bodies.append(body)
         return encode_control("gossip-ack", members=[])
 
     fakes = [Gossiped(f"f{i}", f"10.9.0.{i}:1", 1, 1, ALIVE, 0.0, {}) for i in range(10)]
     for f in fakes:
         swarm.net.register(f.addr, {"gossip": record})
-    await m.handlers()["gossip"](_gossip(*fakes[:3]))
-    await m.handlers()["gossip"](_gossip(*fakes[3:6]))
-    await m.handlers()["gossip"](_gossip(*fakes[6:]))
+    await m.handlers()["gossip"](Arrival(_gossip(*fakes[:3])))
+    await m.handlers()["gossip"](Arrival(_gossip(*fakes[3:6])))
+    await m.handlers()["gossip"](Arrival(_gossip(*fakes[6:])))
     assert await m.gossip_round() == 3
     for body in bodies:
         members = decode_control(body, "gossip")["members"]

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from swarmnode.gossip.errors import RemoteError
-from swarmnode.gossip.link.transport import Handler
+from swarmnode.gossip.link.transport import Arrival, Handler
 from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.node.net.app import ListenError, build_app, serve
 
@@ -32,11 +32,12 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def echo(body: bytes) -> bytes:
-    return bytes(body)
+async def echo(req: Arrival) -> bytes:
+    return bytes(req.body)
 
 
-async def control(body: bytes) -> bytes:
+async def control(req: Arrival) -> bytes:
+    body = req.body
     """A control route: a msgpack message in, an answer out (CodecError on garbage)."""
     msg = decode_control(bytes(body), "ping")
     return encode_control("pong", n=msg["n"])
@@ -135,7 +136,7 @@ async def test_status_of_a_swarmnode_error_is_kept(start_server, http, caplog):
     class Refused(RemoteError):
         pass
 
-    async def guarded(body: bytes) -> bytes:
+    async def guarded(req: Arrival) -> bytes:
         raise Refused("bad signature", 401)
 
     base = "http://" + await start_server({"echo": echo, "guarded": guarded})
@@ -148,7 +149,8 @@ async def test_status_of_a_swarmnode_error_is_kept(start_server, http, caplog):
 async def test_oversized_by_content_length_is_413_before_reading(start_server, http, caplog, route):
     seen: list[int] = []
 
-    async def record(body: bytes) -> bytes:
+    async def record(req: Arrival) -> bytes:
+        body = req.body
         seen.append(len(body))
         return b"ok"
 
@@ -229,7 +231,7 @@ class _OnWarning(logging.Handler):
 async def test_handler_bug_is_500_with_a_logged_traceback_and_serving_goes_on(
     start_server, http, caplog
 ):
-    async def buggy(body: bytes) -> bytes:
+    async def buggy(req: Arrival) -> bytes:
         raise KeyError("oops")
 
     base = "http://" + await start_server({"echo": echo, "buggy": buggy})
@@ -255,7 +257,8 @@ async def test_large_bodies_reach_handlers_whole_and_answers_stream_back(start_s
     size = 5 << 20
     got: list[object] = []
 
-    async def keep(body: bytes) -> bytes:
+    async def keep(req: Arrival) -> bytes:
+        body = req.body
         got.append(body)
         return body  # a memoryview: answered through the sliced path
 
@@ -269,7 +272,7 @@ async def test_large_bodies_reach_handlers_whole_and_answers_stream_back(start_s
 async def test_cleanup_cancels_stuck_handlers_and_leaves_no_tasks(http):
     entered = asyncio.Event()
 
-    async def stuck(body: bytes) -> bytes:
+    async def stuck(req: Arrival) -> bytes:
         entered.set()
         await asyncio.Event().wait()
         return b""

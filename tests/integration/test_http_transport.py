@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import CodecError, PeerUnreachable, RemoteError, RequestTimeout
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import INLINE_BYTES, HttpTransport
 
@@ -29,8 +30,8 @@ async def transport() -> AsyncIterator[HttpTransport]:
     await t.close()
 
 
-async def echo(body: bytes) -> bytes:
-    return body
+async def echo(req: Arrival) -> bytes:
+    return req.body
 
 
 def free_port() -> int:
@@ -56,7 +57,8 @@ async def test_round_trip_is_byte_exact(start_server, transport, size):
 async def test_any_contiguous_buffer_is_sent_as_its_bytes(start_server, transport):
     seen: list[bytes] = []
 
-    async def record(body: bytes) -> bytes:
+    async def record(req: Arrival) -> bytes:
+        body = req.body
         seen.append(bytes(body))
         return b"ok"
 
@@ -70,7 +72,7 @@ async def test_any_contiguous_buffer_is_sent_as_its_bytes(start_server, transpor
 async def test_large_answer_from_a_float_array_arrives_whole(start_server, transport):
     model = np.linspace(-1, 1, 2_000_000, dtype=np.float32)  # 8 MB, a memoryview of floats
 
-    async def pull(body: bytes) -> memoryview:
+    async def pull(req: Arrival) -> memoryview:
         return memoryview(model)
 
     addr = await start_server({"params": pull})
@@ -83,7 +85,8 @@ async def test_parallel_requests_are_served_concurrently(start_server, transport
     arrived = 0
     all_in = asyncio.Event()
 
-    async def gather_then_echo(body: bytes) -> bytes:
+    async def gather_then_echo(req: Arrival) -> bytes:
+        body = req.body
         # Answers only once all n requests are inside handlers: proves they run concurrently.
         nonlocal arrived
         arrived += 1
@@ -116,7 +119,7 @@ async def test_handler_that_never_answers_times_out_within_the_deadline(start_se
     entered = asyncio.Event()
     release = asyncio.Event()
 
-    async def stuck(body: bytes) -> bytes:
+    async def stuck(req: Arrival) -> bytes:
         entered.set()
         await release.wait()
         return b"late"
@@ -158,7 +161,7 @@ async def test_peer_that_accepts_but_never_speaks_times_out():
     ],
 )
 async def test_error_answers_become_remote_errors(start_server, transport, exc, status, text):
-    async def failing(body: bytes) -> bytes:
+    async def failing(req: Arrival) -> bytes:
         raise exc
 
     addr = await start_server({"fail": failing})
@@ -170,7 +173,7 @@ async def test_error_answers_become_remote_errors(start_server, transport, exc, 
 
 
 async def test_error_text_read_from_a_peer_is_capped(start_server, transport):
-    async def chatty(body: bytes) -> bytes:
+    async def chatty(req: Arrival) -> bytes:
         raise RemoteError("x" * 100_000, 429)
 
     addr = await start_server({"chatty": chatty})
@@ -181,7 +184,7 @@ async def test_error_text_read_from_a_peer_is_capped(start_server, transport):
 
 
 async def test_answer_over_the_cap_is_refused_without_reading_it(start_server):
-    async def big(body: bytes) -> bytes:
+    async def big(req: Arrival) -> bytes:
         return b"y" * (4 << 20)
 
     addr = await start_server({"big": big})

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.node.net.intake import IntakeLimits
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,7 +89,7 @@ class Trickle:
 
 
 def held(started: asyncio.Event, release: asyncio.Event):  # type: ignore[no-untyped-def]
-    async def handler(body: bytes) -> bytes:
+    async def handler(req: Arrival) -> bytes:
         started.set()
         await release.wait()
         return b"done"
@@ -96,8 +97,8 @@ def held(started: asyncio.Event, release: asyncio.Event):  # type: ignore[no-unt
     return handler
 
 
-async def echo(body: bytes) -> bytes:
-    return bytes(body)
+async def echo(req: Arrival) -> bytes:
+    return bytes(req.body)
 
 
 async def test_a_body_not_yet_delivered_holds_no_slot(start_server, http):

@@ -10,6 +10,7 @@ import pytest
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.auth.signer import SIGNED_ROUTES, TRAILER_BYTES, Signer
 from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
+from swarmnode.gossip.link.transport import Arrival
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 
@@ -25,9 +26,9 @@ async def test_both_sides_open_with_the_streamed_digest(monkeypatch) -> None:
     given: list[bool] = []
     real = Signer.open_request
 
-    def spy(self, route, data, *, reply_to=b"", digest=None):  # type: ignore[no-untyped-def]
+    def spy(self, route, data, *, reply_to=b"", digest=None, arrived=""):  # type: ignore[no-untyped-def]
         given.append(digest is not None)
-        return real(self, route, data, reply_to=reply_to, digest=digest)
+        return real(self, route, data, reply_to=reply_to, digest=digest, arrived=arrived)
 
     monkeypatch.setattr(Signer, "open_request", spy)
     inline: list[int] = []
@@ -39,8 +40,8 @@ async def test_both_sides_open_with_the_streamed_digest(monkeypatch) -> None:
 
     monkeypatch.setattr(Signer, "seal_parts", seal_spy)
 
-    async def echo(body: bytes) -> bytes:
-        return bytes(body)
+    async def echo(req: Arrival) -> bytes:
+        return bytes(req.body)
 
     app = build_app(auth_handlers({"pushpull": echo}, server), tap=server.tap)
     runner, port = await serve(app, "127.0.0.1", 0)
@@ -70,7 +71,8 @@ async def test_a_tampered_large_envelope_is_refused_and_never_handled() -> None:
     server = Signer("s", key=b, keys={a.peer_id: a.public}.get, signed_routes=SIGNED_ROUTES)
     handled: list[int] = []
 
-    async def handler(body: bytes) -> bytes:
+    async def handler(req: Arrival) -> bytes:
+        body = req.body
         handled.append(len(body))
         return b"ok"
 

@@ -35,7 +35,7 @@ async def test_the_frame_in_a_read_envelope_is_aligned_and_its_digest_opens_it(n
     sealer = Signer(None, key=a, signed_routes=SIGNED_ROUTES, name=name)
     envelope = bytes(sealer.seal("pushpull", wire.encode_params(vec, sender=a.peer_id, step=1)))
     opener = Signer(None, key=b, keys={a.peer_id: a.public}.get, signed_routes=SIGNED_ROUTES)
-    opener.accepts = lambda receiver: True  # type: ignore[method-assign]  # addressing: not here
+    opener.accepts = lambda receiver, arrived="": True  # type: ignore[method-assign]  # not here
     tap = opener.tap("pushpull")
     assert tap is not None
     stream = Chunks(envelope, [65_536, 1_000_003, 1 << 20])

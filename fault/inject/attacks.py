@@ -147,6 +147,31 @@ class Ipm(Behaviour):
 
 
 @dataclasses.dataclass(frozen=True)
+class Dissensus(Behaviour):
+    """x_i - epsilon (mean - x_i) to each honest peer i: its own model pushed away from the
+    honest mean, by epsilon x its distance to it (He, Karimireddy and Jaggi 2022, "Byzantine-
+    robust decentralized learning via ClippedGossip", the dissensus attack). Against gossip a
+    liar need not pull everyone off course: cancelling each neighbour's consensus step keeps the
+    honest models apart, so non-iid peers never learn each other's classes. In a group of
+    k = 3 (the average round) the honest answers move i by (k - 1)/(k + 1) (mean - x_i), the
+    liar's by -epsilon/(k + 1) (mean - x_i): epsilon = k - 1 cancels the step, more reverses it.
+    """
+
+    KIND: ClassVar[str] = "dissensus"
+    PARAMS: ClassVar[dict[str, type]] = {"epsilon": float}
+    needs_honest_views: ClassVar[bool] = True
+    per_recipient: ClassVar[bool] = True
+    epsilon: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_positive(self.KIND, "epsilon", self.epsilon)
+
+    def _poison_for(self, own, views, rng, ref, xp, recipient):
+        mean = views.mean(axis=0, dtype=xp.float64)
+        return recipient - self.epsilon * (mean - recipient)
+
+
+@dataclasses.dataclass(frozen=True)
 class Mimic(Behaviour):
     """A copy of one honest peer: the node orders the views by peer id, so `index` pins the
     same peer from one refresh to the next (while it stays alive and honest)."""

@@ -30,6 +30,8 @@ class Behaviour:
     PARAMS: ClassVar[dict[str, type]] = {}  # name -> int/float; the first is the main one
     needs_honest_views: ClassVar[bool] = False
     poisons_labels: ClassVar[bool] = False
+    # crafts a model for each recipient (from that recipient's own model: dissensus)
+    per_recipient: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
@@ -61,18 +63,27 @@ class Behaviour:
         rng: np.random.Generator | None = None,
         *,
         reference: Array | None = None,
+        recipient: Array | None = None,
     ) -> Array:
         """The parameters to serve instead of `own`: float32, `own`'s shape and array module.
 
         `honest` (a list of vectors or a (k, d) array) is required when `needs_honest_views`;
         `reference` (where the swarm stood one exchange round ago: see swarmnode.fault.inject.byzantine)
-        turns the parameter-space attacks of sign-flip and IPM into their update-space forms.
+        turns the parameter-space attacks of sign-flip and IPM into their update-space forms;
+        `recipient` (the model of the peer it goes to) is required when `per_recipient`.
         """
         xp = array_module(own)
         flat = as_float_vector(own, xp, "own")
         views = stack_views(honest, flat, xp) if self.needs_honest_views else None
         ref = None if reference is None else as_float_vector(reference, xp, "reference", flat)
-        out = self._poison(flat, views, np.random.default_rng() if rng is None else rng, ref, xp)
+        rng = np.random.default_rng() if rng is None else rng
+        if self.per_recipient:
+            if recipient is None:
+                raise ByzantineError(f"{self.KIND} crafts for one recipient: give its model")
+            to = as_float_vector(recipient, xp, "recipient", flat)
+            out = self._poison_for(flat, views, rng, ref, xp, to)
+        else:
+            out = self._poison(flat, views, rng, ref, xp)
         return out.astype(xp.float32, copy=False).reshape(own.shape)
 
     def transform_labels(self, y: Array, n_classes: int) -> Array:
@@ -82,6 +93,18 @@ class Behaviour:
     def _poison(
         self, own: Array, views: Array | None, rng: np.random.Generator, ref: Array | None, xp: Any
     ) -> Array:
+        raise NotImplementedError
+
+    def _poison_for(
+        self,
+        own: Array,
+        views: Array | None,
+        rng: np.random.Generator,
+        ref: Array | None,
+        xp: Any,
+        recipient: Array,
+    ) -> Array:
+        """`_poison` of a `per_recipient` behaviour: `recipient` is the model it goes to."""
         raise NotImplementedError
 
 

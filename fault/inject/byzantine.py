@@ -18,6 +18,9 @@ Kinds (PARAM is either one number for the main parameter or `key=value` pairs, `
                             n (workers) and f (colluders) from the swarm unless given
     ipm[:epsilon]           r - epsilon * (mean of the honest views - r) (Xie et al. 2019,
                             "Fall of Empires": -epsilon x the honest mean update)  (eps 0.1)
+    dissensus[:epsilon]     x_i - epsilon * (mean of the honest views - x_i), crafted for each
+                            recipient i from its own model (He, Karimireddy and Jaggi 2022: the
+                            liars push their neighbours apart, not off course)  (eps 2)
     mimic[:index]           a copy of honest view number `index` (mod their count)  (index 0)
     nan[:fraction] / inf[:fraction]
                             own with a random `fraction` of coordinates NaN / +-Inf  (all)
@@ -55,6 +58,7 @@ from typing import Any
 
 from swarmnode.fault.inject.attacks import (
     Alie,
+    Dissensus,
     Garbage,
     Gaussian,
     Huge,
@@ -77,6 +81,7 @@ __all__ = [
     "Array",
     "Behaviour",
     "ByzantineError",
+    "Dissensus",
     "Garbage",
     "Gaussian",
     "Huge",
@@ -93,10 +98,20 @@ __all__ = [
     "parse_byzantine",
 ]
 
-BYZANTINE: dict[str, Behaviour] = {
-    cls.KIND: cls()
-    for cls in (SignFlip, Gaussian, Noise, Alie, Ipm, Mimic, NonFinite, Infinite, Garbage, Huge)
-}
+_KINDS = (
+    SignFlip,
+    Gaussian,
+    Noise,
+    Alie,
+    Ipm,
+    Dissensus,
+    Mimic,
+    NonFinite,
+    Infinite,
+    Garbage,
+    Huge,
+)
+BYZANTINE: dict[str, Behaviour] = {cls.KIND: cls() for cls in _KINDS}
 BYZANTINE[LabelFlip.KIND] = LabelFlip()
 
 

@@ -126,7 +126,7 @@ class Exchanger:
         self._check_serving()
         async with self._bulk_slot():
             self.served += 1
-            reply = await self._encode_mine(msg)
+            reply = await self._encode_mine(msg, to=str(msg.get("sender")))
             self.bytes_sent += len(reply)
             return reply
 
@@ -150,7 +150,7 @@ class Exchanger:
             # Inbound: the HTTP layer logs a rejection with the caller's address; count it only.
             decoded, encoded = await asyncio.gather(
                 self._decode(body, source="pushpull request", quiet=True),
-                self._encode_mine(),
+                self._encode_mine(to=_pusher(body)),
                 return_exceptions=True,
             )
             for outcome in (decoded, encoded):
@@ -252,8 +252,15 @@ class Exchanger:
         payload, sent = await self._encode_with_base()
         if sent is None:
             sent = await asyncio.to_thread(delta_rule.own_frame_params, payload)
+        payloads = [payload] * len(picked)
+        if self._poisoning_now():  # a liar may craft each push for its recipient (fault/)
+            payloads = [(await self._encode_with_base(to=pid))[0] for pid, _ in picked]
         answers = await asyncio.gather(
-            *(self._pushpull(pid, addr, payload) for pid, addr in picked), return_exceptions=True
+            *(
+                self._pushpull(pid, addr, body)
+                for (pid, addr), body in zip(picked, payloads, strict=True)
+            ),
+            return_exceptions=True,
         )
         got = []
         for (pid, _), outcome in zip(picked, answers, strict=True):
@@ -314,21 +321,27 @@ class Exchanger:
 
     # --- encoding ------------------------------------------------------------------------
 
+    def _poisoning_now(self) -> bool:
+        """Whether `outgoing` may change my model right now (a byzantine peer's)."""
+        return self.outgoing is not None and (self.poisoning is None or self.poisoning())
+
     def _framed_honestly(self) -> bool:
         """Whether my model goes out as the store's raw frame of it, unchanged."""
-        honest = self.outgoing is None or (self.poisoning is not None and not self.poisoning())
-        return honest and self.pull_codec is None
+        return not self._poisoning_now() and self.pull_codec is None
 
-    async def _encode_mine(self, pull: dict | None = None) -> bytes:
-        return (await self._encode_with_base(pull))[0]
+    async def _encode_mine(self, pull: dict | None = None, to: str = "") -> bytes:
+        return (await self._encode_with_base(pull, to))[0]
 
-    async def _encode_with_base(self, pull: dict | None = None) -> tuple[bytes, np.ndarray | None]:
-        """My model framed, and the snapshot it came from; None for the store's raw frame (the
-        one-copy path: its payload is that snapshot, `delta_rule.own_frame_params`)."""
+    async def _encode_with_base(
+        self, pull: dict | None = None, to: str = ""
+    ) -> tuple[bytes, np.ndarray | None]:
+        """My model framed (for peer `to`, "" unknown), and the snapshot it came from; None for
+        the store's raw frame (the one-copy path: its payload is that snapshot,
+        `delta_rule.own_frame_params`)."""
         if self._framed_honestly():
             return await self.store.snapshot_frame(self.self_id), None
         step, vec = await self.store.snapshot()
-        out = vec if self.outgoing is None else await self.outgoing(step, vec)
+        out = vec if self.outgoing is None else await self.outgoing(step, vec, to)
         if pull and (reply := await self.compression.serve_pull(pull, step, out)):
             return reply, vec
         return await asyncio.to_thread(
@@ -347,6 +360,14 @@ class Exchanger:
             if not quiet:
                 log.warning("rejected %s: %s", source, exc)
             raise
+
+
+def _pusher(body: object) -> str:
+    """The declared sender of a pushed frame ("" when its header does not parse)."""
+    try:
+        return str(wire.peek_header(body).get("sender", ""))
+    except wire.WireError:
+        return ""
 
 
 def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict, np.ndarray]:

@@ -87,9 +87,10 @@ class RoundIO(Protocol):
         ...
 
 
-# Transforms my snapshot before it leaves this peer; the identity for honest peers, a poisoning
-# behaviour for byzantine ones (fault/).
-Outgoing = Callable[[int, np.ndarray], Awaitable[np.ndarray]]
+# Transforms my snapshot before it leaves this peer: `(step, vec, to)`, `to` the peer id it goes
+# to ("" when unknown); the identity for honest peers, a poisoning behaviour for byzantine ones
+# (fault/; a dissensus liar crafts a model per recipient).
+Outgoing = Callable[[int, np.ndarray, str], Awaitable[np.ndarray]]
 
 
 @dataclass

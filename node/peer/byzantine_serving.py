@@ -3,8 +3,9 @@
 An ordinary peer started with `--byzantine KIND` (or turned at runtime) trains as usual but every
 snapshot it sends goes through the behaviour from `swarmnode.fault.inject.byzantine`.
 
-Colluders. ALIE, IPM and mimic craft from honest peers' current parameters, as the papers'
-omniscient-colluder threat model assumes. A background task (`run`, owned by the node) refreshes
+Colluders. ALIE, IPM, dissensus and mimic craft from honest peers' current parameters, as the
+papers' omniscient-colluder threat model assumes. Dissensus crafts for each recipient from that
+recipient's own model as the last refresh pulled it (the exchange names who a model goes to). A background task (`run`, owned by the node) refreshes
 that view once per exchange round (every `--sync-every` own steps, at most every
 `MIN_REFRESH_S`): it pulls every live peer not flagged byzantine, ordered by peer id (at most
 `MAX_VIEWS` of them), so colluders look at the same honest set and craft the same vector, and
@@ -78,6 +79,9 @@ class _Craft:
     views: np.ndarray | None  # (k, d) honest parameters, ordered by peer id
     reference: np.ndarray | None  # where the swarm stood at the previous refresh
     crafted: np.ndarray | None = None  # what every pull until the next refresh gets
+    ids: tuple[str, ...] = ()  # whose model each row of `views` is
+    # a per-recipient behaviour (dissensus): what each recipient gets until the next refresh
+    per: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 class ByzantineServing:
@@ -125,10 +129,13 @@ class ByzantineServing:
         self.node.membership.set_meta(**{META_KEY: None if behaviour is None else behaviour.KIND})
         self._flagged = behaviour is not None
 
-    async def outgoing(self, step: int, own: np.ndarray) -> np.ndarray:
+    async def outgoing(self, step: int, own: np.ndarray, to: str = "") -> np.ndarray:
+        """What goes to peer `to` ("" unknown) instead of `own`."""
         b = self.behaviour
         if b is None or b.poisons_labels:
             return own
+        if b.per_recipient:
+            return await self._serve_to(b, own, to)
         if b.needs_honest_views:
             return await self._serve_crafted(b, own)
         reference = self._last_mean if b.wants_reference else None
@@ -147,11 +154,30 @@ class ByzantineServing:
             craft.crafted = await self._poison(craft.active, own, craft.views, craft.reference)
         return own if craft.crafted is None else craft.crafted
 
+    async def _serve_to(self, b: Behaviour, own: np.ndarray, to: str) -> np.ndarray:
+        """Crafted from `to`'s own model as the last refresh pulled it; `own` for a recipient
+        it has no view of (unknown, or not yet pulled): honest-looking rather than a crash."""
+        craft = self._craft
+        if craft is None or craft.base is not b or craft.views is None or to not in craft.ids:
+            return own
+        if to not in craft.per:
+            mine = craft.views[craft.ids.index(to)]
+            out = await self._poison(craft.active, own, craft.views, craft.reference, mine)
+            craft.per[to] = own if out is None else out
+        return craft.per[to]
+
     async def _poison(
-        self, b: Behaviour, own: np.ndarray, views: Any, reference: np.ndarray | None
+        self,
+        b: Behaviour,
+        own: np.ndarray,
+        views: Any,
+        reference: np.ndarray | None,
+        recipient: np.ndarray | None = None,
     ) -> np.ndarray | None:
         try:
-            return await asyncio.to_thread(b.poison, own, views, self._rng, reference=reference)
+            return await asyncio.to_thread(
+                b.poison, own, views, self._rng, reference=reference, recipient=recipient
+            )
         except ByzantineError as exc:
             log.info("byzantine %s: %s; serving honest parameters", b.spec(), exc)
             return None
@@ -179,7 +205,8 @@ class ByzantineServing:
                 log.info("byzantine %s: %s", b.spec(), exc)
                 views = None
         if self.behaviour is b:  # not switched while we pulled
-            self._craft = _Craft(b, active, views, self._last_mean)
+            ids = tuple(pid for pid, _, _ in got)
+            self._craft = _Craft(b, active, views, self._last_mean, ids=ids)
             if mean is not None:  # a refresh that got nothing keeps the older reference
                 self._last_mean = mean
 

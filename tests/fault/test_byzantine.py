@@ -45,6 +45,7 @@ def test_registry_holds_every_kind_the_cli_offers() -> None:
         "noise",
         "alie",
         "ipm",
+        "dissensus",
         "mimic",
         "nan",
         "inf",
@@ -53,7 +54,8 @@ def test_registry_holds_every_kind_the_cli_offers() -> None:
         "label-flip",
     }
     colluders = {k for k, b in BYZANTINE.items() if b.needs_honest_views}
-    assert colluders == {"alie", "ipm", "mimic"}
+    assert colluders == {"alie", "ipm", "dissensus", "mimic"}
+    assert {k for k, b in BYZANTINE.items() if b.per_recipient} == {"dissensus"}
     assert {k for k, b in BYZANTINE.items() if b.poisons_labels} == {"label-flip"}
 
 
@@ -63,6 +65,7 @@ def test_registry_holds_every_kind_the_cli_offers() -> None:
         ("gaussian:10", "sigma", 10.0),
         ("ipm:0.5", "epsilon", 0.5),
         ("ipm:epsilon=2", "epsilon", 2.0),
+        ("dissensus:4", "epsilon", 4.0),
         ("alie:1.5", "z", 1.5),
         ("alie:f=4, n=20", "n", 20),
         ("mimic:2", "index", 2),
@@ -114,7 +117,8 @@ def test_every_behaviour_keeps_shape_and_float32(
 ) -> None:
     own = own.reshape(shape)
     views = [v.reshape(shape) for v in honest]
-    out = BYZANTINE[kind].poison(own, views, np.random.default_rng(2))
+    to = views[1] if BYZANTINE[kind].per_recipient else None
+    out = BYZANTINE[kind].poison(own, views, np.random.default_rng(2), recipient=to)
     assert isinstance(out, np.ndarray)
     assert out.shape == own.shape
     assert out.dtype == np.float32
@@ -126,7 +130,8 @@ def test_every_behaviour_keeps_shape_and_float32(
 def test_inputs_are_left_untouched(own: np.ndarray, honest: list[np.ndarray]) -> None:
     own_copy, honest_copy = own.copy(), [v.copy() for v in honest]
     for behaviour in BYZANTINE.values():
-        behaviour.poison(own, honest, np.random.default_rng(3))
+        to = honest[2] if behaviour.per_recipient else None
+        behaviour.poison(own, honest, np.random.default_rng(3), recipient=to)
     assert np.array_equal(own, own_copy)
     assert all(np.array_equal(a, b) for a, b in zip(honest, honest_copy, strict=True))
 
@@ -220,6 +225,20 @@ def test_ipm_points_against_the_honest_mean(own: np.ndarray, honest: list[np.nda
     assert float((rel - reference) @ (mean - reference)) < 0
 
 
+def test_dissensus_pushes_each_recipient_away_from_the_honest_mean(
+    own: np.ndarray, honest: list[np.ndarray]
+) -> None:
+    mean = np.stack(honest).astype(np.float64).mean(axis=0)
+    for i in (0, 3):
+        x = honest[i]
+        out = parse_byzantine("dissensus:2").poison(own, honest, recipient=x)
+        np.testing.assert_allclose(out, x - 2.0 * (mean - x), rtol=1e-5, atol=1e-5)
+        # what the recipient moves by when it mixes it in points away from the honest mean
+        assert float((out - x) @ (mean - x)) < 0
+    with pytest.raises(ByzantineError, match="crafts for one recipient"):
+        parse_byzantine("dissensus").poison(own, honest)
+
+
 def test_mimic_copies_one_honest_peer(own: np.ndarray, honest: list[np.ndarray]) -> None:
     np.testing.assert_array_equal(parse_byzantine("mimic").poison(own, honest), honest[0])
     np.testing.assert_array_equal(parse_byzantine("mimic:9").poison(own, honest), honest[2])
@@ -304,11 +323,12 @@ def test_behaviours_run_on_cupy_and_match_numpy(own: np.ndarray, honest: list[np
     cupy = pytest.importorskip("cupy")
     own_gpu, honest_gpu = cupy.asarray(own), [cupy.asarray(v) for v in honest]
     for kind, behaviour in BYZANTINE.items():
-        out = behaviour.poison(own_gpu, honest_gpu, np.random.default_rng(7))
+        to, to_gpu = (honest[1], honest_gpu[1]) if behaviour.per_recipient else (None, None)
+        out = behaviour.poison(own_gpu, honest_gpu, np.random.default_rng(7), recipient=to_gpu)
         assert isinstance(out, cupy.ndarray), kind
         assert out.shape == own.shape and out.dtype == cupy.float32, kind
         if kind not in {"gaussian", "noise"}:  # those draw on the GPU: other numbers
-            expected = behaviour.poison(own, honest, np.random.default_rng(7))
+            expected = behaviour.poison(own, honest, np.random.default_rng(7), recipient=to)
             np.testing.assert_allclose(
                 cupy.asnumpy(out), expected, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=kind
             )

@@ -339,7 +339,7 @@ class FramedStore(ArrayStore):
 async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its_outgoing(
     poisoning,
 ):
-    async def negate(step: int, vec: np.ndarray) -> np.ndarray:
+    async def negate(step: int, vec: np.ndarray, to: str = "") -> np.ndarray:
         return -vec
 
     store = FramedStore(np.full(D, 2.0))

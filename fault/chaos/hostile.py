@@ -17,7 +17,9 @@ from swarmnode.fault.chaos.errors import ChaosError
 from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer
-from swarmnode.fault.hostile import ForgedRecords, SlowBodies, SybilFlood
+from swarmnode.fault.hostile import DragInsider, ForgedRecords, SlowBodies, SybilFlood
+from swarmnode.fault.hostile.drag import DragError, hidden_biases
+from swarmnode.fault.hostile.sybils import source_addresses
 from swarmnode.gossip.auth.signer import Signer
 
 
@@ -30,9 +32,13 @@ class HostileActors:
         *,
         signer: Signer | None,
         say: Callable[[str], None],
+        secret: str | None = None,
+        node: dict[str, Any] | None = None,
     ) -> None:
         self.peers, self.honest, self.clock = peers, honest, clock
         self.signer, self.say = signer, say
+        self.secret = secret  # the drag signs as a member of its own: it needs the secret itself
+        self.node = node or {}  # the scenario's [node] flags: the drag aims at their model
         self.reports: list[dict[str, Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -48,9 +54,26 @@ class HostileActors:
         if e.kind == SlowBodies.kind:
             return SlowBodies(addr, e.count)
         if e.kind == SybilFlood.kind:
+            sources = source_addresses(e.source_net, e.sources) if e.sources else None
             return SybilFlood(
-                addr, e.count, e.rate, signer=self.signer, observers=self._observers()
+                addr,
+                e.count,
+                e.rate,
+                signer=self.signer,
+                observers=self._observers(),
+                sources=sources,
+                listen=e.listen,
+                targets=self._observers() if e.everyone else None,
             )
+        if e.kind == DragInsider.kind:
+            try:
+                biases = hidden_biases(str(self.node.get("model")), str(self.node.get("data")))
+            except DragError as exc:
+                raise ChaosError(f"drag on {target.name}: {exc}") from None
+            observers = self._observers()
+            # the target first: the insider joins through it
+            targets = lambda: sorted(observers(), key=lambda a: a != addr)  # noqa: E731
+            return DragInsider(targets, e.rate, biases, secret=self.secret)
         assert e.victim is not None
         victim = self.peers[e.victim]
         if victim.peer_id is None:
@@ -90,9 +113,10 @@ class HostileActors:
                 **actor.report(),
             }
             self.reports.append(report)
+            got = report.get("accepted")
             self.say(
                 f"chaos: t={report['end']:.1f}s {e.kind} on {e.peer} ended ({outcome}): "
-                f"accepted {report['accepted']}"
+                + (f"accepted {got}" if got is not None else f"{report.get('pushes')} pushes")
             )
 
     async def stop(self) -> None:

@@ -18,6 +18,7 @@ from swarmnode.fault.chaos.scenario_values import (
     string,
 )
 from swarmnode.fault.hostile import HOSTILE_KINDS
+from swarmnode.fault.hostile.sybils import source_addresses
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
 
@@ -37,10 +38,15 @@ _EVENT_KEYS = {
     "slowdown": {"peer", "factor"},
     "partition": {"groups"},
     "heal": set(),
-    "hostile": {"peer", "kind", "victim", "count", "rate", "duration"},
-}
-# What a hostile event's `count` means, and its default, by kind (`rate`: messages a second).
-HOSTILE_COUNT = {"sybil-flood": 1000, "slow-bodies": 100, "forged-records": 1}
+    "hostile": {
+        "peer", "kind", "victim", "count", "rate", "duration", "sources", "source_net", "listen",
+        "everyone",
+    },
+}  # fmt: skip
+# What a hostile event's `count` means, and its default, by kind (`rate`: messages a second;
+# the drag: pushes a second, `count` unused).
+HOSTILE_COUNT = {"sybil-flood": 1000, "slow-bodies": 100, "forged-records": 1, "drag": 1}
+MAX_SOURCES = 254  # sybil-flood `sources`: local addresses it sends from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +60,12 @@ class Event:
     groups: tuple[tuple[str, ...], ...] = ()  # partition
     victim: str | None = None  # hostile forged-records: whose records are forged
     count: int = 0  # hostile: sybils, or slow connections
-    rate: float = 0.0  # hostile: messages a second
+    rate: float = 0.0  # hostile: messages a second (drag: pushes a second)
     duration: float = 0.0  # hostile: seconds the attack lasts
+    sources: int = 0  # hostile sybil-flood: local addresses it sends from (0: 127.0.0.1 only)
+    source_net: str = ""  # ... taken from this network (one per /24 when wider than a /24)
+    listen: bool = False  # ... its sybils advertise listeners that accept and never answer
+    everyone: bool = False  # ... it floods every honest peer, not only `peer`
     id: str | None = None
     label: str = ""
 
@@ -133,9 +143,38 @@ def _hostile_fields(
     if count != int(count):
         raise ScenarioError(f"{where}: 'count' must be a whole number, got {count:g}")
     out["count"] = int(count)
-    out["rate"] = number(raw, "rate", where, default=2.0, lo=0.0, hi=100.0, open_lo=True)
+    out["rate"] = number(raw, "rate", where, default=2.0, lo=0.0, hi=1000.0, open_lo=True)
     left = duration - fields["at"]
     out["duration"] = number(raw, "duration", where, default=left, lo=0.0, hi=left, open_lo=True)
+    out.update(_source_fields(raw, kind, where))
+    return out
+
+
+def _source_fields(raw: Mapping[str, Any], kind: str, where: str) -> dict[str, Any]:
+    """sybil-flood only: `sources` (count), `source_net` (CIDR, default 127.1.0.0/16: one
+    address per /24), `listen` (its sybils advertise silent listeners) and `everyone` (it
+    floods every honest peer)."""
+    keys = {"sources", "source_net", "listen", "everyone"} & set(raw)
+    if not keys:
+        return {}
+    if kind != "sybil-flood":
+        raise ScenarioError(f"{where}: {', '.join(sorted(keys))} only for kind = 'sybil-flood'")
+    out: dict[str, Any] = {}
+    count = number(raw, "sources", where, default=0, lo=0, hi=MAX_SOURCES)
+    if count != int(count):
+        raise ScenarioError(f"{where}: 'sources' must be a whole number, got {count:g}")
+    out["sources"] = int(count)
+    net = string(raw, "source_net", where, default="127.1.0.0/16")
+    try:
+        source_addresses(net, max(1, out["sources"]))
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: 'source_net' {net!r}: {exc}") from None
+    out["source_net"] = net
+    for key in ("listen", "everyone"):
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{where}: '{key}' must be true or false")
+        out[key] = value
     return out
 
 

@@ -52,7 +52,15 @@ class Timeline:
         self.peer_faults: dict[str, FaultConfig] = {}
         self._faults_touched = False
         honest = set(self.peers) if honest is None else honest
-        self.hostile = HostileActors(self.peers, honest, clock, signer=signer, say=say)
+        self.hostile = HostileActors(
+            self.peers,
+            honest,
+            clock,
+            signer=signer,
+            say=say,
+            secret=supervisor.secret,
+            node=supervisor.scenario.node,
+        )
 
     def record_deaths(self) -> None:
         """Record a child that died without being told to."""

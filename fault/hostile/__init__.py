@@ -1,13 +1,15 @@
-"""Hostile actors that speak the peers' real protocol from outside (issue 10): a sybil flood,
-slow bodies, forged records. Shared by the tests and the chaos runner (`action = "hostile"`).
+"""Hostile actors that speak the peers' real protocol from outside (issue 10): a sybil flood
+(from one address or many), slow bodies, forged records, and the drag (issue 22: an insider's
+many small pushes toward a dead model). Shared by the tests and the chaos runner (`action = "hostile"`).
 
 Each actor has a `kind`, `await run(seconds)` (cancel it to stop early; it closes what it
 opened) and `report()`, whose `accepted` counts what the attack got through (the bar: 0)."""
 
+from swarmnode.fault.hostile.drag import DragInsider
 from swarmnode.fault.hostile.forged import ForgedRecords
 from swarmnode.fault.hostile.slow_bodies import SlowBodies
 from swarmnode.fault.hostile.sybils import SybilFlood
 
-HOSTILE_KINDS = (SybilFlood.kind, SlowBodies.kind, ForgedRecords.kind)
+HOSTILE_KINDS = (SybilFlood.kind, SlowBodies.kind, ForgedRecords.kind, DragInsider.kind)
 
-__all__ = ["HOSTILE_KINDS", "ForgedRecords", "SlowBodies", "SybilFlood"]
+__all__ = ["HOSTILE_KINDS", "DragInsider", "ForgedRecords", "SlowBodies", "SybilFlood"]

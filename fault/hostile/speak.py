@@ -30,9 +30,12 @@ class Speaker:
         self.statuses: collections.Counter[str] = collections.Counter()
 
     async def post(self, addr: str, route: str, body: bytes) -> tuple[int, bytes]:
-        """(HTTP status, answer opened with the secret if we hold it); (0, b"") on no answer."""
+        """(HTTP status, answer opened with the secret if we hold it); (0, b"") on no answer.
+        A signer with a member key and no secret (an open swarm's insider) seals only the
+        routes it signs."""
         nonce = b""
-        if self.signer is not None:
+        wrapped = self.signer is not None and self.signer.wraps(route)
+        if wrapped:
             sealed = self.signer.seal(route, body, to=addr)
             nonce, body = nonce_of(sealed), bytes(sealed)
         try:
@@ -45,7 +48,7 @@ class Speaker:
         except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
             status, data = 0, b""
         self.statuses[f"{route} {status}"] += 1
-        if status == 200 and self.signer is not None:
+        if status == 200 and wrapped and self.signer.has_secret:  # bare answers without one
             try:
                 data = bytes(self.signer.open(route, data, reply_to=nonce))
             except AuthError:

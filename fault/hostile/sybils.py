@@ -5,11 +5,21 @@ Before issue 10, 50 of them kept alive by gossip cut the honest exchange rate fr
 in 20 s, and 2,000 to 0. Without admission (`--admission trust`, or a secret the attacker lacks)
 none may be listed; with open admission, at most a source's burst, then its rate. `listed_max`
 (the most sybils any observed peer listed at once) is what the attack got: `accepted`.
+
+From many addresses (issue 22): with `sources` (local addresses to send from, e.g. 127.1.K.1:
+on Linux all of 127.0.0.0/8 is the loopback's) the sybils are split among them, each source
+gossiping and joining its own share from its own address, so a per-address cap binds each
+share separately. With `listen`, each source also runs a listener that accepts connections and
+never answers, and its sybils advertise it: an exchange or a gossip that picks one waits out its
+whole deadline instead of failing at once (the discard port refuses the connection). With
+`targets`, every peer it names is flooded, not only `addr`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,44 +48,109 @@ class SybilFlood:
         signer: Signer | None = None,
         observers: Callable[[], list[str]] = list,
         observe_every: float = 1.0,
+        sources: list[str] | None = None,
+        listen: bool = False,
+        targets: Callable[[], list[str]] | None = None,
     ) -> None:
         self.addr, self.count, self.rate = addr, count, rate
         self.signer, self.observers, self.observe_every = signer, observers, observe_every
+        self.sources = list(sources or [])  # local addresses to send from ([]: the default)
+        self.listen = listen
+        self.targets = targets  # every peer to flood (None: `addr` only)
         self.messages = 0
         self.listed_max = 0  # the most sybils one observed peer listed at once
+        self.held = 0  # connections the silent listeners accepted (and never answered)
         self.statuses: dict[str, int] = {}
         self._signers: list[RecordSigner] = []
+        self._shares: list[tuple[str | None, list[RecordSigner], str]] = []
 
     async def run(self, seconds: float) -> None:
         """Make the keys, then flood for `seconds`. The keys come first, outside the window: an
         attacker has them ready, and on a busy box making 500 took most of a 10 s window (a
         chaos run then measured 4 messages where its rate promised 10)."""
-        self._signers = await asyncio.to_thread(_make_signers, self.count)
-        ids = {s.key.peer_id for s in self._signers}
-        end = time.monotonic() + seconds
-        async with aiohttp.ClientSession() as session:
-            speaker = Speaker(session, self.signer)
+        async with contextlib.AsyncExitStack() as stack:
+            adverts = [await self._listener(stack, src) for src in self.sources or [None]]
+            self._signers = await asyncio.to_thread(_make_signers, self.count)
+            ids = {s.key.peer_id for s in self._signers}
+            n = len(adverts)
+            speakers = []
+            for k, src in enumerate(self.sources or [None]):
+                connector = aiohttp.TCPConnector(local_addr=(src, 0)) if src else None
+                session = await stack.enter_async_context(
+                    aiohttp.ClientSession(connector=connector)
+                )
+                speakers.append(Speaker(session, self.signer))
+                self._shares.append((src, self._signers[k::n], adverts[k]))
+            # the records signed and their chains drawn (1,024 SHA-256 a key) before the window
+            await asyncio.to_thread(lambda: [_beat(sg, 0, adv) for _, sg, adv in self._shares])
+            end = time.monotonic() + seconds
             try:
                 await paced(
                     self.rate,
                     max(0.0, end - time.monotonic()),
-                    lambda i: self._send(speaker, i),
+                    lambda i: self._send(speakers, i),
                     self.observe_every,
-                    lambda: self._observe(speaker, ids),
+                    lambda: self._observe(speakers[0], ids),
                 )
             finally:
-                self.statuses = dict(speaker.statuses)
+                total: dict[str, int] = {}
+                for sp in speakers:
+                    for key, v in sp.statuses.items():
+                        total[key] = total.get(key, 0) + v
+                self.statuses = total
 
-    async def _send(self, speaker: Speaker, i: int) -> None:
-        # each message beats every sybil (a new heartbeat on its chain: they stay alive) ...
-        entries = await asyncio.to_thread(_beat, self._signers, i + 1)
-        for start in range(0, len(entries), BATCH):
-            body = encode_control("gossip", sender=SENDER, members=entries[start : start + BATCH])
-            await speaker.post(self.addr, "gossip", body)
-        # ... and one of them asks to join, as a newcomer would
-        joiner = entries[i % len(entries)]
-        await speaker.post(self.addr, "join", encode_control("join", member=joiner))
+    async def _listener(self, stack: contextlib.AsyncExitStack, src: str | None) -> str:
+        """The address a source's sybils advertise: a silent listener on it (`listen`), else
+        the discard port."""
+        if not self.listen:
+            return SYBIL_ADDR
+        host = src or "127.0.0.1"
+        held: set[asyncio.StreamWriter] = set()
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.held += 1
+            held.add(writer)  # never read, never answered: closed when the attack ends
+
+        server = await asyncio.start_server(accept, host, 0)
+        port = server.sockets[0].getsockname()[1]
+
+        async def close() -> None:
+            server.close()
+            for w in held:
+                w.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+
+        stack.push_async_callback(close)
+        return f"{host}:{port}"
+
+    async def _send(self, speakers: list[Speaker], i: int) -> None:
+        """One message from every source, at once: its sybils' digest and one join."""
+        await asyncio.gather(
+            *(
+                self._send_share(sp, share, i)
+                for sp, share in zip(speakers, self._shares, strict=True)
+            )
+        )
         self.messages += 1
+
+    async def _send_share(
+        self, speaker: Speaker, share: tuple[str | None, list[RecordSigner], str], i: int
+    ) -> None:
+        _, signers, advert = share
+        if not signers:
+            return
+        # each message beats every sybil (a new heartbeat on its chain: they stay alive) ...
+        entries = await asyncio.to_thread(_beat, signers, i + 1, advert)
+        joiner = entries[i % len(entries)]
+        for addr in self.targets() if self.targets is not None else [self.addr]:
+            for start in range(0, len(entries), BATCH):
+                members = entries[start : start + BATCH]
+                await speaker.post(
+                    addr, "gossip", encode_control("gossip", sender=SENDER, members=members)
+                )
+            # ... and one of them asks to join, as a newcomer would
+            await speaker.post(addr, "join", encode_control("join", member=joiner))
 
     async def _observe(self, speaker: Speaker, ids: set[str]) -> None:
         for addr in self.observers():
@@ -87,6 +162,8 @@ class SybilFlood:
     def report(self) -> dict[str, Any]:
         return {
             "sybils": self.count,
+            "sources": len(self.sources) or 1,
+            "held": self.held,
             "messages": self.messages,
             "statuses": self.statuses,
             "listed_max": self.listed_max,
@@ -95,15 +172,25 @@ class SybilFlood:
 
 
 def _make_signers(count: int) -> list[RecordSigner]:
-    """Fresh keys, each with its record signed and its chain drawn (1,024 SHA-256 a key: a
-    worker thread's job)."""
-    signers = [RecordSigner(PeerKey.generate(), clock=lambda: 0.0) for _ in range(count)]
-    _beat(signers, 0)
-    return signers
+    """Fresh keys (a worker thread's job)."""
+    return [RecordSigner(PeerKey.generate(), clock=lambda: 0.0) for _ in range(count)]
 
 
-def _beat(signers: list[RecordSigner], hb: int) -> list[list[Any]]:
+def _beat(signers: list[RecordSigner], hb: int, addr: str = SYBIL_ADDR) -> list[list[Any]]:
     return [
-        to_wire(s.entry(Gossiped(s.key.peer_id, SYBIL_ADDR, 1, hb, "alive", 0.0, {})))
-        for s in signers
+        to_wire(s.entry(Gossiped(s.key.peer_id, addr, 1, hb, "alive", 0.0, {}))) for s in signers
     ]
+
+
+def source_addresses(net: str, count: int) -> list[str]:
+    """`count` addresses of `net` to send from: one per /24 (x.y.K.1) when `net` is wider than
+    a /24 (an attacker spread over many prefixes), else consecutive hosts of the one /24."""
+    network = ipaddress.ip_network(net, strict=False)
+    if network.version == 4 and network.prefixlen < 24:
+        subnets = network.subnets(new_prefix=24)
+        out = [str(next(iter(s.hosts()))) for _, s in zip(range(count), subnets, strict=False)]
+    else:
+        out = [str(h) for _, h in zip(range(count), network.hosts(), strict=False)]
+    if len(out) < count:
+        raise ValueError(f"{net} holds fewer than {count} source addresses")
+    return out

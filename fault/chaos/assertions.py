@@ -4,7 +4,7 @@ Every check reads a `RunRecord` (the per-peer `/v1/status` samples, the model di
 executed timeline) and returns one result with the measured value, the threshold and a verdict,
 so a unit test can feed it synthetic samples. This module is the front: `evaluate` runs a
 scenario's assertions; the checks live by family (assertions_accuracy, assertions_swarm,
-assertions_exchange, assertions_hostile), the keys' validation in assertions_check, the shared data in record. Kinds and their keys (`[[assert]]` tables):
+assertions_exchange, assertions_hostile, assertions_control), the keys' validation in assertions_check, the shared data in record. Kinds and their keys (`[[assert]]` tables):
 
     final_accuracy     min (required, 0-1); peers (default: honest peers running at the end);
                        window (s, default 0: the last sample) -- lowest final test accuracy
@@ -57,6 +57,14 @@ assertions_exchange, assertions_hostile), the keys' validation in assertions_che
     hostile_accepted   max (default 0); after (hostile event id, default: every attack) -- what
                        the attackers got through by their own count: sybils listed by an honest
                        peer (the most at once), observations showing a forged claim
+    control_accuracy   max_drop (default 0.03); at (s, default: the end); window (s, default 3);
+                       peers (default: honest here, the control's seat excepted) -- the lowest
+                       accuracy of the peers at `at` (each the mean over `window` s) minus the
+                       lowest of the same peers in the control run (needs [control])
+    control_rounds     min_ratio (default 0.7); from, until (s, default: the first hostile
+                       event's actual span, else the whole run); peers (as control_accuracy)
+                       -- exchange rounds applied a second, summed over the peers, here / in
+                       the control run over the span (needs [control])
 
 Any kind takes `must_fail = true`: the bar is expected to fail ("failed as expected").
 """
@@ -73,6 +81,7 @@ from swarmnode.fault.chaos.assertions_accuracy import (
     keeps_training,
 )
 from swarmnode.fault.chaos.assertions_check import SCHEMAS, validate_assertion
+from swarmnode.fault.chaos.assertions_control import control_accuracy, control_rounds
 from swarmnode.fault.chaos.assertions_exchange import exchange_progress, max_wait
 from swarmnode.fault.chaos.assertions_hostile import (
     exchange_rate,
@@ -103,6 +112,8 @@ EVALUATORS: dict[str, Evaluator] = {
     "victim_alive": victim_alive,
     "exchange_rate": exchange_rate,
     "hostile_accepted": hostile_accepted,
+    "control_accuracy": control_accuracy,
+    "control_rounds": control_rounds,
 }
 assert EVALUATORS.keys() == SCHEMAS.keys()  # a kind is validated and evaluated, or neither
 

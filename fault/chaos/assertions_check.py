@@ -72,6 +72,8 @@ def _check_references(kind: str, params: dict[str, Any], scenario: Scenario) -> 
             raise ScenarioError(f"until = {params['until']!r} must not come before the fault")
     if kind == "catch_up" and not params.get("peers") and not rejoined(scenario):
         raise ScenarioError("no restarted or late peer to check: give 'peers'")
+    if kind.startswith("control_") and scenario.control is None:
+        raise ScenarioError("needs a [control] table (the control swarm to compare with)")
     if kind == "reconverge" and scenario.params_every <= 0:
         raise ScenarioError("needs [scenario] params_every > 0 (model distances)")
 
@@ -176,4 +178,16 @@ SCHEMAS: dict[str, dict[str, tuple[_Check, Any]]] = {
         "peers": (_v_peers, None),
     },
     "hostile_accepted": {"max": (_v_count, 0), "after": (_v_event, None)},
+    "control_accuracy": {
+        "max_drop": (_v_unit, 0.03),
+        "at": (_v_seconds, None),
+        "window": (_v_seconds, 3.0),
+        "peers": (_v_peers, None),
+    },
+    "control_rounds": {
+        "min_ratio": (_v_unit, 0.7),
+        "from": (_v_seconds, None),
+        "until": (_v_seconds, None),
+        "peers": (_v_peers, None),
+    },
 }

@@ -43,6 +43,9 @@ class RunRecord:
     end_t: float
     # each hostile actor's report (swarmnode.fault.chaos.hostile): kind, peer, start, end, ...
     hostile: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # the control swarm's record (swarmnode.fault.chaos.control), and how its run ended
+    control: RunRecord | None = None
+    control_result: str | None = None
 
     def event_time(self, scenario: Scenario, index: int) -> float:
         for entry in self.timeline:

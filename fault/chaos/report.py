@@ -15,6 +15,7 @@
      "distances": [{"t", "max", "n", "missing"[, "byzantine": {NAME: {"nearest", "from_mean",
                     "honest_from_mean", "std_shift"} | null}]}],   # see probe.relative_position
      "hostile": [{"kind", "peer", "id", "start", "end", "outcome", "accepted", ...}],  # attackers
+     "control": {"result", "report": "control/report.json"} | null,  # the control swarm
      "assertions": [{"kind", "description", "measured", "threshold", "op", "status", "ok",
                      "detail", "per_peer", "facts", ...}],
      "plot": "plot.png"|null}
@@ -180,6 +181,10 @@ def build_report(
         "samples": record.samples,
         "distances": record.distances,
         "hostile": record.hostile,
+        # the control swarm run alongside (swarmnode.fault.chaos.control): its own report there
+        "control": None
+        if record.control_result is None
+        else {"result": record.control_result, "report": "control/report.json"},
         "assertions": [r.to_json() for r in results],
         "plot": None,
     }

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import aiohttp
 from swarmnode.fault.chaos.assertions import Result, RunRecord, evaluate, honest_peers
+from swarmnode.fault.chaos.control import control_scenario
 from swarmnode.fault.chaos.errors import ChaosError
 from swarmnode.fault.chaos.processes import START_COMMAND
 from swarmnode.fault.chaos.report import RunContext, build_report, write_report
@@ -82,6 +83,19 @@ class ChaosRunner:
             honest=self.honest,
             signer=self.signer,
         )
+        self.last_record: RunRecord | None = None
+        # the control swarm, run alongside (swarmnode.fault.chaos.control)
+        self.control = (
+            ChaosRunner(
+                control_scenario(scenario),
+                self.report_dir / "control",
+                command=self.command,
+                out=_Prefixed(self.out, "control: "),
+                quiet=True,
+            )
+            if scenario.control is not None
+            else None
+        )
         self.sampler = Sampler(
             scenario,
             self.supervisor.peers,
@@ -117,6 +131,8 @@ class ChaosRunner:
     def kill_all_now(self) -> None:
         """Synchronous last resort: SIGKILL and reap every process this runner started."""
         self.supervisor.kill_all_now()
+        if self.control is not None:
+            self.control.kill_all_now()
 
     async def run(self) -> RunOutcome:
         self.report_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +140,9 @@ class ChaosRunner:
         t_start = time.monotonic()
         result = "error"
         durations: dict[str, float] = {}
+        control = (
+            asyncio.create_task(self.control.run(), name="chaos-control") if self.control else None
+        )
         try:
             async with aiohttp.ClientSession() as session:
                 self.events.session = self.sampler.session = session
@@ -148,13 +167,34 @@ class ChaosRunner:
             await self.supervisor.shutdown()
             durations["timeline_s"] = end_t
             durations["shutdown_s"] = time.monotonic() - t_stop
-            durations["total_s"] = time.monotonic() - t_start
             record = self.record(end_t, end_state)
+            if control is not None:
+                record.control, record.control_result = await self._control_done(control, result)
+            durations["total_s"] = time.monotonic() - t_start
+            self.last_record = record
             results = evaluate(self.scenario, record) if result != "error" else []
             report = build_report(self.context(), record, results, result, started_at, durations)
             write_report(self.report_dir, report)
         code = 0 if report["passed"] else 1
         return RunOutcome(report, results, code)
+
+    async def _control_done(
+        self, task: asyncio.Task[RunOutcome], result: str
+    ) -> tuple[RunRecord | None, str]:
+        """The control run's record once it has ended (cancelled when this run did not
+        complete: its comparison would mean nothing)."""
+        assert self.control is not None
+        if result != "completed":
+            task.cancel()
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():  # we are cancelled ourselves: the control must still end
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
+            return None, "interrupted"
+        return self.control.last_record, outcome.report["result"]
 
     def record(self, end_t: float, final_state: dict[str, str]) -> RunRecord:
         return RunRecord(
@@ -202,3 +242,17 @@ class ChaosRunner:
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
+
+
+class _Prefixed:
+    """An output stream that puts `prefix` before each line (the control run's lines)."""
+
+    def __init__(self, out: IO[str], prefix: str) -> None:
+        self.out, self.prefix = out, prefix
+
+    def write(self, text: str) -> int:
+        lines = text.splitlines(keepends=True)
+        return self.out.write("".join(self.prefix + ln if ln.strip() else ln for ln in lines))
+
+    def flush(self) -> None:
+        self.out.flush()

@@ -33,6 +33,12 @@ starts at once has written its ready file; every `at` is seconds after that.
     id = "first-kill"         # optional name that assertions can refer to (`after = ...`)
     label = "kill a"          # optional text on the plot (default: "<action> <peer>")
 
+    [control]                 # a control swarm run alongside (swarmnode.fault.chaos.control):
+    peer = "x"                # the seat an attacker takes here: a [[peer]] (a byzantine one) or
+                              # a name of its own (an outside attacker: its shard stays empty)
+    slowdown = 10             # any other key: a [node] flag of that peer in the control, where
+                              # it is honest (and slow); hostile events do not run there
+
     [[assert]]                # checked over the sampled data at the end; see swarmnode.fault.chaos.assertions
     kind = "final_accuracy"
     min = 0.85
@@ -98,7 +104,7 @@ NODE_FLAGS = frozenset(
         "weight-decay", "device", "seed", "eval-every", "checkpoint-every", "keep-checkpoints",
         "join-timeout", "gossip-interval", "fanout", "exchange", "sync-every", "pull",
         "aggregator", "byzantine-f", "exchange-timeout", "mix", "on-short", "fault", "byzantine",
-        "slowdown",
+        "slowdown", "step-time", "group",
     }
 )  # fmt: skip
 # Flags the runner sets itself for every peer.
@@ -114,7 +120,7 @@ _SCENARIO_KEYS = {
     "name", "description", "duration", "sample_every", "sample_timeout", "params_every",
     "ready_timeout", "stop_grace", "secret", "admission",
 }  # fmt: skip
-_TOP_KEYS = {"scenario", "node", "peer", "event", "assert"}
+_TOP_KEYS = {"scenario", "node", "peer", "event", "assert", "control"}
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 MAX_DURATION = 3600.0
 
@@ -135,6 +141,15 @@ class AssertionSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class ControlSpec:
+    """The control run's one difference (swarmnode.fault.chaos.control): `peer`'s seat holds an
+    honest peer with `flags` (e.g. a slowdown) instead of the attacker."""
+
+    peer: str
+    flags: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
@@ -151,6 +166,12 @@ class Scenario:
     source: str = "<string>"
     secret: str | None = dataclasses.field(default=None, repr=False)  # never printed
     trust: bool = False  # `admission = "trust"`: the runner lists every peer's key
+    control: ControlSpec | None = None  # a control swarm runs alongside (see [control])
+    seats: int = 0  # shards the data is split into (0: one per [[peer]])
+
+    @property
+    def shards(self) -> int:
+        return self.seats or len(self.peers)
 
     def peer(self, name: str) -> PeerSpec:
         for p in self.peers:
@@ -249,6 +270,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     ids = [e.id for e in events if e.id is not None]
     if len(ids) != len(set(ids)):
         raise ScenarioError(f"event id {next(i for i in ids if ids.count(i) > 1)!r} is used twice")
+    control = _control(table(data, "control"), names)
     late = {e.peer for e in events if e.action == "join"}
     peers = [dataclasses.replace(p, late=p.name in late) for p in peers]
     if all(p.late for p in peers):
@@ -274,6 +296,9 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
         source=source,
         secret=secret,
         trust=admission == "trust",
+        control=control,
+        # an outside attacker's seat keeps its shard: the control's slow peer trains on it
+        seats=len(peers) + (control is not None and control.peer not in names),
     )
     asserts = []
     for i, raw in enumerate(raw_asserts):
@@ -293,6 +318,19 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
             raise ScenarioError(f"{where} ({kind}): {exc}") from None
         asserts.append(AssertionSpec(kind=kind, params=params, must_fail=must_fail))
     return dataclasses.replace(scenario, assertions=tuple(asserts))
+
+
+def _control(raw: Mapping[str, Any], names: list[str]) -> ControlSpec | None:
+    if not raw:
+        return None
+    raw = dict(raw)
+    peer = raw.pop("peer", None)
+    if not isinstance(peer, str) or not _NAME_RE.match(peer):
+        raise ScenarioError(f"[control]: 'peer' must match [a-z0-9][a-z0-9_-]*, got {peer!r}")
+    flags = _flags(raw, "[control]")
+    if "byzantine" in flags:
+        raise ScenarioError("[control]: the control's peer is honest: no 'byzantine'")
+    return ControlSpec(peer=peer, flags=flags)
 
 
 def _peer(index: int, raw: Any) -> PeerSpec:

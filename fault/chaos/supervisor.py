@@ -113,7 +113,7 @@ class Supervisor:
         await self.wait_ready([self.spawn(p, seeds) for p in rest])
 
     def spawn(self, p: ScenarioPeer, seeds: list[str]) -> ScenarioPeer:
-        n = len(self.scenario.peers)
+        n = self.scenario.shards
         args = [
             *flag_argv(self.scenario.flags_for(p.name)),
             *("--checkpoint-dir", str(p.checkpoint_dir)),

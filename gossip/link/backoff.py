@@ -14,6 +14,13 @@ reads only heartbeats signed by their owner, so nobody can get an honest peer ma
 dead by making our exchanges with it fail (by taking its exchange slots, say); a back-off only
 lowers our own odds of picking that partner, for at most `cap` s, and a slow partner that
 answers is never backed off.
+
+Proven partners (issue 22): an address whose latest request of a kind was answered, having
+been answered at least once, is `proven` for that kind. Back-off is per address, and an
+attacker with many addresses lists a sybil per address and key: the samplers bound the share
+of partners that are not proven (gossip/link/partners.py), and the transport gives a request to
+a partner that is not a short deadline (gossip/link/stats.py), so a silent one cannot hold a
+round for the whole of it.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class Backoff:
         self.base, self.cap, self.clock = base, cap, clock
         self.rng = rng or random.Random()
         self._state: dict[tuple[str, str], tuple[int, float]] = {}  # -> (streak, until)
+        self._answered: dict[tuple[str, str], None] = {}  # ever answered; the newest last
 
     def failed(self, addr: str, kind: str) -> None:
         key = (addr, kind)
@@ -59,7 +67,21 @@ class Backoff:
             del self._state[next(iter(self._state))]  # the longest quiet: it gets a fresh try
 
     def answered(self, addr: str, kind: str) -> None:
-        self._state.pop((addr, kind), None)
+        key = (addr, kind)
+        self._state.pop(key, None)
+        self._answered.pop(key, None)
+        self._answered[key] = None
+        if len(self._answered) > REMEMBER:
+            del self._answered[next(iter(self._answered))]  # the longest silent
+
+    def proven(self, addr: str, kind: str) -> bool:
+        """Whether `addr` has answered a request of `kind`, and its latest one too."""
+        key = (addr, kind)
+        return key in self._answered and key not in self._state
+
+    def proven_addrs(self, kind: str) -> set[str]:
+        """Every address `proven` for `kind` (a set to test a whole table against at once)."""
+        return {a for a, k in self._answered if k == kind and (a, k) not in self._state}
 
     def streak(self, addr: str, kind: str) -> int:
         return self._state.get((addr, kind), (0, 0.0))[0]

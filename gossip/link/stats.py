@@ -10,6 +10,15 @@
 - bytes sent and received, requests, failures, and the requests in flight now;
 - failures in a row, which back the partner off (`backoff`, gossip/link/backoff.py).
 
+A first-answer deadline (issue 22): a `gossip` or `pushpull` request to a partner that is not
+proven for its kind (`Backoff.proven`: never answered, or its latest request failed) gets
+`FIRST_FACTOR` x the typical answered request of that kind (an EWMA over all partners), at
+least `FIRST_MIN_S`, at most the caller's deadline, instead of the whole deadline: a member that
+accepts connections and never answers cost an honest round the whole exchange deadline (2-5 s),
+now about four typical exchanges. Before any request of a kind was answered the caller's
+deadline stands (a young swarm's first exchanges), and pulls (`params`: state sync, which may
+wait long on purpose) keep theirs.
+
 `prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
 expected exchange time over its own, floored at `floor`, so that quick partners are picked more
 often and a slow one still gets at least `floor` of a quick one's share (never starved). A partner
@@ -30,6 +39,9 @@ from swarmnode.gossip.link.transport import Transport
 SMALL_BYTES = 64 * 1024
 ALPHA = 0.3  # EWMA weight of the newest sample
 TYPICAL_EXCHANGE_BYTES = 8 << 20  # what a weight assumes an exchange moves, when unknown
+FIRST_ROUTES = frozenset({"gossip", "pushpull"})  # the routes of sampled partners
+FIRST_FACTOR = 4.0  # an unproven partner's deadline, in typical answered requests of the kind
+FIRST_MIN_S = 0.25
 
 
 @dataclass
@@ -78,6 +90,16 @@ class MeasuringTransport:
         # partners that do not answer are sampled rarely (gossip/link/backoff.py); fed here, where
         # every request of the peer passes, and read by the samplers
         self.backoff = backoff or Backoff()
+        self.typical_s: dict[str, float] = {}  # kind -> EWMA of answered requests' durations
+        self.first_deadlines = 0  # requests given the short first-answer deadline
+
+    def deadline(self, addr: str, route: str, timeout: float) -> float:
+        """`timeout`, or the short first-answer deadline for an unproven partner (see above)."""
+        kind = kind_of(route)
+        typical = self.typical_s.get(kind)
+        if route not in FIRST_ROUTES or typical is None or self.backoff.proven(addr, kind):
+            return timeout
+        return min(timeout, max(FIRST_MIN_S, FIRST_FACTOR * typical))
 
     def stat(self, addr: str) -> LinkStat:
         if addr not in self.links:
@@ -91,6 +113,10 @@ class MeasuringTransport:
         t0 = time.perf_counter()
         sent = len(body)
         s.bytes_sent += sent  # on its way (counted whether or not an answer comes)
+        short = self.deadline(addr, route, timeout)
+        if short < timeout:
+            self.first_deadlines += 1
+            timeout = short
         try:
             answer = await self.inner.request(addr, route, body, timeout=timeout)
         except TransportError:
@@ -101,8 +127,11 @@ class MeasuringTransport:
             raise
         finally:
             s.inflight -= 1
-        self.backoff.answered(addr, kind_of(route))
+        kind = kind_of(route)
+        self.backoff.answered(addr, kind)
         took = max(time.perf_counter() - t0, 1e-6)
+        if route in FIRST_ROUTES:
+            self.typical_s[kind] = _ewma(self.typical_s.get(kind), took)
         got = len(answer)
         s.bytes_received += got
         s.last_s = time.monotonic()

@@ -11,9 +11,13 @@ Modes (`Admission.mode`):
 
 Rates: every source (the remote address when the transport supplies it, else the sender's
 declared id) has a token bucket of new members per second (`new_member_rate`, burst
-`new_member_burst`), and all sources together share one more (`global_member_rate`): rotating
-addresses or keys does not multiply the budget. A newcomer without a token is dropped before
-its signature is checked, so a flood costs a dictionary lookup per entry.
+`new_member_burst`), every source's prefix (its /24 or /64, gossip/membership/caps.py) one of
+`PREFIX_FACTOR` times that (issue 22: addresses within a block are cheap), and all sources
+together share one more (`global_member_rate`): rotating addresses or keys does not multiply
+the budget. A newcomer without a token is dropped before its signature is checked, so a flood
+costs a dictionary lookup per entry.
+
+What each mode promises, and what it does not, with the figures: docs/architecture.md ("Trust").
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable, Iterable
 
 from swarmnode.gossip.auth.peer_key import peer_id_of
 from swarmnode.gossip.errors import MembershipError
+from swarmnode.gossip.membership.caps import PREFIX_FACTOR, prefix_of
 
 MODES = ("open", "secret", "trust")
 DECLARED = "id:"  # a source named by the sender's declared id: no address (in-memory network)
@@ -86,15 +91,21 @@ class Admission:
 
     def take_newcomer(self, source: str, now: float) -> bool:
         """Spend one token of `source`'s bucket and of the global one for a new member."""
-        bucket = self._sources.get(source)
-        if bucket is None:
-            bucket = self._sources[source] = TokenBucket(self.rate, self.burst, now)
-            if len(self._sources) > MAX_SOURCES:
-                self._sources.popitem(last=False)
-        else:
-            self._sources.move_to_end(source)
+        bucket = self._bucket(source, now, 1)
+        addr = address_of(source)
+        block = self._bucket("net " + prefix_of(addr), now, PREFIX_FACTOR) if addr else None
         # the source's own bucket first: a flooder empties its bucket, not everyone's
-        if bucket.take(now) and self._global.take(now):
+        if bucket.take(now) and (block is None or block.take(now)) and self._global.take(now):
             return True
         self.refused_rate += 1
         return False
+
+    def _bucket(self, key: str, now: float, factor: int) -> TokenBucket:
+        bucket = self._sources.get(key)
+        if bucket is None:
+            bucket = self._sources[key] = TokenBucket(factor * self.rate, factor * self.burst, now)
+            if len(self._sources) > MAX_SOURCES:
+                self._sources.popitem(last=False)
+        else:
+            self._sources.move_to_end(key)
+        return bucket

@@ -16,6 +16,15 @@ a host keeps its place: a newcomer to a full host is refused, never someone we a
 The trade-off: honest peers that share an address with an attacker (one machine, one NAT) share
 its quota, so the cap must exceed the peers an operator runs behind one address; the default 32
 leaves room for the ~10 loopback peers of the demo, tests and chaos runs.
+
+Per prefix too (issue 22): addresses are cheap within a block, so every count above is also
+kept per /24 (IPv4) and /64 (IPv6) of the host and of the source, capped at `per_prefix`
+(`max_members_per_prefix`, default 4 x `per_host` = 128): an attacker holding a /24 lists at
+most 128 sybils through it, not 32 per address (8,000). The same trade-off as per host, a
+block wider: honest peers in one /24 (a cluster on one subnet) share its quota, so a larger
+cluster raises the cap. Across many prefixes the cap does not bind (63 sources, one per /24,
+listed 2,016): what bounds that is the table's size and the partner choice of the exchange
+and the gossip (gossip/link/partners.py).
 A relayed sybil counts under its relayer's address at the receiver, so a peer may list
 `per_host` sybils per honest relayer on top of the attacker's own quota: what bounds that
 residue is the table's `max_members` and the partners' back-off (gossip/link/backoff.py).
@@ -23,10 +32,17 @@ residue is the table's `max_members` and the partners' back-off (gossip/link/bac
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from collections import Counter
 from collections.abc import Callable, Iterable
 
 DEFAULT_PER_HOST = 32
+# The counts are rebuilt at most this often (issue 22): one O(table) pass per message let 126
+# small messages a second (63 sources' digests and joins) take an honest peer's event loop.
+# Members that fall silent meanwhile are still counted until the next rebuild: conservative.
+REUSE_S = 1.0
+PREFIX_FACTOR = 4  # the per-prefix cap and rate, in per-host ones (`max_members_per_prefix`)
 
 
 def host_of(addr: str) -> str:
@@ -35,30 +51,53 @@ def host_of(addr: str) -> str:
     return (host if sep else addr).strip("[]").lower()
 
 
+@functools.lru_cache(maxsize=8192)
+def prefix_of(host: str) -> str:
+    """The block an address is cheap within: its /24 (IPv4) or /64 (IPv6); a name is its own.
+    Cached, and a dotted quad takes a string fast path: the counts are rebuilt per digest."""
+    head, dot, last = host.rpartition(".")
+    if dot and last.isdigit() and head.count(".") == 2 and head.replace(".", "").isdigit():
+        return f"{head}.0/24"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    bits = 24 if ip.version == 4 else 64
+    return str(ipaddress.ip_network(f"{ip}/{bits}", strict=False))
+
+
 class HostCap:
     """Counts live members per advertised host and per introducing source; single-threaded."""
 
-    def __init__(self, per_host: int = DEFAULT_PER_HOST, remember: int = 4096) -> None:
+    def __init__(
+        self, per_host: int = DEFAULT_PER_HOST, remember: int = 4096, per_prefix: int | None = None
+    ) -> None:
         self.per_host = per_host
+        self.per_prefix = PREFIX_FACTOR * per_host if per_prefix is None else per_prefix
         self._remember = remember
         self._introducer: dict[str, str] = {}  # peer id -> the source that first listed it
+        self._built: tuple[float, Counter[str]] | None = None  # (when, counts), kept by `add`
         self.refused = 0
 
-    def counts(self, live: Iterable[tuple[str, str]]) -> Counter[str]:
-        """The counts of the live (peer id, addr) pairs given: built once per message, then
-        kept current by `add` while that message is admitted."""
+    def counts(self, live: Iterable[tuple[str, str]], now: float | None = None) -> Counter[str]:
+        """The counts of the live (peer id, addr) pairs given, then kept current by `add`;
+        with `now`, the same counts for `REUSE_S` (`live` is not read then)."""
+        if now is not None and self._built is not None and 0 <= now - self._built[0] < REUSE_S:
+            return self._built[1]
         counts: Counter[str] = Counter()
         for peer_id, addr in live:
-            counts["host " + host_of(addr)] += 1
-            source = self._introducer.get(peer_id)
-            if source is not None:
-                counts["via " + source] += 1
+            for key in _keys(addr, self._introducer.get(peer_id)):
+                counts[key] += 1
+        self._built = None if now is None else (now, counts)
         return counts
 
     def fits(self, counts: Counter[str], addr: str, source: str | None) -> bool:
         """Room for one more member at `addr`, introduced by `source` (None: solicited)?"""
-        if counts["host " + host_of(addr)] < self.per_host and (
-            source is None or counts["via " + source] < self.per_host
+        if all(
+            counts[key] < (self.per_host if key.startswith(("host ", "via ")) else self.per_prefix)
+            for key in _keys(addr, source)
         ):
             return True
         self.refused += 1
@@ -66,9 +105,9 @@ class HostCap:
 
     def add(self, counts: Counter[str], peer_id: str, addr: str, source: str | None) -> None:
         """Count a member let in (by `fits`), and remember who introduced it."""
-        counts["host " + host_of(addr)] += 1
+        for key in _keys(addr, source):
+            counts[key] += 1
         if source is not None:
-            counts["via " + source] += 1
             self._introducer.setdefault(peer_id, source)
 
     def forget(self, known: Callable[[str], bool]) -> None:
@@ -79,3 +118,13 @@ class HostCap:
         self._introducer = {p: s for p, s in self._introducer.items() if known(p)}
         while len(self._introducer) >= self._remember:
             del self._introducer[next(iter(self._introducer))]
+
+
+def _keys(addr: str, source: str | None) -> tuple[str, ...]:
+    """What one member at `addr` introduced by `source` counts under: its host and the host's
+    prefix, and the source and its prefix."""
+    host = host_of(addr)
+    if source is None:
+        return ("host " + host, "net " + prefix_of(host))
+    src = host_of(source) if ":" in source and source.count(":") == 1 else source
+    return ("host " + host, "net " + prefix_of(host), "via " + source, "vianet " + prefix_of(src))

@@ -43,6 +43,8 @@ class MembershipConfig:
     # `max_members_per_host` live members: rates bound how fast, this how many (an insider
     # holding the secret could otherwise list 1,000 sybils); see `swarmnode.gossip.membership.caps`
     max_members_per_host: int = DEFAULT_PER_HOST
+    # ... and each /24 or /64 of them `max_members_per_prefix` (0: 4 x per host; issue 22)
+    max_members_per_prefix: int = 0
     new_member_rate: float = 32.0
     new_member_burst: int = 512
 
@@ -64,6 +66,11 @@ class MembershipConfig:
         if not (isinstance(self.max_members_per_host, int) and self.max_members_per_host >= 1):
             problems.append(
                 f"`max_members_per_host` must be an integer >= 1, got {self.max_members_per_host!r}"
+            )
+        if not (isinstance(self.max_members_per_prefix, int) and self.max_members_per_prefix >= 0):
+            problems.append(
+                "`max_members_per_prefix` must be an integer >= 0 (0: 4 x per host), got "
+                f"{self.max_members_per_prefix!r}"
             )
         if not (self.new_member_rate > 0 and self.new_member_burst >= 1):
             problems.append("`new_member_rate` must be > 0 and `new_member_burst` >= 1")

@@ -75,7 +75,7 @@ class Intake:
             capped = table.enlists(g)
             if capped:
                 if counts is None:
-                    counts = cap.counts(table.live_addrs(now))
+                    counts = cap.counts(table.live_addrs(now), now)
                 # the cap before the rate: a capped flood spends no newcomer tokens
                 if not cap.fits(counts, g.addr, via):
                     continue
@@ -92,7 +92,7 @@ class Intake:
         """Whether a joiner's entry fits the per-host cap (the join route's check)."""
         if not self.table.enlists(g):
             return True
-        counts = self.cap.counts(self.table.live_addrs(now))
+        counts = self.cap.counts(self.table.live_addrs(now), now)
         via = address_of(source)
         if not self.cap.fits(counts, g.addr, via):
             self._log_capped(source)

@@ -37,6 +37,7 @@ from swarmnode.gossip.errors import (
     TransportError,
 )
 from swarmnode.gossip.link.backoff import CONTROL, Backoff
+from swarmnode.gossip.link.partners import PartnerChoice
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.membership.admission import DECLARED, Admission
 from swarmnode.gossip.membership.caps import HostCap
@@ -59,6 +60,16 @@ log = logging.getLogger(__name__)
 
 GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
 GOSSIP_BACKOFF_AFTER = 3  # failed gossips in a row before a live member is backed off
+# Members relayed per digest that never answered a gossip of ours (issue 22): a table full of
+# sybils is not copied into every digest (1,024 signed records cost a receiver ~0.1 s of CPU
+# each time; six digests a second took the honest peers' whole core), while a newcomer still
+# spreads (it also gossips itself to the members it learnt at its join).
+RELAY_UNPROVEN = 16
+# A message's merge sweeps the table (states, tombstones) at most this often once it holds
+# more than SWEEP_ALWAYS members (the gossip tick sweeps every round whatever): one O(table)
+# pass per message made a flood of small messages cost an honest peer its event loop.
+SWEEP_ALWAYS = 64
+SWEEP_EVERY_S = 0.1
 
 
 ChangeCallback = Callable[[Change], None]
@@ -97,6 +108,17 @@ class Membership(JoinLeave):
         self.backoff = backoff  # fed by the transport (linkstats); None: gossip to anyone live
         self._clock = clock
         self.rng = rng or random.Random()
+        # at most about a third of a round's targets not proven by an answered gossip: honest
+        # heartbeats keep flowing among a thousand silent members (gossip/link/partners.py)
+        self._choice = (
+            PartnerChoice(
+                lambda a: backoff.proven(a, CONTROL),
+                lambda a: backoff.streak(a, CONTROL) > 0,
+                self.rng,
+            )
+            if backoff is not None
+            else None
+        )
         # With a key the table is signed: our entry travels sealed, others' only verified.
         # Without one (the in-process simulation, unit tests) entries are plain and trusted.
         self.key = key
@@ -118,12 +140,17 @@ class Membership(JoinLeave):
             self.admission,
             self.verifier,
             self.cfg.max_digest,
-            HostCap(self.cfg.max_members_per_host, remember=4 * self.cfg.max_members),
+            HostCap(
+                self.cfg.max_members_per_host,
+                remember=4 * self.cfg.max_members,
+                per_prefix=self.cfg.max_members_per_prefix or None,
+            ),
         )
         self._listeners: list[ChangeCallback] = []
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._last_tick: float | None = None
+        self._swept = -1e18  # when a merge last swept the table
         self._closed = False
 
     # --- identity and views ----------------------------------------------------------
@@ -199,8 +226,12 @@ class Membership(JoinLeave):
         if new and not self.admission.listable(joiner.peer_id):
             raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
         if not self.intake.fits(joiner, source, self._now()):
-            cap = self.cfg.max_members_per_host
-            raise RemoteError(f"too many members at {joiner.addr} or from its source ({cap})", 429)
+            cap = self.intake.cap
+            raise RemoteError(
+                f"too many members at {joiner.addr} or from its source ({cap.per_host} per "
+                f"address, {cap.per_prefix} per /24 or /64)",
+                429,
+            )
         if new and not self.admission.take_newcomer(source, self._now()):
             raise RemoteError("too many new members from this source: retry later", 429)
         if self.verifier is not None and not self.verifier.check(joiner):
@@ -229,7 +260,9 @@ class Membership(JoinLeave):
         before = self.table.incarnation
         now = self._now()
         self.intake.merge(entries, now, what)
-        self._notify(self.table.sweep(now))
+        if len(self.table) <= SWEEP_ALWAYS or not 0 <= now - self._swept < SWEEP_EVERY_S:
+            self._swept = now
+            self._notify(self.table.sweep(now))
         return self.table.incarnation != before
 
     def _notify(self, changes: list[Change]) -> None:
@@ -253,13 +286,26 @@ class Membership(JoinLeave):
 
     def _encode(self, msg_type: str, **fields: Any) -> bytes:
         """Our digest as a control message, halved until it fits the control-message cap."""
-        entries = self.table.digest(self._now(), self.cfg.max_digest, self.rng)
+        entries = self._relayed(self.table.digest(self._now(), self.cfg.max_digest, self.rng))
         while True:
             wire = [to_wire(g) for g in entries]
             body = encode_control(msg_type, sender=self.self_id, members=wire, **fields)
             if len(body) <= MAX_CONTROL_BYTES or len(entries) <= 1:
                 return body
             entries = [entries[0], *self.rng.sample(entries[1:], len(entries) // 2)]
+
+    def _relayed(self, entries: list[Gossiped]) -> list[Gossiped]:
+        """Our entry, every member that answered our last gossip to it, and `RELAY_UNPROVEN`
+        of the others at random (all of them without a back-off to tell: the simulations)."""
+        if self.backoff is None or len(entries) <= RELAY_UNPROVEN + 1:
+            return entries
+        proven = self.backoff.proven_addrs(CONTROL)
+        keep, new = [entries[0]], []
+        for g in entries[1:]:
+            (keep if g.addr in proven else new).append(g)
+        if len(new) > RELAY_UNPROVEN:
+            new = self.rng.sample(new, RELAY_UNPROVEN)
+        return keep + new
 
     # --- time ----------------------------------------------------------------------------
 
@@ -318,13 +364,19 @@ class Membership(JoinLeave):
         self._last_tick = now
         self.table.bump()
         self._notify(self.table.sweep(now))
-        targets = sample_peers(
-            self._reachable(self.table.members(now, GOSSIP_TARGET_STATES)),
-            self.cfg.fanout,
-            self.rng,
-            exclude=self._inflight.keys(),
-            states=GOSSIP_TARGET_STATES,
-        )
+        reachable = self._reachable(self.table.members(now, GOSSIP_TARGET_STATES))
+        if self._choice is None:
+            targets = sample_peers(
+                reachable,
+                self.cfg.fanout,
+                self.rng,
+                exclude=self._inflight.keys(),
+                states=GOSSIP_TARGET_STATES,
+            )
+        else:
+            busy = self._inflight.keys()
+            free = [m for m in reachable if m.peer_id not in busy]
+            targets = self._choice.pick(free, self.cfg.fanout, lambda m: m.addr)
         # One dead member too: if it was only cut off (a partition, a frozen process), our
         # digest tells it that it was declared dead and it refutes, so the swarm heals; a peer
         # that really crashed refuses the connection at once. Left members are not probed.

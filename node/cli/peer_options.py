@@ -65,6 +65,15 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "share it too, so keep N above the peers you run behind one address",
     )
     s.add_argument(
+        "--max-members-per-prefix",
+        type=int,
+        default=_PEER.max_members_per_prefix,
+        metavar="N",
+        help="list at most N live members per /24 (IPv4) or /64 (IPv6) block, counted like "
+        "--max-members-per-host (0: 4 x that): addresses within a block are cheap; keep N above "
+        "the peers you run in one subnet",
+    )
+    s.add_argument(
         "--admission",
         choices=("open", "secret", "trust"),
         default=None,
@@ -348,6 +357,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         gossip_interval=args.gossip_interval,
         fanout=args.fanout,
         max_members_per_host=args.max_members_per_host,
+        max_members_per_prefix=args.max_members_per_prefix,
         exchange=exchange,
         secret=args.secret,
         admission=args.admission,

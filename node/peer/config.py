@@ -60,6 +60,7 @@ class PeerConfig(NodeConfig):
     fanout: int = 3
     # live members per host (advertised, or introducing address): swarmnode.gossip.membership.caps
     max_members_per_host: int = DEFAULT_PER_HOST
+    max_members_per_prefix: int = 0  # live members per /24 or /64 (0: 4 x per host)
     suspect_after: float | None = None  # None: the membership module's defaults
     dead_after: float | None = None
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
@@ -103,6 +104,7 @@ class PeerConfig(NodeConfig):
             self.gossip_interval,
             fanout=self.fanout,
             max_members_per_host=self.max_members_per_host,
+            max_members_per_prefix=self.max_members_per_prefix,
             **kw,
         )
 
@@ -122,6 +124,7 @@ class PeerConfig(NodeConfig):
             "gossip-interval": self.gossip_interval > 0,
             "fanout": self.fanout >= 1,
             "max-members-per-host": self.max_members_per_host >= 1,
+            "max-members-per-prefix": self.max_members_per_prefix >= 0,
             "slowdown": self.slowdown >= 1,
             "step-time": 0 <= self.step_time <= MAX_STEP_S,
             "lr-scale": self.lr_scale in LR_RULES,

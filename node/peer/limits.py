@@ -6,6 +6,7 @@ import random
 
 from swarmnode.gossip.auth.signer import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
 from swarmnode.gossip.link.backoff import BULK
+from swarmnode.gossip.link.partners import PartnerChoice
 from swarmnode.gossip.link.stats import MeasuringTransport, prefer_fast
 from swarmnode.gossip.membership.failure import ALIVE, SUSPECT
 from swarmnode.gossip.membership.service import Membership
@@ -18,7 +19,9 @@ from swarmnode.node.peer.config import PeerConfig
 class MembershipPeers:
     """The exchange's `PeerDirectory` over membership: uniform over live peers, or (with
     `prefer_fast` > 0 and measured links) weighted towards quick links, never starving one;
-    either way without the partners backed off after failed exchanges."""
+    either way without the partners backed off after failed exchanges, and with at most about a
+    third of a round's partners not proven by an answered exchange (gossip/link/partners.py:
+    a flood of members that never answer, from many addresses, cannot take the rounds)."""
 
     def __init__(
         self,
@@ -31,17 +34,29 @@ class MembershipPeers:
         self.rng = rng
         self.links = links
         self.prefer_fast = prefer_fast
+        self.choice: PartnerChoice | None = None
+        if links is not None:
+            b = links.backoff
+            self.choice = PartnerChoice(
+                lambda a: b.proven(a, BULK), lambda a: b.streak(a, BULK) > 0, rng
+            )
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
-        if self.links is not None:
-            # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):
-            # members that never answer (sybils) cost a try per back-off, not a share of rounds
-            waiting = self.links.backoff.waiting
-            live = [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
-        if self.prefer_fast > 0 and self.links is not None:
-            return prefer_fast(live, self.links.links, k, self.rng, floor=self.prefer_fast)
-        return self.rng.sample(live, min(k, len(live)))
+        if self.links is None or self.choice is None:
+            return self.rng.sample(live, min(k, len(live)))
+        # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):
+        # members that never answer (sybils) cost a try per back-off, not a share of rounds
+        waiting = self.links.backoff.waiting
+        live = [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
+        fast = None
+        if self.prefer_fast > 0:
+            links, floor = self.links.links, self.prefer_fast
+
+            def fast(pool: list[tuple[str, str]], n: int) -> list[tuple[str, str]]:
+                return prefer_fast(pool, links, n, self.rng, floor=floor)
+
+        return self.choice.pick(live, k, lambda c: c[1], fast)
 
     def is_member(self, peer_id: str) -> bool:
         """Whether `peer_id` may push its model to us: alive or merely suspect (a suspicion is

@@ -120,12 +120,14 @@ async def test_members_that_never_answer_get_few_rounds_and_a_slow_one_keeps_its
     wasted = sum(v for k, v in picks.items() if k.startswith("s"))
     useful = sum(v for k, v in picks.items() if k.startswith("h"))
     # uniform sampling gives the sybils 29/32 of the picks (~815 of 900); backed off, each
-    # gets ~5 in its first 15 s and one per CAP_S / 2..CAP_S s after (measured: ~235)
-    assert wasted <= 300, picks
+    # got ~5 in its first 15 s and one per CAP_S / 2..CAP_S s after (~235); with at most a
+    # third of a round unproven, and that third explored one round in ten once the newcomers
+    # stop answering (gossip/link/partners.py), 31-40
+    assert wasted <= 100, picks
     slow, quick = picks["h2"], min(picks["h0"], picks["h1"])
-    # uniform: ~84 each; the slow one's share is measured against the quick ones below (with
+    # uniform: ~250 each; the slow one's share is measured against the quick ones below (with
     # prefer_fast it depends on its measured round trip, which is real time on a loaded box)
-    assert useful >= 600 and quick >= 180, picks
+    assert useful >= 600 and quick >= (180 if not prefer_fast else 100), picks
     assert slow >= (0.2 if prefer_fast else 0.8) * quick, picks
 
 

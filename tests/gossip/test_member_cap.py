@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from swarmnode.gossip.errors import RemoteError
 from swarmnode.gossip.link.transport import Arrival
-from swarmnode.gossip.membership.caps import host_of
+from swarmnode.gossip.membership.admission import Admission
+from swarmnode.gossip.membership.caps import PREFIX_FACTOR, host_of, prefix_of
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD
 from swarmnode.gossip.membership.records import to_wire
@@ -101,7 +102,7 @@ async def test_a_join_past_the_cap_is_answered_429_naming_it() -> None:
         body = encode_control("join", member=to_wire(entry(i, host=f"10.7.0.{i}")))
         await m.handlers()["join"](Arrival(body, remote="10.6.6.6"))
     body = encode_control("join", member=to_wire(entry(CAP, host="10.7.0.99")))
-    with pytest.raises(RemoteError, match=r"too many members .*\(5\)") as err:
+    with pytest.raises(RemoteError, match=r"too many members .*\(5 per address, 20 per") as err:
         await m.handlers()["join"](Arrival(body, remote="10.6.6.6"))
     assert err.value.status == 429
     assert listed(m) == CAP
@@ -110,10 +111,11 @@ async def test_a_join_past_the_cap_is_answered_429_naming_it() -> None:
 async def test_a_join_answer_obeys_the_host_cap_but_not_its_seeds_source_cap() -> None:
     swarm = Swarm(MembershipConfig(max_members_per_host=CAP, max_members=64))
     seed = swarm.add(0)
-    # the seed lists 3 x CAP members on 3 hosts, learnt from its own peers, each host full
+    # the seed lists 3 x CAP members on 3 hosts (3 prefixes), learnt from its own peers (from
+    # 3 prefixes too), each host full
     for h in range(3):
         await gossip_from(
-            seed, f"10.2.2.{h}", [entry(i, host=f"10.3.3.{h}") for i in range(h * 10, h * 10 + CAP)]
+            seed, f"10.2.{h}.2", [entry(i, host=f"10.3.{h}.3") for i in range(h * 10, h * 10 + CAP)]
         )
     joiner = swarm.add(1)
     await joiner.join([seed.addr], timeout=5.0)
@@ -123,12 +125,46 @@ async def test_a_join_answer_obeys_the_host_cap_but_not_its_seeds_source_cap() -
     assert listed(joiner) == 3 * CAP + CAP
 
 
+@pytest.mark.parametrize(
+    ("host", "prefix"),
+    [("10.1.2.3", "10.1.2.0/24"), ("2001:db8:1:2:3::4", "2001:db8:1:2::/64"),
+     ("::ffff:10.1.2.3", "10.1.2.0/24"), ("host.example", "host.example")],
+)  # fmt: skip
+def test_prefix_of(host: str, prefix: str) -> None:
+    assert prefix_of(host) == prefix
+
+
+async def test_one_prefix_keeps_at_most_twice_the_cap_across_its_addresses() -> None:
+    # issue 22: an attacker holding a /24 sends from 40 of its addresses, each within the
+    # per-address cap, its sybils advertising 40 hosts of another /24 of its own
+    m = Swarm(CFG).add(0)
+    for a in range(40):
+        await gossip_from(
+            m, f"10.6.6.{a}", [entry(a * 10 + i, host=f"10.7.7.{a}") for i in range(3)]
+        )
+    assert listed(m) == PREFIX_FACTOR * CAP  # per prefix: 4 x the per-host cap, not 3 x 40
+    # from another /24, sybils on a host of the full /24 are refused too (advertised prefix) ...
+    await gossip_from(m, "10.8.8.8", [entry(500 + i, host="10.7.7.200") for i in range(3)])
+    assert listed(m) == PREFIX_FACTOR * CAP
+    # ... and those on fresh prefixes are let in (one prefix is bounded, not the swarm)
+    await gossip_from(m, "10.8.8.8", [entry(600 + i, host=f"10.9.{i}.1") for i in range(3)])
+    assert listed(m) == PREFIX_FACTOR * CAP + 3
+
+
+def test_newcomer_rates_are_kept_per_prefix_too() -> None:
+    adm = Admission(new_member_rate=1.0, new_member_burst=4, global_member_burst=1000)
+    # 10 addresses of one /24: each could bring its burst of 4; the /24 brings 4 x 4 at most
+    taken = sum(adm.take_newcomer(f"10.6.6.{a}", 0.0) for a in range(10) for _ in range(4))
+    assert taken == PREFIX_FACTOR * 4
+    assert adm.take_newcomer("10.6.7.1", 0.0)  # another /24: its own budget
+
+
 async def test_the_in_memory_network_has_no_source_address_only_hosts() -> None:
     # without an address (a declared id) only the host cap applies: the 200-peer in-process
     # swarm of test_membership joins through one seed without a source
     m = Swarm(CFG).add(0)
     body = encode_control(
-        "gossip", sender="x", members=[to_wire(entry(i, host=f"10.7.0.{i}")) for i in range(20)]
+        "gossip", sender="x", members=[to_wire(entry(i, host=f"10.7.{i}.1")) for i in range(20)]
     )
     await m.handlers()["gossip"](Arrival(body))
     assert listed(m) == 20

@@ -8,6 +8,7 @@ deadlines, to check the task lifecycle and the behaviour under real scheduling.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -50,7 +51,9 @@ async def test_two_hundred_peers_in_one_process_converge_and_agree_on_a_death() 
     # The in-memory network at the size it exists for: hundreds of real Membership objects,
     # real digests over the transport interface, one virtual clock.
     n = 200
-    swarm = Swarm()
+    # all on 10.0.0.0/24 (the harness's addresses): a subnet of 200 peers, above the default
+    # per-prefix cap of 128 (gossip/membership/caps.py), so this swarm raises it
+    swarm = Swarm(dataclasses.replace(CFG, max_members_per_prefix=n))
     ms = await swarm.join_all(n)
     limit = spread_rounds(n, CFG.fanout) + 4
     assert await swarm.rounds_until(swarm.converged, limit=limit) <= limit

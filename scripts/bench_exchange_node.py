@@ -82,7 +82,7 @@ class BenchStore:
 
         return await asyncio.to_thread(wire.encode_into_frame, self.size, fill, sender=sender)
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.pending.append((other, weight, False))
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:

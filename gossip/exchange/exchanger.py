@@ -45,7 +45,9 @@ from swarmnode.gossip.exchange.round_log import describe, join_notes
 from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
+from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.robust.heading import bound_push
+from swarmnode.gossip.robust.push_budget import PushBudget
 from swarmnode.gossip.robust.push_guard import PushGuard
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import decode_control, encode_control
@@ -90,8 +92,10 @@ class Exchanger:
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
         # while my own round is in flight: how each push mixed in meanwhile moved me
         self._pushed_in: delta_rule.Moved | None = None
-        # bounds every pushed model, in both modes (gossip/robust/push_guard.py)
+        # bounds every pushed model, in both modes (gossip/robust/push_guard.py), and what one
+        # sender's pushes may do in all: a rate and a travel cap (gossip/robust/push_budget.py)
         self.guard = PushGuard()
+        self.budget = PushBudget()
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
         self.robust = RobustRound(self.cfg, store, peers, self)
@@ -175,26 +179,42 @@ class Exchanger:
     async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
         He et al. 2022), tau from my own rounds (gossip/robust/push_guard.py): a liar moves me by at
-        most tau x weight per push. `own` is a snapshot taken now, not the one the answer
-        carried: the radius was tuned on distances to the current model (with the answer's
-        snapshot the worst of 4 iid peers on the signal task fell from ~78% to 75-77%)."""
+        most tau x weight per push; and per sender at most about one push per own round, and
+        `travel` x tau over eight own rounds (gossip/robust/push_budget.py). `own` is a snapshot
+        taken now, not the one the answer carried: the radius was tuned on distances to the
+        current model (with the answer's snapshot the worst of 4 iid peers on the signal task
+        fell from ~78% to 75-77%)."""
         robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
         tau = (
             self.robust.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
         )
-        back = self.robust.back if robust else None
-        args = (own, theirs, tau, back, self.cfg.backward_limit, sender)
-        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
-        if clipped is None:
-            return
         # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
         # about `pull` times per round of its own, and a liar pushing at every round of its own
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
-        if (moved := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
-            await asyncio.to_thread(moved.add, clipped, own, weight)
-        await self.store.mix_in(clipped, weight)
+        clip = None
+        if tau is not None:  # no radius yet: `bound` refuses it, and no credit is spent
+            clip = self.budget.allow(sender, tau, weight)
+            if clip is None:
+                log.debug("a push from %s is answered, not mixed: over its budget", sender)
+                return
+        back = self.robust.back if robust else None
+        args = (own, theirs, tau, back, self.cfg.backward_limit, sender, clip)
+        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
+        if clipped is None:
+            return
+        moved = weight * await asyncio.to_thread(chunked.distance, own, clipped)
+        self.budget.spend(sender, moved)
+        if (pushed := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
+            await asyncio.to_thread(pushed.add, clipped, own, weight)
+        await self.store.mix_in(clipped, weight, source=sender)
+
+    def distrust(self, senders: set[str]) -> None:
+        """Mix nothing these peers push for a while (a mix of theirs was rolled back as a
+        collapse: node/train/collapse.py)."""
+        for sender in senders:
+            self.budget.distrust(sender)
 
     def _bulk_slot(self) -> BulkSlot:
         return BulkSlot(self._inflight)
@@ -214,6 +234,7 @@ class Exchanger:
         that calls this goes on. Anything else is a bug and propagates.
         """
         t0 = time.perf_counter()
+        self.budget.own_round()  # every sender earns a push (gossip/robust/push_budget.py)
         result = RoundResult(self.cfg.mode)
         run = self.average.run if self.cfg.mode == "average" else self.robust.run
         failed = False

@@ -26,9 +26,11 @@ class ParamStore(Protocol):
         one copy, straight from the model into the frame a push or an answer sends."""
         ...
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         """Queue x <- (1 - weight) x + weight other. A `snapshot()` taken right after may not
-        contain it yet. The store keeps `other`: the caller must not change it afterwards."""
+        contain it yet. The store keeps `other`: the caller must not change it afterwards.
+        `source`: the peer that pushed `other` ("" for a round's own mix), so that a mix the
+        store rolls back (the node's collapse guard) can be blamed on it."""
         ...
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:

@@ -88,12 +88,16 @@ def bound_push(
     back: np.ndarray | None,
     limit: float,
     sender: str,
+    clip: float | None = None,
 ) -> np.ndarray | None:
-    """A pushed model as robust mode mixes it: cut along my heading, then `guard.bound`. A model
-    beyond the drop bound is judged as it came (refused and logged), not as cut."""
+    """A pushed model as robust mode mixes it: cut along my heading, then `guard.bound` (at
+    `clip` if tighter than tau: the sender's travel budget). A model beyond the drop bound is
+    judged as it came (refused and logged), not as cut."""
     if back is not None and tau is not None and limit > 0:
         if chunked.distance(own, theirs) <= guard.reject * tau:
             theirs = cap_backward(own, theirs, back, limit)
+    if clip is not None and tau is not None and clip < tau:
+        return guard.bound(own, theirs, tau, sender, clip)
     return guard.bound(own, theirs, tau, sender)
 
 

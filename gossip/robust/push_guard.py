@@ -21,6 +21,13 @@ pushes never set the bound they are judged by):
   that started at once from different random models (about 1.4 |own| apart) still mix in full,
   while a push built to replace my model (the attack: biases at -1e4, |y - own|
   thousands of times |own|) is refused. Robust mode mixes nothing before its first round.
+
+Anchored (issue 22): the radius grew with the distances the peer saw, so a drag that pulled
+the honest models apart widened its own allowance (the drag's step grew from 15 to 450 in 10
+s). The average radius is now factor x min(median of the last WINDOW distances, ANCHOR_SLACK x
+median of the last LONG_WINDOW), and it grows by at most GROWTH a round (it shrinks at once).
+How often a sender may push, and how far its pushes may move this peer in all, is
+push_budget.py's business.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from swarmnode.gossip.robust.aggregate import SS_CLIP_REJECT, clip_toward
 log = logging.getLogger(__name__)
 
 WINDOW = 16  # distances kept: about five rounds of a group of 3
+LONG_WINDOW = 256  # the anchor's: about 85 rounds of a group of 3
+ANCHOR_SLACK = 2.0  # the radius is at most this x the anchor's median
+GROWTH = 0.2  # the radius grows by at most this fraction a round
 # At 2 it clipped honest pushes: the worst of 4 iid peers on the signal task fell 2-3 points (75-76%
 # against 79% unbounded); at 4, 78-79% (tests/integration/test_learning.py, 2026-11-24)
 RADIUS_FACTOR = 4.0
@@ -65,25 +75,35 @@ class PushGuard:
         self.log_every_s = log_every_s
         self._clock = clock
         self._dists: deque[float] = deque(maxlen=window)
+        self._long: deque[float] = deque(maxlen=max(window, LONG_WINDOW))
+        self._tau: float | None = None  # the anchored radius, set by `observe`
         self._last_logged: OrderedDict[str, float] = OrderedDict()
         self.refused = 0  # pushes farther than `reject` x tau: not mixed
 
     # --- the radius ------------------------------------------------------------------------
 
     def observe(self, own: np.ndarray, answers: Iterable[np.ndarray]) -> None:
-        """Record |x_j - own| for each model of my own round's group (average mode)."""
+        """Record |x_j - own| for each model of my own round's group (average mode), and move
+        the radius: factor x min(short median, ANCHOR_SLACK x long median), up by at most
+        GROWTH since the last round."""
         for other in answers:
             d = chunked.distance(own, other)  # no 100 MB temporaries (gossip/robust/chunked.py)
             if np.isfinite(d):
                 self._dists.append(d)
+                self._long.append(d)
+        if not self._dists:
+            return
+        short = float(np.median(np.fromiter(self._dists, float)))
+        anchor = float(np.median(np.fromiter(self._long, float)))
+        tau = self.factor * min(short, ANCHOR_SLACK * anchor)
+        if self._tau is not None and self._tau > 0:
+            tau = min(tau, self._tau * (1.0 + GROWTH))
+        self._tau = tau
 
     def radius(self) -> float | None:
-        """tau = factor x median of the recorded distances; None before any (or all zero:
-        a group identical to me says nothing about how far an honest peer may be)."""
-        if not self._dists:
-            return None
-        tau = self.factor * float(np.median(np.fromiter(self._dists, float)))
-        return tau if tau > 0 else None
+        """tau (see `observe`); None before any distance (or all zero: a group identical to
+        me says nothing about how far an honest peer may be)."""
+        return self._tau if self._tau is not None and self._tau > 0 else None
 
     def first_radius(self, own: np.ndarray) -> float | None:
         """The bound before my first round: factor x |own| (None for an all-zero model: it
@@ -94,11 +114,17 @@ class PushGuard:
     # --- one push --------------------------------------------------------------------------
 
     def bound(
-        self, own: np.ndarray, theirs: np.ndarray, tau: float | None, sender: str
+        self,
+        own: np.ndarray,
+        theirs: np.ndarray,
+        tau: float | None,
+        sender: str,
+        clip: float | None = None,
     ) -> np.ndarray | None:
-        """own + clip(theirs - own, tau), or None: not to be mixed (no radius yet, or farther
-        than `reject` x tau). Runs in a worker thread: one pass over both models, and a second
-        only to clip (within tau the answer is `theirs` itself)."""
+        """own + clip(theirs - own, min(tau, clip)), or None: not to be mixed (no radius yet,
+        or farther than `reject` x tau). `clip`: a tighter radius for this push (what its
+        sender's travel budget leaves: push_budget.py). Runs in a worker thread: one pass over
+        both models, and a second only to clip (within the radius the answer is `theirs`)."""
         if tau is None:
             log.debug("a push from %s is not mixed: no clip radius before my first round", sender)
             return None
@@ -107,6 +133,12 @@ class PushGuard:
             self.refused += 1
             self._log_refusal(sender, chunked.distance(own, theirs), tau)
             return None
+        if clip is not None and clip < tau:
+            if not clip > 0:
+                return None
+            dist = chunked.distance(own, out)
+            if dist > clip:
+                out = chunked.toward(own, out, clip / dist)
         return out
 
     def _log_refusal(self, sender: str, dist: float, tau: float) -> None:

@@ -46,6 +46,7 @@ from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
+from swarmnode.node.train.collapse import CollapseGuard
 from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
@@ -186,6 +187,13 @@ class Node:
             init=self.init_params,
             segs=param_segments(self.trainer),
             mix_after_answer=True,  # a pushed model is bounded while the answer is sent
+        )
+        # a mix of pushed models that kills units or jumps the loss is rolled back, and its
+        # senders' pushes are not mixed for a while (node/train/collapse.py)
+        loop = asyncio.get_running_loop()
+        self.worker.collapse = CollapseGuard(self.data.n_classes)
+        self.worker.on_collapse = lambda senders: loop.call_soon_threadsafe(
+            self.exchanger.distrust, senders
         )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer))

@@ -38,13 +38,13 @@ class WorkerStore:
             encode_into_frame, self.size, self.worker.snapshot_into, sender=sender
         )
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands
         between two steps, and neither an exchange nor a pushpull answer waits for that step.
         The fold runs on this store's own thread, so a pushpull answer does not wait for it
         either; folds keep their order, and the received buffer is freed once folded."""
         try:
-            fut = self._folder.submit(self.worker.mix, other, weight)
+            fut = self._folder.submit(self.worker.mix, other, weight, source=source)
         except RuntimeError:  # closed: this peer is leaving, and its model with it
             log.info("leaving: a received model arrived after the last fold and is dropped")
             return

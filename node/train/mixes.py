@@ -31,14 +31,16 @@ class MixAccumulator:
         self._acc: Any = None  # allocated at the first mix, then reused
         self._scale = 1.0
         self._pending = False
+        self._sources: set[str] = set()  # who pushed the models pending (node/train/collapse.py)
         self.folded = 0  # mixes folded in since the start (for tests and metrics)
 
     @property
     def pending(self) -> bool:
         return self._pending
 
-    def add(self, other: Any, weight: float) -> None:
-        """Fold x <- (1 - weight) x + weight * other into the pending update."""
+    def add(self, other: Any, weight: float, source: str = "") -> None:
+        """Fold x <- (1 - weight) x + weight * other into the pending update; `source`: the
+        peer that pushed `other` ("": a round's own mix)."""
         if not 0.0 < weight <= 1.0:
             raise ValueError(f"mix weight must be in (0, 1], got {weight}")
         xp = self._xp
@@ -60,6 +62,14 @@ class MixAccumulator:
             self._scale *= 1.0 - weight
             self._pending = True
             self.folded += 1
+            if source:
+                self._sources.add(source)
+
+    def take_sources(self) -> set[str]:
+        """Who pushed the models pending now (and forget them: they are about to be applied)."""
+        with self._lock:
+            out, self._sources = self._sources, set()
+            return out
 
     def nudge(self, delta: Any, weight: float) -> None:
         """Fold x <- x + weight * delta into the pending update (a compressed exchange's gossip
@@ -95,6 +105,7 @@ class MixAccumulator:
         """Drop whatever is pending (the model is being replaced wholesale: a state sync)."""
         with self._lock:
             self._scale, self._pending = 1.0, False
+            self._sources = set()
 
 
 class OuterStep:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.backend import array_module
+from swarmnode.node.train.collapse import CollapseGuard, dead_fraction
 from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
 from swarmnode.node.train.mixes import MixAccumulator, OuterStep
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 # A NaN/Inf loss this soon after a mix is blamed on the mixed-in model, not on this peer's lr.
 MIX_BLAME_STEPS = 50
+CALM_EVERY = 10  # steps between two looks at the dead units of a calm step (collapse guard)
 TRAIN_THREAD = "swarmnode-train"  # the training thread's name (the CLI looks for it at exit)
 
 
@@ -89,6 +91,11 @@ class TrainingWorker:
         self._outer_lock = threading.Lock()  # guards _outer_pending and _notify
         self._notify: tuple[int, Callable[[], None]] | None = None
         self._last_mix_step: int | None = None  # the step before which a mix was last applied
+        # the collapse guard (node/train/collapse.py): None, off; set by the node
+        self.collapse: CollapseGuard | None = None
+        # called on the training thread with the senders of a rolled-back mix (thread-safe!)
+        self.on_collapse: Callable[[set[str]], None] | None = None
+        self._premix: Any = None  # what the mix being judged changed (one model, reused)
         self.mixes_dropped = 0  # received after the last step: not in the reported model
         self._finished = False
         self._running = False
@@ -179,7 +186,7 @@ class TrainingWorker:
                 self._call(fn, fut)
         return fut
 
-    def mix(self, other: Any, weight: float, *, additive: bool = False) -> None:
+    def mix(self, other: Any, weight: float, *, additive: bool = False, source: str = "") -> None:
         """x <- (1 - weight) x + weight other (`additive`: x <- x + weight other, a compressed
         exchange's gossip step), applied between two steps; returns once folded
         into the pending update (tens of ms per 100 MB, never a whole training step). Before the
@@ -189,7 +196,10 @@ class TrainingWorker:
             self.mixes_dropped += 1
             return
         with self._device():
-            (self.mixes.nudge if additive else self.mixes.add)(other, weight)
+            if additive:
+                self.mixes.nudge(other, weight)
+            else:
+                self.mixes.add(other, weight, source)
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
@@ -275,8 +285,10 @@ class TrainingWorker:
                 with self._params_lock:
                     if self._pending:
                         self._drain_pending()
-                    self._apply_mixes()
+                    judged = self._apply_mixes()
                 loss = self._step()  # takes _params_lock for its update (Trainer.update_lock)
+                if self.collapse is not None:
+                    self._guard_collapse(loss, judged)
             dt = time.perf_counter() - t0
             self._win_loss += loss
             self._win_steps += 1
@@ -293,15 +305,53 @@ class TrainingWorker:
                     self._on_checkpoint(trainer.state())
             self.pacer.pause(dt)
 
-    def _apply_mixes(self) -> None:
-        """Pending mixes, then a pending outer step (under the lock, between two steps)."""
+    def _apply_mixes(self) -> set[str]:
+        """Pending mixes, then a pending outer step (under the lock, between two steps). With
+        the collapse guard on and pushed models among the mixes, what they changed is kept
+        (`_premix`) and their senders returned: the next step judges them."""
         x = self.trainer.model.params.data
+        sources = self.mixes.take_sources() if self.collapse is not None else set()
+        if sources:
+            if self._premix is None:
+                self._premix = array_module(x).empty_like(x)
+            self._premix[...] = x
         if self.mixes.apply_to(x):
             self._last_mix_step = self.trainer.step_count
+            if sources:  # premix <- x after - x before
+                self._premix *= -1
+                self._premix += x
+        else:
+            sources = set()
         with self._outer_lock:
             pending, self._outer_pending = self._outer_pending, None
         if pending is not None:
             self.outer.apply(x, *pending)
+        return sources
+
+    def _guard_collapse(self, loss: float, judged: set[str]) -> None:
+        """Judge the step right after a mix of pushed models (`judged`: their senders); roll
+        the mix back on a collapse. Calm steps teach the guard the usual dead share."""
+        assert self.collapse is not None
+        step = self.trainer.step_count
+        if not judged:
+            if step % CALM_EVERY == 0:
+                self.collapse.calm(dead_fraction(self.trainer.model.layers))
+            return
+        why = self.collapse.judge(loss, dead_fraction(self.trainer.model.layers))
+        if why is None:
+            return
+        with self._params_lock:
+            self.trainer.model.params.data[...] -= self._premix
+        self.collapse.rollbacks += 1
+        log.warning(
+            "a mix of models pushed by %s rolled back: %s; their pushes are not mixed for a "
+            "while (%d rollbacks so far)",
+            ", ".join(sorted(judged)),
+            why,
+            self.collapse.rollbacks,
+        )
+        if self.on_collapse is not None:
+            self.on_collapse(judged)
 
     def _step(self) -> float:
         """One training step; a divergence soon after a mix says that the mix is the likely

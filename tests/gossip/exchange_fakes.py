@@ -40,7 +40,7 @@ class Store(PlainStore):
         self.x = x.astype(np.float32)
         self.size = self.x.size
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.x = ((1 - weight) * self.x + weight * other).astype(np.float32)
 
 

@@ -36,7 +36,7 @@ class ArrayStore(PlainStore):
     async def snapshot(self) -> tuple[int, np.ndarray]:
         return self.step, self.x.copy()
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.x = (1 - weight) * self.x + weight * other
 
 
@@ -48,7 +48,7 @@ class QueuedStore(ArrayStore):
         super().__init__(x)
         self.pending: list[tuple[np.ndarray, float, bool]] = []
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.pending.append((other, weight, False))
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:

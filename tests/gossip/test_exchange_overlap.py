@@ -34,7 +34,7 @@ class FramedStore(PlainStore):
         self.snapshots += 1
         return wire.encode_params(self.x, sender=sender, step=0)
 
-    async def mix_in(self, other: np.ndarray, weight: float) -> None:
+    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.mixed.append((np.array(other), weight))
 
 

@@ -104,7 +104,7 @@ NODE_FLAGS = frozenset(
         "weight-decay", "device", "seed", "eval-every", "checkpoint-every", "keep-checkpoints",
         "join-timeout", "gossip-interval", "fanout", "exchange", "sync-every", "pull",
         "aggregator", "byzantine-f", "exchange-timeout", "mix", "on-short", "fault", "byzantine",
-        "slowdown", "step-time", "group",
+        "slowdown", "step-time", "group", "push-budget",
     }
 )  # fmt: skip
 # Flags the runner sets itself for every peer.

@@ -4,16 +4,22 @@ Push my snapshot to `group` random live peers at once; each answers with its own
 taken *before* queuing its mix, and sets x_j <- (1 - w) x_j + w x. I take the mean of all k + 1
 models, x <- (x + sum_j x_j) / (k + 1), landed by the delta rule (the steps I trained meanwhile
 are kept), then the outer step. With `group=1` this is AD-PSGD (Lian et al. 2018).
+
+With `push_budget` on (the default), the answers are bounded first: cut away from where the
+swarm was last round (`consensus`, the mean of that round's bounded answers) and clipped like
+ss-clip around the model sent (gossip/robust/consensus.py: a dissensus liar's answers).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
+from swarmnode.gossip.robust.consensus import AWAY_LIMIT, bound_answers
 from swarmnode.gossip.robust.push_guard import PushGuard
 
 
@@ -32,6 +38,7 @@ class AverageRound:
         self.cfg, self.store, self.peers, self.io = cfg, store, peers, io
         self.compression = compression
         self.guard = guard  # my group's distances set the bound on pushes to me
+        self.consensus: np.ndarray | None = None  # where my last round's group was
 
     async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
         picked = self.peers.sample(self.cfg.group)
@@ -53,8 +60,22 @@ class AverageRound:
             # it clipped honest pushes on a busy box)
             _, own = await self.store.snapshot()
             await asyncio.to_thread(self.guard.observe, own, got)
+            if self.cfg.push_budget:
+                got = await asyncio.to_thread(self._bounded, sent, got)
             weight = self.cfg.mix if k == 1 else k / (k + 1)
             await delta_rule.land(self.store, got, sent, weight, pushed_in)
         if self.compression.outer_step_applies:  # not after topk / lowrank rounds
             await self.io.outer_step()
         result.applied = True
+
+    def away_limit(self) -> float:
+        """How far one model may pull this peer away from the consensus (an absolute distance:
+        `AWAY_LIMIT` x the typical distance; 0 before any)."""
+        typical = self.guard.typical()
+        return AWAY_LIMIT * typical if typical is not None else 0.0
+
+    def _bounded(self, sent: np.ndarray, got: list[np.ndarray]) -> list[np.ndarray]:
+        """The answers bounded (worker thread), and the consensus moved to their mean."""
+        out = bound_answers(sent, got, self.consensus, self.guard.radius(), self.away_limit())
+        self.consensus = delta_rule.mean_rows(out) if len(out) > 1 else out[0].copy()
+        return out

@@ -33,6 +33,9 @@ class ExchangeConfig:
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
     compress: str = "none"  # none|fp16|int8|topk:RATIO|lowrank:RANK (gossip.exchange.compressed)
     delta_rule: bool = True  # average: keep the steps taken during a round (Exchanger._mix_answers)
+    # the bounds on a hostile insider (issue 22): per-sender push budget and travel, anchored
+    # radius, bounded answers and the consensus cut (average), the node's collapse guard
+    push_budget: bool = True
 
     def validate(self) -> ExchangeConfig:
         if self.mode not in MODES:

@@ -46,6 +46,7 @@ from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
 from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.robust import chunked
+from swarmnode.gossip.robust.consensus import cut_away
 from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_budget import PushBudget
 from swarmnode.gossip.robust.push_guard import PushGuard
@@ -94,7 +95,7 @@ class Exchanger:
         self._pushed_in: delta_rule.Moved | None = None
         # bounds every pushed model, in both modes (gossip/robust/push_guard.py), and what one
         # sender's pushes may do in all: a rate and a travel cap (gossip/robust/push_budget.py)
-        self.guard = PushGuard()
+        self.guard = PushGuard(anchored=cfg.push_budget)
         self.budget = PushBudget()
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
@@ -194,18 +195,22 @@ class Exchanger:
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
         clip = None
-        if tau is not None:  # no radius yet: `bound` refuses it, and no credit is spent
+        if tau is not None and self.cfg.push_budget:  # no radius yet: `bound` refuses it
             clip = self.budget.allow(sender, tau, weight)
             if clip is None:
                 log.debug("a push from %s is answered, not mixed: over its budget", sender)
                 return
+        if not robust and self.cfg.push_budget:  # away from where my group was: cut
+            args = (own, theirs, self.average.consensus, self.average.away_limit())
+            theirs = await asyncio.to_thread(cut_away, *args)
         back = self.robust.back if robust else None
         args = (own, theirs, tau, back, self.cfg.backward_limit, sender, clip)
         clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
         if clipped is None:
             return
-        moved = weight * await asyncio.to_thread(chunked.distance, own, clipped)
-        self.budget.spend(sender, moved)
+        if self.cfg.push_budget:
+            moved = weight * await asyncio.to_thread(chunked.distance, own, clipped)
+            self.budget.spend(sender, moved)
         if (pushed := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
             await asyncio.to_thread(pushed.add, clipped, own, weight)
         await self.store.mix_in(clipped, weight, source=sender)

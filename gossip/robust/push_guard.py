@@ -65,6 +65,7 @@ class PushGuard:
         reject: float = SS_CLIP_REJECT,
         log_every_s: float = LOG_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        anchored: bool = True,
     ) -> None:
         if window < 1 or factor <= 0 or reject < 1:
             raise ValueError(
@@ -72,6 +73,7 @@ class PushGuard:
             )
         self.factor = factor
         self.reject = reject
+        self.anchored = anchored  # False: the short median alone (before issue 22)
         self.log_every_s = log_every_s
         self._clock = clock
         self._dists: deque[float] = deque(maxlen=window)
@@ -94,6 +96,9 @@ class PushGuard:
         if not self._dists:
             return
         short = float(np.median(np.fromiter(self._dists, float)))
+        if not self.anchored:
+            self._tau = self.factor * short
+            return
         anchor = float(np.median(np.fromiter(self._long, float)))
         tau = self.factor * min(short, ANCHOR_SLACK * anchor)
         if self._tau is not None and self._tau > 0:
@@ -104,6 +109,11 @@ class PushGuard:
         """tau (see `observe`); None before any distance (or all zero: a group identical to
         me says nothing about how far an honest peer may be)."""
         return self._tau if self._tau is not None and self._tau > 0 else None
+
+    def typical(self) -> float | None:
+        """The distance an honest model usually is from this peer: tau / factor."""
+        tau = self.radius()
+        return None if tau is None else tau / self.factor
 
     def first_radius(self, own: np.ndarray) -> float | None:
         """The bound before my first round: factor x |own| (None for an all-zero model: it

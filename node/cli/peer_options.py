@@ -242,6 +242,16 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "behaviour before: on slow links most of a round's training is lost)",
     )
     e.add_argument(
+        "--push-budget",
+        default="on" if _EX.push_budget else "off",
+        choices=["on", "off"],
+        help="the bounds on a hostile insider (on): each sender's pushes mixed about once a "
+        "round of ours and moving us at most 2 radii over eight rounds, the push radius "
+        "anchored, a group's answers clipped and cut where they pull away from the swarm, and "
+        "a mix that kills hidden units or jumps the loss rolled back; off: as before issue 22 "
+        "(to measure what the bounds cost)",
+    )
+    e.add_argument(
         "--on-short",
         default=_EX.on_short,
         choices=["skip", "shrink"],
@@ -345,6 +355,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         on_short=args.on_short,
         compress=args.compress,
         delta_rule=args.mix_rule == "delta",
+        push_budget=args.push_budget == "on",
     )
     return PeerConfig(
         **common,

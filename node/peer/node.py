@@ -190,11 +190,12 @@ class Node:
         )
         # a mix of pushed models that kills units or jumps the loss is rolled back, and its
         # senders' pushes are not mixed for a while (node/train/collapse.py)
-        loop = asyncio.get_running_loop()
-        self.worker.collapse = CollapseGuard(self.data.n_classes)
-        self.worker.on_collapse = lambda senders: loop.call_soon_threadsafe(
-            self.exchanger.distrust, senders
-        )
+        if cfg.exchange.push_budget:
+            loop = asyncio.get_running_loop()
+            self.worker.collapse = CollapseGuard(self.data.n_classes)
+            self.worker.on_collapse = lambda senders: loop.call_soon_threadsafe(
+                self.exchanger.distrust, senders
+            )
         handlers = {**self.membership.handlers(), **self.exchanger.handlers()}
         self._handlers.update(auth_handlers(handlers, self.signer))
         if self.name is not None:  # signed with the rest of our record: nobody can rename us

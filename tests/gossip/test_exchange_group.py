@@ -18,7 +18,8 @@ pytestmark = pytest.mark.timeout(30)
 
 async def test_a_group_round_takes_the_mean_of_all_and_each_responder_mixes_half():
     vectors = [np.full(D, float(i)) for i in range(4)]  # 0, 1, 2, 3
-    _, exs = make_swarm(vectors, ExchangeConfig(mode="average", group=3))
+    # without the bounds on answers (issue 22): the plain mean
+    _, exs = make_swarm(vectors, ExchangeConfig(mode="average", group=3, push_budget=False))
     r = await exs[0].round()
     assert r.applied and sorted(r.received) == ["p1", "p2", "p3"]
     np.testing.assert_allclose(exs[0].store.x, 1.5, rtol=1e-6)  # (0 + 1 + 2 + 3) / 4
@@ -26,6 +27,15 @@ async def test_a_group_round_takes_the_mean_of_all_and_each_responder_mixes_half
         np.testing.assert_allclose(exs[i].store.x, i / 2, rtol=1e-6)
     frame = len(wire.encode_params(vectors[0].astype(np.float32), sender="p0", step=0))
     assert exs[0].bytes_sent == 3 * frame and exs[1].bytes_sent == frame
+
+
+async def test_a_group_round_clips_the_farthest_answer_to_the_next_one():
+    vectors = [np.full(D, float(i)) for i in range(4)]  # 0, 1, 2, 3
+    _, exs = make_swarm(vectors, ExchangeConfig(mode="average", group=3))
+    assert (await exs[0].round()).applied
+    # 3 is clipped to the second farthest distance, 2: (0 + 1 + 2 + 2) / 4 (ss-clip, f = 1)
+    np.testing.assert_allclose(exs[0].store.x, 1.25, rtol=1e-6)
+    np.testing.assert_allclose(exs[0].average.consensus, 5 / 3, rtol=1e-6)  # where they were
 
 
 async def test_a_group_round_mixes_what_came_back_when_some_peers_fail():

@@ -81,3 +81,35 @@ def test_refusals_are_logged_once_per_sender_per_period(caplog) -> None:
 def test_bad_settings_name_their_field() -> None:
     with pytest.raises(ValueError, match="`window`"):
         PushGuard(window=0)
+
+
+def test_the_radius_is_anchored_and_grows_at_most_a_fifth_a_round() -> None:
+    # issue 22: a drag pulled the honest models apart and so widened its own allowance
+    own = np.ones(D, np.float32)
+    guard = PushGuard(factor=4.0)
+    for _ in range(40):  # a long calm: distances of 1
+        guard.observe(own, [_at(own, 1.0)] * 3)
+    assert guard.radius() == pytest.approx(4.0)
+    radii = []
+    for _ in range(10):  # then distances ten times larger, round after round
+        guard.observe(own, [_at(own, 10.0)] * 3)
+        radii.append(guard.radius())
+    assert all(b <= a * 1.2 + 1e-9 for a, b in zip([4.0, *radii], radii, strict=False))
+    assert radii[-1] <= 4.0 * 2.0  # and never past 2 x the long window's median (still 1)
+    guard.observe(own, [_at(own, 0.1)] * 16)  # it shrinks at once
+    assert guard.radius() == pytest.approx(0.4)
+    plain = PushGuard(factor=4.0, anchored=False)  # --push-budget off: the short median alone
+    plain.observe(own, [_at(own, 1.0)] * 3)
+    plain.observe(own, [_at(own, 10.0)] * 16)
+    assert plain.radius() == pytest.approx(40.0)
+
+
+def test_a_push_is_clipped_to_what_its_senders_travel_leaves() -> None:
+    own = np.zeros(D, np.float32)
+    guard = PushGuard(factor=1.0)
+    out = guard.bound(own, _at(own, 3.0), tau=4.0, sender="s", clip=0.5)
+    assert np.linalg.norm(out - own) == pytest.approx(0.5, rel=1e-5)
+    assert guard.bound(own, _at(own, 3.0), tau=4.0, sender="s", clip=0.0) is None
+    assert guard.refused == 0  # not a refusal: nothing left to move by
+    assert guard.bound(own, _at(own, 30.0), tau=4.0, sender="s", clip=0.5) is None
+    assert guard.refused == 1  # the drop bound is still 4 tau, not 4 x the clip

@@ -1,0 +1,49 @@
+"""The average round's bounds on answers and the consensus cut (gossip/robust/consensus.py,
+issue 22): a dissensus model, x_i - eps (mean - x_i), loses what points away from the swarm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from swarmnode.gossip.robust.consensus import bound_answers, cut_away
+
+pytestmark = pytest.mark.timeout(30)
+
+D = 64
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def test_a_dissensus_model_is_cut_to_the_limit_and_a_sideways_one_kept() -> None:
+    rng = _rng()
+    consensus = np.zeros(D, np.float32)
+    own = (0.1 * rng.standard_normal(D)).astype(np.float32)
+    liar = own - 4.0 * (consensus - own)  # dissensus, eps = 4: straight away from the swarm
+    limit = 0.05
+    cut = cut_away(own, liar, consensus, limit)
+    away = (own - consensus) / np.linalg.norm(own - consensus)
+    assert float((cut - own) @ away) == pytest.approx(limit, rel=1e-4)
+    side = rng.standard_normal(D).astype(np.float32)
+    side -= (side @ away) * away  # orthogonal to the away direction: an honest spread
+    honest = own + 0.3 * side
+    np.testing.assert_allclose(cut_away(own, honest, consensus, limit), honest, atol=1e-6)
+    toward = own + 0.5 * (consensus - own)  # toward the swarm: never cut
+    np.testing.assert_array_equal(cut_away(own, toward, consensus, limit), toward)
+    assert cut_away(own, liar, None, limit) is liar  # no consensus yet: nothing to cut
+
+
+def test_answers_are_clipped_at_the_second_farthest_and_a_far_one_has_no_say() -> None:
+    sent = np.zeros(D, np.float32)
+    unit = np.eye(D, dtype=np.float32)
+    answers = [1.0 * unit[0], 2.0 * unit[1], 3.0 * unit[2]]
+    out = bound_answers(sent, answers, None, tau=None, away_limit=0.0)
+    assert [round(float(np.linalg.norm(a)), 5) for a in out] == [1.0, 2.0, 2.0]
+    far = [1.0 * unit[0], 2.0 * unit[1], 50.0 * unit[2]]  # beyond 4 radii: counts as `sent`
+    out = bound_answers(sent, far, None, tau=None, away_limit=0.0)
+    np.testing.assert_array_equal(out[2], sent)
+    one = bound_answers(sent, [5.0 * unit[0]], None, tau=2.0, away_limit=0.0)  # the push radius
+    assert float(np.linalg.norm(one[0])) == pytest.approx(2.0)
+    nan = bound_answers(sent, [unit[0], unit[1], np.full(D, np.nan, np.float32)], None, None, 0.0)
+    np.testing.assert_array_equal(nan[2], sent)

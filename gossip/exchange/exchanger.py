@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -55,6 +56,12 @@ from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
+
+# A round whose proven partners (they answered before) have answered waits this much longer for
+# the others, then goes on without them (`_answers`): x the time the proven ones took, at least
+GRACE_FACTOR = 1.0
+GRACE_MIN_S = 0.05
+MAX_ANSWERED = 4096  # partners remembered as having answered (the table holds at most 1,024)
 
 
 class Exchanger:
@@ -97,6 +104,7 @@ class Exchanger:
         # sender's pushes may do in all: a rate and a travel cap (gossip/robust/push_budget.py)
         self.guard = PushGuard(anchored=cfg.push_budget)
         self.budget = PushBudget()
+        self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
         self.robust = RobustRound(self.cfg, store, peers, self)
@@ -281,22 +289,28 @@ class Exchanger:
         payloads = [payload] * len(picked)
         if self._poisoning_now():  # a liar may craft each push for its recipient (fault/)
             payloads = [(await self._encode_with_base(to=pid))[0] for pid, _ in picked]
-        answers = await asyncio.gather(
-            *(
-                self._pushpull(pid, addr, body)
-                for (pid, addr), body in zip(picked, payloads, strict=True)
-            ),
-            return_exceptions=True,
-        )
+        tasks = [
+            asyncio.ensure_future(self._pushpull(pid, addr, body))
+            for (pid, addr), body in zip(picked, payloads, strict=True)
+        ]
+        relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
+        answers = await _answers(tasks, relied, self.cfg.push_budget)
         got = []
         for (pid, _), outcome in zip(picked, answers, strict=True):
-            if isinstance(outcome, (TransportError, SwarmnodeError)):
+            if isinstance(outcome, asyncio.CancelledError):
+                result.failures[pid] = "no answer within the grace after the proven partners'"
+            elif isinstance(outcome, (TransportError, SwarmnodeError)):
                 result.failures[pid] = str(outcome)
+                self._answered.pop(pid, None)
             elif isinstance(outcome, BaseException):
                 raise outcome  # a bug, not a peer's failure
             else:
                 result.received.append(pid)
                 got.append(outcome)
+                self._answered.pop(pid, None)
+                self._answered[pid] = None
+                if len(self._answered) > MAX_ANSWERED:
+                    del self._answered[next(iter(self._answered))]
         return got, sent
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
@@ -386,6 +400,27 @@ class Exchanger:
             if not quiet:
                 log.warning("rejected %s: %s", source, exc)
             raise
+
+
+async def _answers(
+    tasks: list[asyncio.Future[np.ndarray]], relied: list[asyncio.Future[np.ndarray]], cut: bool
+) -> list[object]:
+    """Every task's outcome (an exception, `CancelledError` for one cut). With `cut` and some
+    partners that answered before (`relied`) among others, the round finishes once those have:
+    the others get `GRACE_FACTOR` x the time that took (at least `GRACE_MIN_S`), then are
+    cancelled, so a newcomer that never answers (a silent sybil) costs about one round's time,
+    not its deadline (issue 22)."""
+    if cut and relied and len(relied) < len(tasks):
+        t0 = time.perf_counter()
+        await asyncio.wait(relied)
+        rest = [t for t in tasks if not t.done()]
+        if rest:
+            grace = max(GRACE_MIN_S, GRACE_FACTOR * (time.perf_counter() - t0))
+            _, late = await asyncio.wait(rest, timeout=grace)
+            for t in late:
+                t.cancel()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    return list(outcomes)
 
 
 def _pusher(body: object) -> str:

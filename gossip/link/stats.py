@@ -15,7 +15,9 @@ proven for its kind (`Backoff.proven`: never answered, or its latest request fai
 `FIRST_FACTOR` x the typical answered request of that kind (an EWMA over all partners), at
 least `FIRST_MIN_S`, at most the caller's deadline, instead of the whole deadline: a member that
 accepts connections and never answers cost an honest round the whole exchange deadline (2-5 s),
-now about four typical exchanges. Before any request of a kind was answered the caller's
+now about four typical exchanges. The short deadline doubles with each failure in a row of
+that partner, so an honest one on a slower link than the rest gets the whole deadline after a
+few tries (each after its back-off) and is proven then. Before any request of a kind was answered the caller's
 deadline stands (a young swarm's first exchanges), and pulls (`params`: state sync, which may
 wait long on purpose) keep theirs.
 
@@ -27,6 +29,7 @@ with no measurement yet gets weight 1 (it is tried, then measured).
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Sequence
@@ -99,7 +102,8 @@ class MeasuringTransport:
         typical = self.typical_s.get(kind)
         if route not in FIRST_ROUTES or typical is None or self.backoff.proven(addr, kind):
             return timeout
-        return min(timeout, max(FIRST_MIN_S, FIRST_FACTOR * typical))
+        tries = min(self.backoff.streak(addr, kind), 16)
+        return min(timeout, max(FIRST_MIN_S, FIRST_FACTOR * typical) * 2**tries)
 
     def stat(self, addr: str) -> LinkStat:
         if addr not in self.links:
@@ -124,6 +128,13 @@ class MeasuringTransport:
             self.backoff.failed(addr, kind_of(route))
             if sent < SMALL_BYTES:
                 s.rtt_s = _ewma(s.rtt_s, timeout)
+            raise
+        except asyncio.CancelledError:
+            # a round that went on without an unproven partner (exchange: `_answers`): a failure
+            # of that partner; a proven one (or a cancel at shutdown of one) keeps its standing
+            if not self.backoff.proven(addr, kind_of(route)):
+                s.failures += 1
+                self.backoff.failed(addr, kind_of(route))
             raise
         finally:
             s.inflight -= 1

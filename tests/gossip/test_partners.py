@@ -9,8 +9,10 @@ import random
 import time
 from collections import Counter
 
+import numpy as np
 import pytest
 from swarmnode.gossip.errors import RequestTimeout
+from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.gossip.link.backoff import BULK, CONTROL, Backoff
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.partners import PartnerChoice
@@ -22,6 +24,8 @@ from swarmnode.gossip.membership.service import RELAY_UNPROVEN, Membership
 from swarmnode.gossip.wire.control import decode_control
 
 from tests.gossip.membership_harness import FakeClock
+from tests.gossip.test_exchange import D as D_EX
+from tests.gossip.test_exchange import make_swarm
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -116,3 +120,30 @@ def test_a_digest_relays_proven_members_and_a_few_others() -> None:
     sent = decode_control(m._encode("gossip"), "gossip")["members"]
     ids = Counter("me" if e[0] == "me" else e[0][0] for e in sent)
     assert ids == {"me": 1, "h": 3, "s": RELAY_UNPROVEN}
+
+
+@pytest.mark.parametrize("budget", [True, False])
+async def test_a_round_goes_on_without_a_silent_newcomer_once_its_proven_partners_answered(
+    budget,
+) -> None:
+    vectors = [np.full(D_EX, float(i)) for i in range(3)]
+    net, exs = make_swarm(
+        vectors, ExchangeConfig(mode="average", group=3, timeout=3.0, push_budget=budget)
+    )
+
+    async def silent(req: Arrival) -> bytes:
+        await asyncio.sleep(30)
+        return b""
+
+    net.register("s:1", {"pushpull": silent})
+    exs[0].peers.peers = [("p1", "p1:1"), ("p2", "p2:1")]
+    await exs[0].round()  # p1 and p2 answer: proven
+    exs[0].peers.peers = [("p1", "p1:1"), ("p2", "p2:1"), ("s", "s:1")]
+    t0 = time.monotonic()
+    r = await exs[0].round()
+    took = time.monotonic() - t0
+    assert sorted(r.received) == ["p1", "p2"] and "s" in r.failures
+    if budget:  # cut after the grace: about as long again as the proven answers took
+        assert took < 1.0 and "grace" in r.failures["s"]
+    else:  # before issue 22: the whole deadline
+        assert took >= 3.0

@@ -1,10 +1,11 @@
-"""The collapse guard (issue 22): a mix of pushed models that kills hidden units or makes the
-loss jump is rolled back, and the peers that pushed them are distrusted.
+"""The collapse guard (issue 22): a mix that kills hidden units or makes the loss jump is rolled
+back, and the peers that pushed models into it are distrusted.
 
-The push bound and the push budget (gossip/robust/push_guard.py, push_budget.py) limit how far
-pushes may move a peer; this is the check on what a mix *did*. The training step right after
-pending mixes were applied computes its loss and its ReLU masks on the mixed model before its
-update: that step is judged against what this peer usually sees.
+The push bound and the push budget (gossip/robust/push_guard.py, push_budget.py) and the bounds
+on a round's answers (gossip/robust/consensus.py) limit how far a mix may move a peer; this is
+the check on what a mix *did*. The training step right after pending mixes (pushed models, a
+round's own result) were applied computes its loss and its ReLU masks on the mixed model before
+its update: that step is judged against what this peer usually sees.
 
 - dead units: the share of hidden ReLU units that fire for no sample of the batch. A model
   dragged toward dead ReLUs (every hidden bias far below zero) loses them for good: a dead unit
@@ -15,11 +16,13 @@ update: that step is judged against what this peer usually sees.
   on non-iid shards a peer's own loss is tiny and an honest mix raises it many times over,
   which is why the bar is the usual *post-mix* loss, not the loss before it.
 
-A rollback subtracts what the mixes changed (one model-sized buffer, kept while a judged step
-runs); the step itself stays (one gradient step taken on the mixed model). The senders of every
+A rollback subtracts what the mixes changed (one model-sized buffer; two more passes over the
+model per applied mix to keep it) and drops the outer step's momentum (it was about the mixed
+model); the step itself stays (one gradient step taken on the mixed model). The senders of every
 pushed model in that mix are reported (`TrainingWorker.on_collapse`): the node stops mixing their
-pushes for a while (`PushBudget.distrust`). An honest push folded into the same mix is rolled
-back and its sender distrusted with the liar's: a cost paid only when a mix collapses.
+pushes for a while (`PushBudget.distrust`). A round's own partners are not: the peer picked them
+at random. An honest push folded into the same mix is rolled back and its sender distrusted with
+the liar's: a cost paid only when a mix collapses.
 """
 
 from __future__ import annotations

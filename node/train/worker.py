@@ -305,35 +305,38 @@ class TrainingWorker:
                     self._on_checkpoint(trainer.state())
             self.pacer.pause(dt)
 
-    def _apply_mixes(self) -> set[str]:
+    def _apply_mixes(self) -> set[str] | None:
         """Pending mixes, then a pending outer step (under the lock, between two steps). With
-        the collapse guard on and pushed models among the mixes, what they changed is kept
-        (`_premix`) and their senders returned: the next step judges them."""
+        the collapse guard on, what the mixes changed is kept (`_premix`) and the senders of
+        the pushed models among them returned (an empty set: a round's own mix): the next step
+        judges them; None when nothing was mixed (or the guard is off)."""
         x = self.trainer.model.params.data
-        sources = self.mixes.take_sources() if self.collapse is not None else set()
-        if sources:
+        guarded = self.collapse is not None and self.mixes.pending
+        if guarded:
             if self._premix is None:
                 self._premix = array_module(x).empty_like(x)
             self._premix[...] = x
+        sources = self.mixes.take_sources() if guarded else None
         if self.mixes.apply_to(x):
             self._last_mix_step = self.trainer.step_count
-            if sources:  # premix <- x after - x before
+            if guarded:  # premix <- x after - x before
                 self._premix *= -1
                 self._premix += x
         else:
-            sources = set()
+            sources = None
         with self._outer_lock:
             pending, self._outer_pending = self._outer_pending, None
         if pending is not None:
             self.outer.apply(x, *pending)
         return sources
 
-    def _guard_collapse(self, loss: float, judged: set[str]) -> None:
-        """Judge the step right after a mix of pushed models (`judged`: their senders); roll
-        the mix back on a collapse. Calm steps teach the guard the usual dead share."""
+    def _guard_collapse(self, loss: float, judged: set[str] | None) -> None:
+        """Judge the step right after a mix (`judged`: the senders of the pushed models in it,
+        empty for a round's own); roll the mix back on a collapse and name its pushers. Calm
+        steps teach the guard the usual dead share."""
         assert self.collapse is not None
         step = self.trainer.step_count
-        if not judged:
+        if judged is None:
             if step % CALM_EVERY == 0:
                 self.collapse.calm(dead_fraction(self.trainer.model.layers))
             return
@@ -342,15 +345,16 @@ class TrainingWorker:
             return
         with self._params_lock:
             self.trainer.model.params.data[...] -= self._premix
+        self.outer.forget()  # its anchor and momentum were about the mixed model
         self.collapse.rollbacks += 1
         log.warning(
-            "a mix of models pushed by %s rolled back: %s; their pushes are not mixed for a "
-            "while (%d rollbacks so far)",
-            ", ".join(sorted(judged)),
+            "a mix %s rolled back: %s%s (%d rollbacks so far)",
+            f"of models pushed by {', '.join(sorted(judged))}" if judged else "of my own round",
             why,
+            "; their pushes are not mixed for a while" if judged else "",
             self.collapse.rollbacks,
         )
-        if self.on_collapse is not None:
+        if judged and self.on_collapse is not None:
             self.on_collapse(judged)
 
     def _step(self) -> float:

@@ -106,8 +106,16 @@ def test_honest_mixes_and_round_mixes_pass() -> None:
     _warm(w)
     for i in range(20):
         _honest_mix(w, f"h{i % 3}")
-    # a round's own mix names nobody: it is not judged (its partners were picked at random)
-    w.mix(_with_hidden_bias(w, -100.0), 0.5)
-    _iteration(w)
     assert blamed == [] and w.collapse.rollbacks == 0
     assert w.collapse.post_loss is not None and w.collapse.base_dead is not None
+
+
+def test_a_rounds_own_mix_that_collapses_is_rolled_back_and_names_nobody() -> None:
+    w, blamed = _worker()
+    _warm(w)
+    _honest_mix(w)
+    before = _hidden_bias(w).copy()
+    w.mix(_with_hidden_bias(w, -100.0), 0.5)  # a round's result: its partners picked at random
+    _iteration(w)
+    assert w.collapse.rollbacks == 1 and blamed == []
+    np.testing.assert_allclose(_hidden_bias(w), before, atol=0.02)

@@ -16,7 +16,9 @@ unit gets no gradient back). Counted in this peer's *own* rounds (a sender does 
   An honest sender's pushes mostly undo the spread between its model and ours; a drag keeps
   pulling the same way and runs out.
 - distrust: a sender named by the collapse guard (a mix that killed units or jumped the loss,
-  rolled back: node/train/collapse.py) gets nothing mixed for `distrust_rounds` own rounds.
+  rolled back: node/train/collapse.py) gets nothing mixed for `distrust_rounds` own rounds,
+  doubled for each time it was named before (a liar's pushes came back every 64 rounds, each
+  time with a dip of 10-30 points until the guard caught it again).
 
 Memory: a few numbers per sender, at most `MAX_SENDERS` (the least recent forgotten first: a
 forgotten sender starts with a full burst, which the rate then bounds again).
@@ -41,6 +43,7 @@ class _Sender:
     stamp: int  # the own round the credit was last brought up to
     moves: deque[tuple[int, float]] = dataclasses.field(default_factory=deque)
     distrusted_until: int = -1
+    offences: int = 0  # times named by the collapse guard
 
 
 class PushBudget:
@@ -101,8 +104,11 @@ class PushBudget:
         return sum(m for _, m in s.moves)
 
     def distrust(self, sender: str) -> None:
-        """Mix nothing `sender` pushes for `distrust_rounds` own rounds."""
-        self._get(sender).distrusted_until = self.rounds + self.distrust_rounds
+        """Mix nothing `sender` pushes for `distrust_rounds` own rounds, doubled for each
+        earlier offence."""
+        s = self._get(sender)
+        s.offences += 1
+        s.distrusted_until = self.rounds + self.distrust_rounds * 2 ** min(s.offences - 1, 16)
 
     def distrusted(self, sender: str) -> bool:
         s = self._senders.get(sender)

@@ -51,6 +51,12 @@ def test_a_distrusted_sender_gets_nothing_mixed_for_a_while() -> None:
         b.own_round()
     assert not b.distrusted("liar") and b.allow("liar", 1.0, 0.5) is not None
     assert b.refused_distrusted == 1
+    b.distrust("liar")  # named again: twice as long
+    for _ in range(5):
+        b.own_round()
+    assert b.distrusted("liar")
+    b.own_round()
+    assert not b.distrusted("liar")
 
 
 @pytest.mark.parametrize("budget", [True, False])

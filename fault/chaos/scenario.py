@@ -61,6 +61,11 @@ Event actions and their extra keys:
                                ("none" clears it); a partition set by `partition` is kept
     byzantine  peer, kind      admin/byzantine: turn the peer byzantine ("none": honest again)
     slowdown   peer, factor    admin/slowdown: the peer trains `factor` times slower
+    hostile    peer, kind,     an attacker of swarmnode.fault.hostile, run by the runner against
+               count, rate,    `peer` for `duration` s: kind sybil-flood (count sybils; sources =
+               duration, ...   N local addresses of source_net, listen = true: silent listeners,
+                               everyone = true: every honest peer), slow-bodies, forged-records
+                               (victim), drag (rate pushes a second); see scenario_events.py
 
 Peers started by the runner get `--listen 127.0.0.1:0 --ready-file ... --checkpoint-dir
 <report>/peers/<name>/ckpt --shard i/N --name <name>` and `--join` to live peers; those flags

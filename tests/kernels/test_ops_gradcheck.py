@@ -123,8 +123,9 @@ def test_add_channel_conv_stack():
 
 
 @pytest.mark.parametrize("k", [1, 3, 5])
-def test_conv2d(k):
-    check_layers([Conv2d(4, k)], (2, 5, 6, 3))
+@pytest.mark.parametrize("c", [1, 3])
+def test_conv2d(k, c):
+    check_layers([Conv2d(4, k)], (2, 5, 6, c))
 
 
 def test_conv2d_kernel_larger_than_image():
@@ -232,7 +233,10 @@ def conv2d_loop(x, W, b, k):
     return out
 
 
-@pytest.mark.parametrize(("k", "shape"), [(1, (2, 4, 5, 3)), (3, (2, 5, 4, 3)), (5, (1, 3, 6, 2))])
+@pytest.mark.parametrize(
+    ("k", "shape"),
+    [(1, (2, 4, 5, 3)), (3, (2, 5, 4, 3)), (3, (2, 5, 4, 1)), (5, (1, 3, 6, 2)), (5, (2, 4, 3, 1))],
+)
 def test_conv2d_forward_matches_a_direct_loop(k, shape):
     rng = np.random.default_rng(5)
     out = 4
@@ -246,12 +250,15 @@ def test_conv2d_forward_matches_a_direct_loop(k, shape):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_im2col_matches_a_plain_loop(dtype):
-    """The strided-view im2col, on a non-contiguous input too, against patch-by-patch copies."""
+@pytest.mark.parametrize(("k", "c"), [(3, 1), (3, 3), (5, 1), (5, 2), (1, 4)])
+def test_im2col_matches_a_plain_loop(dtype, k, c):
+    """Both im2col paths (per-tap slices for one channel, one strided view otherwise), on a
+    non-contiguous input too, against patch-by-patch copies."""
     rng = np.random.default_rng(8)
-    k, (n, h, w, c) = 3, (2, 4, 5, 3)
+    n, h, w = 2, 4, 5
     x = rng.standard_normal((n, w, h, c)).astype(dtype).transpose(0, 2, 1, 3)  # a strided view
-    xpad = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    pad = k // 2
+    xpad = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
     want = np.array(
         [
             xpad[s, r : r + k, q : q + k, :].ravel()

@@ -352,7 +352,8 @@ class MaxPool2d(Layer):
         arg = xp.zeros(running.shape, dtype=index)
         for t in range(1, s * s):
             take = _takes_over(running, taps[t], xp)
-            xp.maximum(arg, take * index(t), out=arg)  # t exceeds every earlier index: "arg = t"
+            step = take.astype(index) * index(t)  # (an explicit dtype: cupy promotes on its own)
+            xp.maximum(arg, step, out=arg)  # t exceeds every earlier index: this is "arg = t"
             xp.maximum(running, taps[t], out=running)
         # the output is the input value at arg, bit for bit (a maximum's -0.0 vs +0.0 may not be)
         m = running.size

@@ -56,7 +56,9 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--model",
         default=_NODE.model,
-        help="model spec, e.g. mlp:128 or mlp:256,128 (grammar: README 'Model spec grammar')",
+        help="model spec, e.g. mlp:128, mlp:256,128, cnn1d:16k5,p2,64 or cnn2d:16k3,p2,32k3,p2,64 "
+        "(a 2-D conv net on (H, W) or (H, W, C) images; flat samples name the image first: "
+        "cnn2d:8x8,16k3,p2,64) (grammar: README 'Model spec grammar')",
     )
     g.add_argument(
         "--data",

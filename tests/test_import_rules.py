@@ -209,6 +209,27 @@ def test_the_project_has_no_import_circles():
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_the_scripts_have_no_import_circles():
+    graph = {}
+    for path in sorted((ROOT / "scripts").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(), str(path))
+        deps = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("scripts")
+            ):
+                deps |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("scripts")}
+        graph[name] = [(d, 0) for d in sorted(deps) if d != name]
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles in scripts/:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
 def test_every_gossip_module_lives_in_a_room():
     # gossip/ is rooms (docs/architecture.md): only the front and the error family sit at its top.
     loose = sorted(

@@ -11,7 +11,7 @@ What tells it apart is the direction. The peer's outer momentum m (node/train/mi
 `OuterStep`, taken after mixing) is mostly the swarm's progress as this peer saw it; an honest
 model's difference x_j - x differs from it mostly sideways (the non-iid spread: shards pull
 apart, not back), an IPM model's points eps periods of progress back. Measured on the signal task
-(scripts/sim_robust.py, eps = 10): cos(x_j - x, m) has median 0.70 for the liar, 0.11 for honest
+(scripts/sim/robust.py, eps = 10): cos(x_j - x, m) has median 0.70 for the liar, 0.11 for honest
 models (90th percentile 0.48). The receiver's own last update is no such reference: honest
 differences undo its shard drift, so they point back against it too.
 
@@ -35,7 +35,7 @@ import numpy as np
 from swarmnode.gossip.robust import aggregate, chunked
 from swarmnode.gossip.robust.push_guard import PushGuard
 
-# In units of |m| (the heading's norm). Chosen in scripts/sim_robust.py (signal task, 5 peers,
+# In units of |m| (the heading's norm). Chosen in scripts/sim/robust.py (signal task, 5 peers,
 # dirichlet:0.5): see docs/benchmarks.md "Robust mode against IPM".
 BACKWARD_LIMIT = 0.5
 

@@ -109,7 +109,7 @@ class OuterStep:
 
     lr = 1, beta = 0 is plain averaging. Why: a plain average of N peers' local steps moves the
     model as far as *one* peer's steps would, with N times the samples behind it; the measured
-    effect (scripts/sim_swarm.py) is a swarm that learns like one peer with an N times larger
+    effect (scripts/sim/swarm.py) is a swarm that learns like one peer with an N times larger
     batch at an unscaled learning rate — below the single peer. The momentum turns the extra
     samples into progress. Memory: three extra copies of the model (anchor, momentum, scratch),
     allocated at the first step (never with the outer step off). The first step only sets the

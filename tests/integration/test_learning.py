@@ -2,7 +2,7 @@
 
 Real processes: a single peer on the whole digits train set gives the baseline; four peers, each
 on a quarter (`--shard i/4`), exchange with `--exchange average` for as many steps.
-Figures for more settings (and the no-exchange contrast): scripts/bench_convergence.py.
+Figures for more settings (and the no-exchange contrast): scripts/bench/convergence.py.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def relative_spread(peers: list[Peer]) -> float:
 
 
 # dirichlet:0.5 only: the harder of the two for both bounds (iid passed every run and took 50 s
-# of the suite's 10 minutes; scripts/bench_convergence.py measures both)
+# of the suite's 10 minutes; scripts/bench/convergence.py measures both)
 @pytest.mark.parametrize("partition", ["dirichlet:0.5"])
 def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, single):
     # `--steps 0` and a window of STEPS steps, measured while every peer is still in the swarm:
@@ -105,7 +105,7 @@ def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, 
 
 
 # The harder task: a seeded 1-D signal set with few samples per class and 10% label noise, on
-# which a quarter of the data alone overfits (node/data.py). Measured in scripts/sim_swarm.py
+# which a quarter of the data alone overfits (node/data.py). Measured in scripts/sim/swarm.py
 # (same trainer code, lock-step): one peer 77.8%; the old exchange (pairwise, plain averaging,
 # one round per ~60 steps as at full speed) left the worst of 4 dirichlet:0.5 peers at 63.7%;
 # the current one (group of 3 + outer step, a round per 10 steps) 77.0%.

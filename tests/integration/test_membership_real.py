@@ -1,8 +1,8 @@
 """Membership with real peer processes: detection and leave times, join and restart, no false
 deaths while training flat out, heartbeats that keep flowing beside multi-second steps.
 
-The measurements are those of `scripts/bench_membership.py --mode real` (its module
-scripts/membership_real.py) (short versions here),
+The measurements are those of `scripts/bench/membership.py --mode real` (its module
+scripts/bench/membership_real.py) (short versions here),
 so the bench and these checks cannot drift apart. The bounds are the issue's targets plus a
 margin for a loaded 2-core CI box; the bench reports the real figures.
 """

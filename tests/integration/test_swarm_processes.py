@@ -80,7 +80,7 @@ def _accepts(port: int) -> bool:
 
 
 # SIGTERM -> exit within 5 s is the target; the extra second is for a loaded 2-core CI box
-# (scripts/bench_membership.py --mode real reports the measured times).
+# (scripts/bench/membership.py --mode real reports the measured times).
 EXIT_BOUND_S = 5.0 + 1.0
 
 

@@ -30,7 +30,7 @@ peer's own release to its first evaluation at >= single's accuracy - 1 point) an
 sent and exchange rounds from its summary. It writes a markdown table, a JSON file and a
 matplotlib PNG (worst peer's accuracy against wall time, one line per configuration).
 
-    .venv/bin/python scripts/bench_convergence.py --data signal:2000,64,20 --model mlp:128 \
+    .venv/bin/python scripts/bench/convergence.py --data signal:2000,64,20 --model mlp:128 \
         --out runs/conv-signal
 """
 
@@ -49,13 +49,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convergence_report import PeerResult, RunResult, figures, markdown, plot
 from swarmnode.fault.chaos.processes import start_peer
 from swarmnode.gossip.auth.operator import OperatorKey
 from swarmnode.gossip.wire.control import encode_control
 
-ROOT = Path(__file__).resolve().parents[1]
-
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # this script runs as a file: its sibling modules by full name
+from scripts.bench.convergence_report import (  # noqa: E402
+    PeerResult,
+    RunResult,
+    figures,
+    markdown,
+    plot,
+)
 
 # One BLAS thread per peer: several peers share the machine.
 READY_TIMEOUT_S = 90.0

@@ -1,4 +1,4 @@
-"""The results side of scripts/bench_convergence.py: per-peer and per-run results, the figures
+"""The results side of scripts/bench/convergence.py: per-peer and per-run results, the figures
 (final accuracy, time to the single peer's accuracy, bytes sent), the markdown table and the plot
 of the worst honest peer's accuracy against wall time."""
 

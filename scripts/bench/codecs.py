@@ -1,6 +1,6 @@
 """Codec kernels' compress + decompress throughput against a plain memory copy, in one run.
 
-    python scripts/bench_codecs.py [--n 5000000] [--repeat 15] [--json out.json]
+    python scripts/bench/codecs.py [--n 5000000] [--repeat 15] [--json out.json]
 
 Throughput counts the float32 bytes of the vector (4 n) per second of encode + decode; the
 copy is `np.copyto` of the same 4 n bytes into a preallocated buffer, timed in the same run

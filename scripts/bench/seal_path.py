@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What signing adds to the critical path of a 100 MB push-pull with `--secret` (issue 10).
 
-    .venv/bin/python scripts/bench_seal_path.py [--mb 100] [--rounds 9]
+    .venv/bin/python scripts/bench/seal_path.py [--mb 100] [--rounds 9]
 
 One process, real aiohttp on 127.0.0.1: `AuthTransport(HttpTransport)` against an
 `auth_handlers` echo, both sides signing with a member key and the swarm secret, the answer
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from swarmnode.gossip.link.transport import Arrival
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.auth.seal_stream import StreamedSeal

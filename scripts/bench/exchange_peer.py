@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""One benchmark peer process for scripts/bench_exchange.py (not meant to be run by hand).
+"""One benchmark peer process for scripts/bench/exchange.py (not meant to be run by hand).
 
 It serves, on 127.0.0.1:
 - the peer app from node/net/app.py with an echo-style `pushpull` route (receive N bytes, answer
@@ -33,7 +33,7 @@ import aiohttp
 from aiohttp import web
 from swarmnode.gossip.link.transport import Arrival
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.auth.signer import Signer

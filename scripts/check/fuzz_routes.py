@@ -1,8 +1,8 @@
 """Fuzz every POST route of a real peer with malformed messages; count crashes, 5xx and hangs.
 
-    .venv/bin/python scripts/fuzz_routes.py                  # 10,000 messages, no secret
-    .venv/bin/python scripts/fuzz_routes.py --secret         # the same through the HMAC layer
-    .venv/bin/python scripts/fuzz_routes.py --compress lowrank:4   # push-pulls: lr16 deltas
+    .venv/bin/python scripts/check/fuzz_routes.py                  # 10,000 messages, no secret
+    .venv/bin/python scripts/check/fuzz_routes.py --secret         # the same through the HMAC layer
+    .venv/bin/python scripts/check/fuzz_routes.py --compress lowrank:4   # push-pulls: lr16 deltas
 
 One in-process `Node` (admin enabled with a throwaway operator key, so admin bodies reach their
 parsers: each admin message is signed; with --secret each protocol message is sealed for the
@@ -31,7 +31,7 @@ import aiohttp
 import msgpack
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.hostile.insider import admit  # noqa: E402

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Exchange throughput between two peer processes on loopback, against raw sockets.
 
-    .venv/bin/python scripts/bench_exchange.py          # node: 25.0M float32 (100 MB) each way
-    .venv/bin/python scripts/bench_exchange.py --node-model mlp:2000,900 --rounds 3   # ~2M smoke
-    .venv/bin/python scripts/bench_exchange.py --modes raw,http --params 5000000  # transport only
-    .venv/bin/python scripts/bench_exchange.py --modes raw,node,signed,secret   # signing cost
-    .venv/bin/python scripts/bench_exchange.py --modes raw,http,sealed   # signing, transport only
+    .venv/bin/python scripts/bench/exchange.py          # node: 25.0M float32 (100 MB) each way
+    .venv/bin/python scripts/bench/exchange.py --node-model mlp:2000,900 --rounds 3   # ~2M smoke
+    .venv/bin/python scripts/bench/exchange.py --modes raw,http --params 5000000  # transport only
+    .venv/bin/python scripts/bench/exchange.py --modes raw,node,signed,secret   # signing cost
+    .venv/bin/python scripts/bench/exchange.py --modes raw,http,sealed   # signing, transport only
 
 The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw`:
 
@@ -15,9 +15,9 @@ The figure of merit (the issue's target: >= 50%) is the `node` mode against `raw
         thread sleeps most of the time; alone in its swarm, so it starts no exchange itself).
         Each `round()` is timed: snapshot into a frame + xxh3, POST, the node's decode + xxh3 +
         validate and (at once) snapshot into a frame, our decode + xxh3 + validate + queued mix.
-        See scripts/bench_exchange_node.py.
+        See scripts/bench/exchange_node.py.
 
-Transport-only figures, between two helper processes (scripts/_bench_peer.py) on 127.0.0.1,
+Transport-only figures, between two helper processes (scripts/bench/exchange_peer.py) on 127.0.0.1,
 where helper A drives every measurement against helper B, so the bench process itself is never
 in the data path:
 
@@ -57,14 +57,13 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench_exchange_node import NODE_MODES, NodeBench, NodeProcess, workdir
-
+from scripts.bench.exchange_node import NODE_MODES, NodeBench, NodeProcess, workdir
 from scripts.netlab.net import LabNet, parse_rate
 
 WARMUP_ROUNDS = 3
-PEER = Path(__file__).resolve().parent / "_bench_peer.py"
+PEER = Path(__file__).resolve().parent / "exchange_peer.py"
 TARGET = 0.5  # node throughput as a fraction of raw
 SIGN_TARGET = 1.05  # a signed exchange's time over the unsigned one's (issue 10)
 FULL_PARAMS = 25_000_000  # the size the target is set for

@@ -1,8 +1,8 @@
 """The int8 C kernel on another architecture: build kernels/_int8_core.h into a test program
 with a cross compiler, run it under an emulator, compare its bytes with the numpy reference.
 
-    python scripts/cross_int8.py                       # aarch64: gcc-aarch64-linux-gnu + qemu
-    python scripts/cross_int8.py --cc gcc --run ''     # this machine, every ISA copy it runs
+    python scripts/check/cross_int8.py                       # aarch64: gcc-aarch64-linux-gnu + qemu
+    python scripts/check/cross_int8.py --cc gcc --run ''     # this machine, every ISA copy it runs
 
 The extension's own tests (tests/kernels/test_compress_int8_c.py) run where the wheel is built;
 this checks the same loops where none is at hand: random vectors, odd lengths, short tails, and
@@ -24,7 +24,7 @@ import numpy as np
 from swarmnode.kernels import compress_ref
 from swarmnode.kernels.codec_base import CHUNK, I8_MIN_AMAX
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # reads n float32 from argv[1]; for every ISA copy it runs, writes q, scales, decoded values
 HARNESS = r"""

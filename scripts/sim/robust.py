@@ -1,6 +1,6 @@
 """In-process robust swarm: why does `--exchange robust` lose, with and without one liar?
 
-The lock-step simulator of scripts/sim_swarm.py (real Trainer, model, optimizer, outer step)
+The lock-step simulator of scripts/sim/swarm.py (real Trainer, model, optimizer, outer step)
 running the node's robust round as gossip/exchange/robust_round.py does it: each peer in turn push-pulls
 `--pull` random others; each responder mixes own + clip(pushed - own, its last tau) in at
 1/(pull + 1) (`PushGuard.bound`), the initiator aggregates {own} U {answers} with ss-clip
@@ -29,7 +29,7 @@ push clamped coordinate-wise to own +- the per-coordinate (m - f)-th distance of
 own round how far each honest answer, the honest answers' net, and the liar move the peer (in
 tau), with the liar's cosine to that net and to its previous accepted pull.
 
-    .venv/bin/python scripts/sim_robust.py --attack none alie:30 ipm:10 --tau rule
+    .venv/bin/python scripts/sim/robust.py --attack none alie:30 ipm:10 --tau rule
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sim_swarm as sw
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from swarmnode.gossip.robust import aggregate, heading
 from swarmnode.node.train.data import load_dataset
 from swarmnode.node.train.shard import all_shards, parse_partition
+
+from scripts.sim import swarm as sw
 
 
 class Liar:

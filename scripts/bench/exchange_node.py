@@ -1,4 +1,4 @@
-"""The `node` mode of scripts/bench_exchange.py: one real peer against a real `swarmnode start`.
+"""The `node` mode of scripts/bench/exchange.py: one real peer against a real `swarmnode start`.
 
 Not a transport figure: the bench process runs the exact code one peer runs against another,
 
@@ -17,7 +17,7 @@ exchange is measured on; `--sync-every` is huge and it is alone in its swarm, so
 an exchange of its own. Mixes queued in the bench's store are applied between two timed rounds
 (where a training thread would apply them, between two steps).
 
-Used by scripts/bench_exchange.py only.
+Used by scripts/bench/exchange.py only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import START_COMMAND, PeerStartError, start_peer  # noqa: E402

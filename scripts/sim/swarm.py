@@ -8,7 +8,7 @@ buffer). It records, every `--eval-every` steps, each peer's own test accuracy, 
 the consensus (the mean of all models), and the consensus distance
 mean_i ||x_i - mean(x)|| / ||mean(x)||.
 
-    .venv/bin/python scripts/sim_swarm.py --data signal:2000,64,20 --model mlp:128 \
+    .venv/bin/python scripts/sim/swarm.py --data signal:2000,64,20 --model mlp:128 \
         --peers 4 --period 10 60 --rule pairwise --partition iid dirichlet:0.5
 
 Exchange rules (`--rule`):
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.kernels.backend import select_backend  # noqa: E402

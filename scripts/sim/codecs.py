@@ -14,7 +14,7 @@ Codecs (`--codecs`): `exact` (the copies are the models: an uncompressed round),
 lowrank with a warm start per pair direction, as gossip.exchange.refs keeps it). Bytes are what a
 frame's payload takes.
 
-    .venv/bin/python scripts/sim_codecs.py --data signal:4000,64,20 --model mlp:2048,2400 \\
+    .venv/bin/python scripts/sim/codecs.py --data signal:4000,64,20 --model mlp:2048,2400 \\
         --partition dirichlet:0.5 --steps 300 --codecs exact int8 topk:0.01 lowrank:8
 """
 
@@ -30,15 +30,15 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
-import sim_swarm  # noqa: E402
 from swarmnode.kernels import compress, lowrank  # noqa: E402
 from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
 from swarmnode.node.train.data import load_dataset  # noqa: E402
 from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+
+from scripts.sim import swarm as sim_swarm  # noqa: E402
 
 
 def codec_fn(spec: str, segs: lowrank.Segs) -> Any:

@@ -1,6 +1,6 @@
 """Codecs on the network lab: time to the uncompressed run's accuracy and bytes per peer.
 
-    sudo .venv/bin/python scripts/bench_lab.py --out runs/bench-lab \\
+    sudo .venv/bin/python scripts/bench/lab.py --out runs/bench-lab \\
         --codecs none,fp16,int8,topk:0.01 --links 4x100mbit -- START_ARGS...
 
 Runs the lab once per codec (`--compress` added to START_ARGS), the first codec being the
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.netlab import record
 from scripts.netlab.__main__ import _floats, _links

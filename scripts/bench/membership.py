@@ -17,10 +17,10 @@ It measures, for each n:
 - `false`: live members seen suspect / dead by anyone during those rounds;
 - `detect`: seconds from a crash until the last peer marks it dead (median and max of trials).
 
-    .venv/bin/python scripts/bench_membership.py --mode sim
-    .venv/bin/python scripts/bench_membership.py --mode sim --sizes 16,64 --loss 0.2
+    .venv/bin/python scripts/bench/membership.py --mode sim
+    .venv/bin/python scripts/bench/membership.py --mode sim --sizes 16,64 --loss 0.2
 
-`--mode real` (scripts/membership_real.py): `swarmnode start` processes on 127.0.0.1 at default
+`--mode real` (scripts/bench/membership_real.py): `swarmnode start` processes on 127.0.0.1 at default
 membership settings, every figure read from the peers' own `GET /v1/status`:
 - n - 1 resident peers train flat out (`--steps 0`); in each of `--trials` cycles an n-th peer
   joins (process start -> ready -> alive in every other table; its first accuracy against the
@@ -32,8 +32,8 @@ membership settings, every figure read from the peers' own `GET /v1/status`:
 - `--heavy S`: a peer whose every training step holds a core for seconds (a 17 M-parameter MLP
   on the whole train set per step) beside a fast one, watched S seconds the same way.
 
-    .venv/bin/python scripts/bench_membership.py --mode real            # ~7 min: 300 s soak
-    .venv/bin/python scripts/bench_membership.py --mode real --trials 1 --soak 10 --heavy 10
+    .venv/bin/python scripts/bench/membership.py --mode real            # ~7 min: 300 s soak
+    .venv/bin/python scripts/bench/membership.py --mode real --trials 1 --soak 10 --heavy 10
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from swarmnode.gossip.membership.failure import (
     ALIVE,
@@ -62,8 +62,7 @@ from swarmnode.gossip.membership.sampling import sample_peers
 from swarmnode.gossip.membership.service import MembershipConfig
 from swarmnode.gossip.membership.table import MemberTable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the real mode lives beside us
-from membership_real_table import run_real
+from scripts.bench.membership_real import run_real
 
 TARGETS = (ALIVE, SUSPECT)
 MAX_ROUNDS = 200

@@ -52,7 +52,8 @@ def resolve_model(source: Any, data: Dataset, backend: Backend, seed: int) -> An
     name = f"model {describe(source)}"
     if isinstance(source, str):
         source = load_ref(source, "--model")
-    if not hasattr(source, "loss_and_grad") and callable(source):
+    if isinstance(source, type) or (callable(source) and not hasattr(source, "loss_and_grad")):
+        # a factory: a function, or the model's class itself (`own_model:Net`)
         offered = {
             "input_shape": data.input_shape,
             "n_classes": data.n_classes,

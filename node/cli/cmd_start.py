@@ -56,14 +56,18 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--model",
         default=_NODE.model,
-        help="model spec, e.g. mlp:128 or mlp:256,128 (grammar: README 'Model spec grammar')",
+        help="model spec, e.g. mlp:128 or mlp:256,128 (grammar: README 'Model spec grammar'), "
+        "or MODULE:FUNCTION, a factory of your own model on PYTHONPATH or in the current "
+        "directory (README 'Bring your own model')",
     )
     g.add_argument(
         "--data",
         default=_NODE.data,
         help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', 'signal:N,L,C[,SEED]' (a harder "
         "seeded task: 1-D signals of length L, C classes, 10%% label noise, where a shard "
-        "alone overfits), or a path to an .npz with X_train, y_train, X_test, y_test",
+        "alone overfits), a path to an .npz with X_train, y_train, X_test, y_test, a folder of "
+        "those four as .npy files (the inputs are streamed from disk: a set larger than "
+        "memory trains), or MODULE:FUNCTION, a function of yours that returns them",
     )
     g.add_argument(
         "--shard",

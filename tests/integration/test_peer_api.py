@@ -42,6 +42,12 @@ async def test_start_and_stop_from_python():
     assert evals[:2] == [50, 100]
 
 
+def _own_steps(peer: swarmnode.Peer, n: int):
+    """Whether `peer` has trained `n` steps itself (a joiner inherits the swarm's counter, so
+    the founder trains until stopped: both train side by side however slow the start)."""
+    return lambda: peer.node.worker.steps_run >= n and peer.metrics.eval_step > 0
+
+
 @pytest.mark.timeout(60)
 async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop_them(caplog):
     rounds = []
@@ -51,13 +57,14 @@ async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop
         raise RuntimeError("a bug in the user's callback")
 
     caplog.set_level(logging.ERROR)
-    settings = {**PACED, "steps": 400}
+    settings = {**PACED, "steps": 0}
     async with swarmnode.Peer(user_models.build, shard=(0, 2), **settings) as a:
         async with swarmnode.Peer(
             user_models.build, shard=(1, 2), join=a, on_exchange=broken_callback, **settings
         ) as b:
-            done = await asyncio.wait_for(asyncio.gather(a.wait(), b.wait()), 40)
-    assert all(m.step == 400 and m.test_acc >= 0.90 for m in done), done
+            await eventually(_own_steps(b, 400), 40, "b to train 400 steps of its own")
+    accs = [a.metrics.test_acc, b.metrics.test_acc]
+    assert min(accs) >= 0.90, accs
     assert sum(rounds) >= 5  # b's own rounds, each reported to its callback despite the error
     logged = [r.getMessage() for r in caplog.records if "callback on_exchange" in r.getMessage()]
     assert len(logged) == 1 and "test_peer_api.py" in logged[0]  # once, with its place
@@ -66,9 +73,9 @@ async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop
 @pytest.mark.timeout(60)
 async def test_a_model_that_raises_mid_run_fails_its_peer_alone(monkeypatch):
     """b's model raises at its 60th call: b's wait() raises the user's error, b stops serving
-    its model and leaves; a never mixes anything from it after that and ends as it should."""
+    its model and leaves; a never mixes anything from it after that and goes on learning."""
     monkeypatch.setenv("USER_MODEL_FAIL_AT", "60")
-    settings = {**PACED, "steps": 400}
+    settings = {**PACED, "steps": 0}
     async with swarmnode.Peer(user_models.build, **settings) as a:
         async with swarmnode.Peer(user_models.raises_later, join=a, **settings) as b:
             with pytest.raises(UserCodeError, match=r"user_models\.py:\d+ in loss_and_grad"):
@@ -77,9 +84,10 @@ async def test_a_model_that_raises_mid_run_fails_its_peer_alone(monkeypatch):
             await eventually(
                 lambda: a.node.membership.get(b.peer_id).state == LEFT, 10, "b marked left"
             )
-            final = await asyncio.wait_for(a.wait(), 40)
-    assert final.step == 400 and final.test_acc >= 0.90
-    assert np.isfinite(a.params()).all()
+            after = a.node.worker.steps_run
+            await eventually(_own_steps(a, after + 150), 30, "a to go on training")
+            assert np.isfinite(a.params()).all()
+    assert a.metrics.test_acc >= 0.90
 
 
 def test_run_blocks_until_the_budget_is_spent():

@@ -57,12 +57,17 @@ async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop
         raise RuntimeError("a bug in the user's callback")
 
     caplog.set_level(logging.ERROR)
-    settings = {**PACED, "steps": 0}
+    # compressed: the user's `shapes` are what lowrank factors (the swarm knows nothing else)
+    settings = {**PACED, "steps": 0, "exchange": {"sync_every": 10, "compress": "lowrank:8"}}
     async with swarmnode.Peer(user_models.build, shard=(0, 2), **settings) as a:
         async with swarmnode.Peer(
             user_models.build, shard=(1, 2), join=a, on_exchange=broken_callback, **settings
         ) as b:
             await eventually(_own_steps(b, 400), 40, "b to train 400 steps of its own")
+            ex = b.node.exchanger
+            whole = 4 * b.params().size  # bytes of one uncompressed model
+            # each payload (its requests and its answers to a) far below a whole model
+            assert ex.bytes_sent < (ex.rounds + ex.served) * whole / 3, (ex.bytes_sent, whole)
     accs = [a.metrics.test_acc, b.metrics.test_acc]
     assert min(accs) >= 0.90, accs
     assert sum(rounds) >= 5  # b's own rounds, each reported to its callback despite the error
@@ -75,7 +80,7 @@ async def test_a_model_that_raises_mid_run_fails_its_peer_alone(monkeypatch):
     """b's model raises at its 60th call: b's wait() raises the user's error, b stops serving
     its model and leaves; a never mixes anything from it after that and goes on learning."""
     monkeypatch.setenv("USER_MODEL_FAIL_AT", "60")
-    settings = {**PACED, "steps": 0}
+    settings = {**PACED, "steps": 0, "exchange": {"sync_every": 10, "mode": "robust"}}
     async with swarmnode.Peer(user_models.build, **settings) as a:
         async with swarmnode.Peer(user_models.raises_later, join=a, **settings) as b:
             with pytest.raises(UserCodeError, match=r"user_models\.py:\d+ in loss_and_grad"):

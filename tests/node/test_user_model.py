@@ -210,3 +210,26 @@ def test_import_swarmnode_stays_cheap_and_the_core_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_a_checkpoint_of_a_users_model_resumes_into_their_buffer(on_path, tmp_path):
+    from swarmnode.node.train.build import resume
+    from swarmnode.node.train.checkpoint import save_checkpoint
+
+    cfg = NodeConfig(
+        model="own_numpy_model:build", checkpoint_dir=tmp_path / "ckpt", device="cpu"
+    ).validate()
+    first = build_trainer(cfg)[0]
+    for _ in range(30):
+        first.step()
+    state = first.state()
+    state["meta"] = run_meta(cfg)
+    save_checkpoint(cfg.checkpoint_dir, state)
+    again = build_trainer(cfg)[0]
+    assert resume(again, cfg) is not None and again.step_count == 30
+    user = again.model.user
+    assert np.array_equal(user.params, first.model.user.params)
+    assert np.shares_memory(user.W1, again.model.params.data)  # loaded in place: views hold
+    first.step()
+    again.step()
+    assert np.array_equal(user.params, first.model.user.params)  # the exact same next step

@@ -63,7 +63,10 @@ class Peer:
         settings.setdefault("listen", API_LISTEN)
         exchange = settings.get("exchange")
         if isinstance(exchange, dict):
-            settings["exchange"] = ExchangeConfig(**exchange)
+            try:
+                settings["exchange"] = ExchangeConfig(**exchange)
+            except TypeError as exc:  # an unknown field: say which, as for the settings
+                raise ConfigError(f"exchange settings: {exc} (see ExchangeConfig)") from None
         self.config = PeerConfig(model=model, data=data, **settings)
         self._join = join
         self._on_eval = _guarded(on_eval, "on_eval")

@@ -48,6 +48,7 @@ def resolve_model(source: Any, data: Dataset, backend: Backend, seed: int) -> An
     """The `TrainableModel` that `source` names: a built-in spec's `Sequential`, or the user's
     model (made by their factory, or given as an object) behind a checked `UserModel`."""
     if isinstance(source, str) and not is_ref(source, KINDS):
+        _refuse_file_path(source, "--model")
         return build_model(source, data.input_shape, data.n_classes, backend, seed)
     name = f"model {describe(source)}"
     if isinstance(source, str):
@@ -64,6 +65,17 @@ def resolve_model(source: Any, data: Dataset, backend: Backend, seed: int) -> An
     if isinstance(getattr(source, "params", None), FlatParams) and hasattr(source, "backend"):
         return source  # a built-in model (Sequential), built by the caller
     return UserModel(source, name)
+
+
+def _refuse_file_path(spec: str, option: str) -> None:
+    """`my_model.py:build` or `src/my_model:build`: a file path where a module name belongs."""
+    left, sep, right = spec.strip().partition(":")
+    if sep and right.isidentifier() and (left.endswith(".py") or "/" in left or "\\" in left):
+        module = left.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+        raise ConfigError(
+            f"{option} {spec!r}: name the module, not its file: put its folder on PYTHONPATH "
+            f"(or run from it) and give {module}:{right}"
+        )
 
 
 def check_device(model: Any, backend: Backend, device: str) -> None:

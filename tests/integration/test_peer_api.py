@@ -103,3 +103,5 @@ def test_run_blocks_until_the_budget_is_spent():
 def test_an_unknown_setting_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"unknown peer setting.*stepz"):
         swarmnode.Peer("mlp:16", stepz=5)
+    with pytest.raises(ConfigError, match=r"exchange settings: .*'sync_evry'"):
+        swarmnode.Peer("mlp:16", exchange={"sync_evry": 5})

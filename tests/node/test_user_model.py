@@ -129,6 +129,8 @@ def test_a_factory_that_raises_and_one_that_is_missing(on_path):
         _trainer("not_there:build")
     with pytest.raises(ConfigError, match="has no 'nope'"):
         _trainer("user_models:nope")
+    with pytest.raises(ConfigError, match=r"name the module, not its file.*give user_models:build"):
+        _trainer("tests/node/user_models.py:build")
     with pytest.raises(UserCodeError, match=r"got dict \(\{\}\), which is not a model"):
         resolve_model(lambda: {}, load_dataset("digits"), CPU, 0)
 

@@ -70,7 +70,9 @@ async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop
             assert ex.bytes_sent < (ex.rounds + ex.served) * whole / 3, (ex.bytes_sent, whole)
     accs = [a.metrics.test_acc, b.metrics.test_acc]
     assert min(accs) >= 0.90, accs
-    assert sum(rounds) >= 5  # b's own rounds, each reported to its callback despite the error
+    # each of b's own rounds reached its callback, despite the error; and the two mixed, in
+    # b's rounds or a's (two peers' rounds often collide: then one of them is served)
+    assert len(rounds) >= 5 and sum(rounds) + ex.served >= 5, (rounds, ex.served)
     logged = [r.getMessage() for r in caplog.records if "callback on_exchange" in r.getMessage()]
     assert len(logged) == 1 and "test_peer_api.py" in logged[0]  # once, with its place
 

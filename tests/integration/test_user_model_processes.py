@@ -62,7 +62,8 @@ def test_the_numpy_example_in_a_two_peer_swarm(tmp_path):
             assert p.wait_exit(60) == 0, p.tail()
         for p in peers:
             s = _summary(p)
-            assert s["test_accuracy"] >= 0.90 and s["exchange_applied"] >= 5, s
+            mixed = s["exchange_applied"] + s["exchange_served"]  # its rounds, or the other's
+            assert s["test_accuracy"] >= 0.90 and mixed >= 5, s
     finally:
         for p in peers:
             p.stop()

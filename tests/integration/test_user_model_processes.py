@@ -104,6 +104,10 @@ def test_a_model_that_raises_mid_run_fails_its_peer_and_not_the_swarm(tmp_path, 
         (["--model", "user_models:wrong_shape"], r"returned a gradient of float32\[9609\]"),
         (["--model", "user_models:raises"], r"raised IndexError: .*, at "),
         (["--data", "user_models:nothing_here"], r"has no 'nothing_here'"),
+        (
+            ["--data", "user_models:data_fails"],
+            r"data user_models:data_fails raised FileNotFoundError: .*, at ",
+        ),
     ],
 )
 def test_an_error_in_the_users_code_is_one_line_with_its_place_and_exit_2(args, expected):

@@ -89,6 +89,11 @@ class Regression:
         return float(((x @ self.params - y) ** 2).mean())
 
 
+def data_fails(seed: int = 0):
+    """A data source with a bug of its own."""
+    return np.load(f"/nonexistent/shard-{seed}.npy")
+
+
 def regression_data(seed: int = 0):
     """A data source (`--data user_models:regression_data`): float targets of a linear map."""
     rng = np.random.default_rng(seed)

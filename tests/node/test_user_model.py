@@ -56,13 +56,15 @@ def test_the_numpy_example_learns_the_digits_alone(on_path):
     assert isinstance(trainer.model.user, swarmnode.Model)  # the protocol, checked at runtime
 
 
-def test_the_swarm_trains_the_users_own_buffer():
-    """params is the user's vector itself: what the optimizer writes, their layers read."""
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_the_swarm_trains_the_users_own_buffer(optimizer):
+    """params is the user's vector itself: what any of the optimizers writes, their layers
+    read."""
     user = user_models.build()
     model = UserModel(user, "model m")
     assert model.params.data is user.params
     assert np.shares_memory(user.W1, model.params.data)
-    opt = make_optimizer("sgd", model.params, 0.1)
+    opt = make_optimizer(optimizer, model.params, 0.1)
     before = user.W1.copy()
     data = load_dataset("digits")
     model.loss_and_grad(data.X_train[:32], data.y_train[:32])

@@ -58,14 +58,18 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         default=_NODE.model,
         help="model spec, e.g. mlp:128, mlp:256,128, cnn1d:16k5,p2,64 or cnn2d:16k3,p2,32k3,p2,64 "
         "(a 2-D conv net on (H, W) or (H, W, C) images; flat samples name the image first: "
-        "cnn2d:8x8,16k3,p2,64) (grammar: README 'Model spec grammar')",
+        "cnn2d:8x8,16k3,p2,64) (grammar: README 'Model spec grammar'), or MODULE:FUNCTION, a "
+        "factory of your own model on PYTHONPATH or in the current directory (README 'Bring "
+        "your own model')",
     )
     g.add_argument(
         "--data",
         default=_NODE.data,
         help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', 'signal:N,L,C[,SEED]' (a harder "
         "seeded task: 1-D signals of length L, C classes, 10%% label noise, where a shard "
-        "alone overfits), or a path to an .npz with X_train, y_train, X_test, y_test",
+        "alone overfits), a path to an .npz with X_train, y_train, X_test, y_test, a folder of "
+        "those four as .npy files (the inputs are streamed from disk: a set larger than "
+        "memory trains), or MODULE:FUNCTION, a function of yours that returns them",
     )
     g.add_argument(
         "--shard",

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.train.user_code import describe
 
 
 def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:
@@ -96,7 +97,7 @@ async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper
 def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     n_params = int(node.trainer.model.params.size)
     say(
-        f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}",
+        f"model {describe(cfg.model)} ({n_params:,} parameters) on {node.data.describe()}",
         out,
     )
     adjusted = _logit_adjust(node, cfg)
@@ -132,8 +133,8 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         "steps_this_run": w.steps_run,
         "resumed_from_step": node.start_step if node.resumed is not None else None,
         "joined_at_step": node.synced_step,
-        "model": cfg.model,
-        "data": cfg.data,
+        "model": describe(cfg.model),
+        "data": describe(cfg.data),
         "n_params": int(node.trainer.model.params.size),
         "samples_per_s": _rate(node),
         "device": m.device,

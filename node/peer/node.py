@@ -27,9 +27,11 @@ from swarmnode.gossip.auth.operator import OperatorVerifier
 from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
 from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.gossip.exchange.exchanger import Exchanger
+from swarmnode.gossip.exchange.types import RoundResult
 from swarmnode.gossip.link.stats import MeasuringTransport
 from swarmnode.gossip.membership.service import Membership
 from swarmnode.kernels.backend import to_numpy
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.admin_routes import admin_routes
@@ -65,10 +67,14 @@ class Node:
     """One swarm peer. Build with `await Node.create(cfg)`; always `await node.close()`."""
 
     def __init__(
-        self, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+        self,
+        cfg: PeerConfig,
+        on_eval: Callable[[WorkerMetrics], None] | None = None,
+        on_exchange: Callable[[RoundResult], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.on_eval = on_eval
+        self.on_exchange = on_exchange
         self.addr = ""
         self.peer_id = ""
         self.name = cfg.name
@@ -86,10 +92,15 @@ class Node:
 
     @classmethod
     async def create(
-        cls, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+        cls,
+        cfg: PeerConfig,
+        on_eval: Callable[[WorkerMetrics], None] | None = None,
+        on_exchange: Callable[[RoundResult], None] | None = None,
     ) -> Node:
-        """A started peer; `on_eval` is called on the training thread after every evaluation."""
-        node = cls(cfg.validate(), on_eval)
+        """A started peer; `on_eval` is called on the training thread after every evaluation,
+        `on_exchange` on the event loop after each of this peer's exchange rounds (both must
+        be quick)."""
+        node = cls(cfg.validate(), on_eval, on_exchange)
         try:
             await node._start()
         except BaseException:
@@ -254,6 +265,11 @@ class Node:
         """Until a stop is requested, or the step budget is spent."""
         await self._stop.wait()
 
+    async def training_ended(self) -> None:
+        """Until the training thread has ended: its step budget, a stop, or an error
+        (`worker.error`); a failed peer lingers in the swarm after this (see `_fail`)."""
+        await self._worker_done.wait()
+
     async def close(self) -> None:
         """Leave the swarm, stop every owned task and the training thread, checkpoint, unbind.
 
@@ -342,7 +358,9 @@ class Node:
                     await asyncio.wait_for(reached.wait(), STEP_POLL_S)
                 continue
             if self.membership.live_peers():
-                await self.exchanger.round()
+                result = await self.exchanger.round()
+                if self.on_exchange is not None:
+                    self.on_exchange(result)
             target = max(target + every, self.trainer.step_count + 1)
 
     async def _watch_worker(self) -> None:
@@ -379,7 +397,10 @@ class Node:
             error,
             FAILED_LINGER_S,
         )
-        await asyncio.to_thread(self.worker.evaluate_now)
+        try:  # a user's model that failed may fail its evaluation too: report what we have
+            await asyncio.to_thread(self.worker.evaluate_now)
+        except SwarmnodeError as exc:
+            log.error("evaluating the failed model: %s", exc)
         update_meta(self.worker, self.membership)
         await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
         # Bounded: long enough for `swarmnode status` and the other peers' operators to see

@@ -219,12 +219,8 @@ class Exchanger(RobustRound):
         self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
-        if failed:
-            level = logging.WARNING
-        elif result.failures or result.note or not result.applied:
-            level = logging.INFO
-        else:
-            level = logging.DEBUG
+        # one line a round: DEBUG unless the round failed (a partner's 503 or absence is routine)
+        level = logging.WARNING if failed else logging.DEBUG
         log.log(level, "exchange round: %s", describe(result))
         return result
 

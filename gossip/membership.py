@@ -201,7 +201,7 @@ class Membership(JoinLeave):
         if self.verifier is not None and not self.verifier.check(joiner):
             raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
         self._absorb([joiner])
-        log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        log.debug("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
         return self._encode("join-ack")
 
     async def _on_leave(self, body: bytes) -> bytes:

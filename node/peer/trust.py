@@ -9,6 +9,7 @@ from aiohttp import web
 from swarmnode.gossip.admission import REMOTE_SOURCE, Admission
 from swarmnode.gossip.membership import MembershipConfig
 from swarmnode.gossip.peer_key import PeerKey
+from swarmnode.node.peer.address import is_loopback
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import read_trust_file
 
@@ -16,10 +17,13 @@ log = logging.getLogger(__name__)
 
 
 def build_admission(cfg: PeerConfig, key: PeerKey, addr: str) -> Admission:
-    """`open` warns once at start; `trust` reads the trust file (and always lists ourselves)."""
+    """`open` warns once at start (says, on loopback); `trust` reads the trust file (and always lists ourselves)."""
     mode = cfg.admission_mode
     if mode == "open":
-        log.warning(
+        # on loopback only local users reach us: worth knowing, not acting on
+        level = logging.INFO if is_loopback(addr.rpartition(":")[0]) else logging.WARNING
+        log.log(
+            level,
             "admission is open: anyone who reaches %s can join and list members; "
             "use --secret or --trust FILE for a closed swarm",
             addr,

@@ -26,8 +26,6 @@ from typing import NoReturn
 
 from swarmnode.kernels.errors import SwarmnodeError  # numpy-free: nothing above has loaded BLAS yet
 
-from swarmnode import __version__
-
 _BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -41,10 +39,10 @@ def _default_to_one_blas_thread() -> None:
 _default_to_one_blas_thread()
 
 # After the BLAS default: these import numpy.
-from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION  # noqa: E402
 from swarmnode.node.cli.flags import field_flags, name_flags  # noqa: E402
 from swarmnode.node.cli.logs import setup_logging  # noqa: E402
 from swarmnode.node.cli.start_options import log_options  # noqa: E402
+from swarmnode.node.cli.version import version_text  # noqa: E402
 
 VERB_MODULES = (
     "swarmnode.node.cli.cmd_start",
@@ -84,10 +82,6 @@ def field_flags_of(parser: argparse.ArgumentParser) -> set[str]:
                 out |= field_flags_of(sub)
         out.update(o for o in action.option_strings if o.startswith("--"))
     return out
-
-
-def version_text() -> str:
-    return f"swarmnode {__version__} (envelope v{ENVELOPE_VERSION})"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,6 +51,8 @@ from swarmnode.gossip.transport import Handler, RemoteError, Transport, Transpor
 
 log = logging.getLogger(__name__)
 
+STALL_WARN_S = 1.0  # an event-loop stall this long is a warning; a shorter one is absorbed
+
 GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
 GOSSIP_BACKOFF_AFTER = 3  # failed gossips in a row before a live member is backed off
 
@@ -270,7 +272,9 @@ class Membership(JoinLeave):
         interval = self.cfg.gossip_interval
         late = now - self._last_tick - interval
         if late > interval:
-            log.warning(
+            # absorbed either way; a stall of seconds is worth an operator's look (a loaded box)
+            log.log(
+                logging.WARNING if late >= STALL_WARN_S else logging.INFO,
                 "%s: event loop stalled for %.2f s; extending peers' silence timers",
                 self.self_id,
                 late,

@@ -19,7 +19,7 @@ from swarmnode.gossip.wire import decode_params, encode_params
 from swarmnode.node.peer import node as peer_module
 from swarmnode.node.peer.address import is_loopback, route_source
 from swarmnode.node.peer.config import PeerConfig
-from swarmnode.node.peer.node import Node
+from swarmnode.node.peer.node import JoinError, Node
 from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.member_client import MemberClient
@@ -209,4 +209,14 @@ async def test_shard_auto_takes_the_lowest_shard_no_live_member_holds():
     finally:
         if joiner is not None:
             await joiner.close()
+        await founder.close()
+
+
+async def test_a_joiner_with_another_model_is_told_at_once_not_after_the_join_timeout():
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        joining = Node.create(peer_config(model="mlp:16", join=[founder.addr], join_timeout=120))
+        with pytest.raises(JoinError, match=r"another model: its peers serve \d+ parameters"):
+            await asyncio.wait_for(joining, 30)  # not the 120 s of --join-timeout
+    finally:
         await founder.close()

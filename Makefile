@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 
 # The C sources too: an editable install compiles the optional int8 kernel (kernels/_int8.c) once,
 # at install; a change to them needs this rule to run again.
-$(STAMP): pyproject.toml $(wildcard kernels/_int8*.[ch])
+$(STAMP): pyproject.toml setup.py $(wildcard kernels/_int8*.[ch])
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -1,7 +1,7 @@
 """`PeerConfig`: a training peer's settings plus how it joins, gossips and exchanges.
 
 It extends `NodeConfig` (the single-peer training settings) so everything the trainer needs stays
-in one place, and adds the network side. The CLI flags live in `swarmnode.node.cli.peer_options`.
+in one place, and adds the network side. The CLI options live in `swarmnode.node.cli.start_options`.
 """
 
 from __future__ import annotations

@@ -225,13 +225,11 @@ class OptionSet:
                 out.set(self.by_key[key], value, file)
         for opt in self.options:
             if opt.env in env:
-                out.set(
-                    opt, _parsed(opt, opt.from_text, env[opt.env], f"${opt.env}"), f"${opt.env}"
-                )
+                out.set(opt, _parsed(opt.from_text, env[opt.env], f"${opt.env}"), f"${opt.env}")
         for opt in self.options:
             if hasattr(args, opt.dest):
                 text = getattr(args, opt.dest)
-                out.set(opt, _parsed(opt, opt.from_text, text, opt.flag), opt.flag)
+                out.set(opt, _parsed(opt.from_text, text, opt.flag), opt.flag)
         return out
 
     def load_file(self, path: str) -> dict[str, Any]:
@@ -262,7 +260,7 @@ class OptionSet:
                 raise ConfigError(f"{where}: unknown key '{raw_key}'{self.nearest(key, excluded)}")
             if key in out:
                 raise ConfigError(f"{where}: '{raw_key}' is set twice")
-            out[key] = _parsed(opt, opt.from_toml, value, f"{where}: {raw_key}")
+            out[key] = _parsed(opt.from_toml, value, f"{where}: {raw_key}")
         return out
 
     def nearest(self, key: str, excluded: Iterable[str] = ()) -> str:
@@ -292,7 +290,7 @@ class OptionSet:
         return "\n".join(lines)
 
 
-def _parsed(opt: Option, parse: Callable[[Any], Any], value: Any, where: str) -> Any:
+def _parsed(parse: Callable[[Any], Any], value: Any, where: str) -> Any:
     """`parse(value)`, its error naming where the value came from (`--lr`, `$SWARMNODE_LR`,
     `peer.toml: lr`)."""
     try:

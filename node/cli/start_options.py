@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
 from swarmnode.gossip.exchange import ExchangeConfig
-from swarmnode.node.cli.options import (
-    Option,
-    OptionSet,
-    Resolved,
-    parse_bool,
-    parse_float,
-    parse_int,
-)
+from swarmnode.node.cli.options import Option, OptionSet, Resolved, parse_float, parse_int
 from swarmnode.node.peer.config import SHARD_AUTO, PeerConfig, parse_seeds
 from swarmnode.node.train.shard import parse_partition, parse_shard
 
@@ -426,7 +420,9 @@ def build_config(resolved: Resolved) -> PeerConfig:
     return PeerConfig(**top, exchange=ExchangeConfig(**exchange))
 
 
-def check_node_table(data: Any, where: str, exclude: Any = ()) -> dict[str, Any]:
+def check_node_table(
+    data: Mapping[str, Any], where: str, exclude: Iterable[str] = ()
+) -> dict[str, Any]:
     """A chaos scenario's [node] (or [[peer]]) table through the same loader as `--config`:
     unknown keys (with the nearest valid one), bad values and keys the runner sets are errors.
     Returns the table as given (keys with `-`), for the runner to pass on as flags."""
@@ -440,6 +436,5 @@ __all__ = [
     "build_config",
     "check_node_table",
     "log_options",
-    "parse_bool",
     "start_options",
 ]

@@ -47,6 +47,8 @@ from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
+NO_PEER = "no live peer to average with"  # a round's routine note (all partners backed off)
+
 
 class Exchanger(RobustRound):
     """Runs exchange rounds for one peer and serves the other peers' exchange requests."""
@@ -219,15 +221,17 @@ class Exchanger(RobustRound):
         self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
-        # one line a round: DEBUG unless the round failed (a partner's 503 or absence is routine)
-        level = logging.WARNING if failed else logging.DEBUG
+        # one line a round: WARNING if it failed, INFO with a note (a robust round skipped or
+        # with a smaller f), DEBUG otherwise (a partner's 503 or absence is routine)
+        routine = not result.note or result.note == NO_PEER
+        level = logging.WARNING if failed else logging.DEBUG if routine else logging.INFO
         log.log(level, "exchange round: %s", describe(result))
         return result
 
     async def _average_round(self, result: RoundResult) -> None:
         picked = self.peers.sample(self.cfg.group)
         if not picked:
-            result.note = "no live peer to average with"
+            result.note = NO_PEER
             return
         result.asked = [pid for pid, _ in picked]
         nudged = 0

@@ -13,7 +13,13 @@ import asyncio
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
-from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
+from swarmnode.gossip.exchange.types import (
+    NO_PEER,
+    ParamStore,
+    PeerDirectory,
+    RoundIO,
+    RoundResult,
+)
 from swarmnode.gossip.robust.push_guard import PushGuard
 
 
@@ -36,7 +42,7 @@ class AverageRound:
     async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
         picked = self.peers.sample(self.cfg.group)
         if not picked:
-            result.note = "no live peer to average with"
+            result.note = NO_PEER
             return
         result.asked = [pid for pid, _ in picked]
         # pairs that speak compressed frames take that path; the others push-pull plain

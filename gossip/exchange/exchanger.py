@@ -43,7 +43,13 @@ from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
 from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
-from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.exchange.types import (
+    NO_PEER,
+    Outgoing,
+    ParamStore,
+    PeerDirectory,
+    RoundResult,
+)
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_guard import PushGuard
@@ -230,12 +236,10 @@ class Exchanger:
         self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
-        if failed:
-            level = logging.WARNING
-        elif result.failures or result.note or not result.applied:
-            level = logging.INFO
-        else:
-            level = logging.DEBUG
+        # one line a round: WARNING if it failed, INFO with a note (a robust round skipped or
+        # with a smaller f), DEBUG otherwise (a partner's 503 or absence is routine)
+        routine = not result.note or result.note == NO_PEER
+        level = logging.WARNING if failed else logging.DEBUG if routine else logging.INFO
         log.log(level, "exchange round: %s", describe(result))
         return result
 

@@ -92,6 +92,9 @@ class RoundIO(Protocol):
 Outgoing = Callable[[int, np.ndarray], Awaitable[np.ndarray]]
 
 
+NO_PEER = "no live peer to average with"  # a round's routine note (all partners backed off)
+
+
 @dataclass
 class RoundResult:
     """What one exchange round did; logged and counted in metrics."""

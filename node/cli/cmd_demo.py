@@ -16,6 +16,7 @@ from typing import Any
 
 from swarmnode.fault.chaos.scenario import Scenario, parse_scenario_text
 from swarmnode.node.cli.cmd_chaos import default_report_dir, run_scenario
+from swarmnode.node.cli.start_options import check_node_table
 from swarmnode.node.cli.status_table import format_status_table
 
 HELP = "run a small local swarm on the bundled digits with live progress and a final table"
@@ -73,7 +74,9 @@ QUICK_JOIN_AT = 5.0
 
 def demo_scenario(quick: bool = False) -> Scenario:
     """The demo swarm; `quick` shortens the timeline (same peers, flags and bars)."""
-    sc = parse_scenario_text(DEMO_TOML, source="swarmnode demo", default_name="demo")
+    sc = parse_scenario_text(
+        DEMO_TOML, source="swarmnode demo", default_name="demo", node_check=check_node_table
+    )
     if not quick:
         return sc
     events = tuple(dataclasses.replace(e, at=QUICK_JOIN_AT) for e in sc.events)

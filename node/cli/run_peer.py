@@ -10,6 +10,7 @@ import time
 from typing import Any, TextIO
 
 from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
+from swarmnode.node.cli.version import version_text
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 from swarmnode.node.train.user_code import describe
@@ -96,8 +97,10 @@ async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper
 
 def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     n_params = int(node.trainer.model.params.size)
+    say(version_text(), out)
+    shard = f"; shard {node.shard}" if node.shard else ""
     say(
-        f"model {describe(cfg.model)} ({n_params:,} parameters) on {node.data.describe()}",
+        f"model {describe(cfg.model)} ({n_params:,} parameters) on {node.data.describe()}{shard}",
         out,
     )
     adjusted = _logit_adjust(node, cfg)
@@ -109,7 +112,8 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     if node.resumed is not None:
         say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
     named = f" ({node.name})" if node.name else ""
-    say(f"listening on {node.addr} as {node.peer_id}{named}", out)
+    how = f" ({node.addr_how})" if node.addr_how else ""
+    say(f"listening on {node.addr}{how} as {node.peer_id}{named}", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:

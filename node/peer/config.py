@@ -1,7 +1,7 @@
 """`PeerConfig`: a training peer's settings plus how it joins, gossips and exchanges.
 
 It extends `NodeConfig` (the single-peer training settings) so everything the trainer needs stays
-in one place, and adds the network side. The CLI flags live in `swarmnode.node.cli.peer_options`.
+in one place, and adds the network side. The CLI options live in `swarmnode.node.cli.start_options`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from swarmnode.node.train.lr_scale import RULES as LR_RULES
 from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
+SHARD_AUTO = "auto"  # `--shard auto`: a joiner takes a shard no live member holds (shard_pick.py)
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
 
 
@@ -30,19 +31,14 @@ def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def dialable(host: str) -> str:
-    """The address to advertise for a listen host: a wildcard bind is dialled on loopback."""
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-
-
-def parse_seeds(text: str | None) -> list[str]:
+def parse_seeds(text: str | None, what: str = "--join seed") -> list[str]:
     if not text:
         return []
     seeds = [s.strip() for s in text.split(",") if s.strip()]
     for s in seeds:
-        _, port = parse_hostport(s, "--join seed")
+        _, port = parse_hostport(s, what)
         if port == 0:
-            raise ConfigError(f"--join seed {s!r}: port 0 cannot be dialled")
+            raise ConfigError(f"{what} {s!r}: port 0 cannot be dialled")
     return seeds
 
 
@@ -94,6 +90,14 @@ class PeerConfig(NodeConfig):
     # cut off (node/net/intake.py: a trickled body once held the exchange slots).
     body_grace_s: float = 5.0
     body_min_rate: float = float(1 << 20)
+    # `shard = "auto"` sets this (and a placeholder shard): the Node asks the swarm before it
+    # builds its trainer, and takes the lowest shard of the swarm's count no live member holds
+    shard_auto: bool = False
+
+    def __post_init__(self) -> None:
+        if self.shard == SHARD_AUTO:
+            self.shard, self.shard_auto = (0, 1), True
+        super().__post_init__()
 
     def membership(self) -> MembershipConfig:
         """The gossip and failure-detector settings these options give."""
@@ -117,6 +121,11 @@ class PeerConfig(NodeConfig):
                 )
         if isinstance(self.join, str):
             self.join = parse_seeds(self.join)
+        if self.shard_auto and not self.join:
+            raise ConfigError(
+                "--shard auto needs --join: it takes a shard that no live member of the swarm "
+                "holds (start the swarm's first peer with --shard 0/COUNT)"
+            )
         checks = {
             "join-timeout": self.join_timeout > 0,
             "gossip-interval": self.gossip_interval > 0,

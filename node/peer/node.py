@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -34,15 +35,18 @@ from swarmnode.kernels.backend import to_numpy
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
+from swarmnode.node.peer.address import advertised, check_reachable
 from swarmnode.node.peer.admin_routes import admin_routes
 from swarmnode.node.peer.aio import quietly, threadsafe_setter
 from swarmnode.node.peer.announce import meta_loop, rejoin_loop, update_meta, write_ready_file
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
-from swarmnode.node.peer.config import PeerConfig, dialable, parse_hostport
+from swarmnode.node.peer.config import PeerConfig, parse_hostport
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
+from swarmnode.node.peer.log_name import set_log_name
 from swarmnode.node.peer.param_store import WorkerStore
+from swarmnode.node.peer.shard_pick import pick_shard, shard_clash, shard_text
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
@@ -78,6 +82,8 @@ class Node:
         self.addr = ""
         self.peer_id = ""
         self.name = cfg.name
+        self.addr_how = ""  # why this address (node/peer/address.py), for the start banner
+        self.shard = shard_text(cfg.shard)  # in our member meta: `--shard auto` reads it
         self.incarnation = 0
         self.started_at = time.monotonic()
         self._stop = asyncio.Event()
@@ -129,6 +135,11 @@ class Node:
         cfg = self.cfg
         ident = await asyncio.to_thread(load_identity, cfg.checkpoint_dir, cfg.peer_id)
         self.peer_id, self.incarnation, self.key = ident.peer_id, ident.incarnation, ident.key
+        set_log_name(cfg.name or self.peer_id)
+        if cfg.shard_auto:  # before the trainer: the shard decides its data
+            shard = await pick_shard(cfg.join, self.peer_id, cfg.checkpoint_dir, cfg.join_timeout)
+            cfg = self.cfg = dataclasses.replace(cfg, shard=shard, shard_auto=False)
+            self.shard = shard_text(shard)
         self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
@@ -158,7 +169,10 @@ class Node:
             tap=self.signer.tap,  # envelopes are hashed while they arrive
         )
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
-        self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
+        self.addr, self.addr_how = await asyncio.to_thread(
+            advertised, host, bound, cfg.advertise, cfg.join
+        )
+        check_reachable(self.addr, cfg.join, "the seed")
         for named in filter(None, (self.signer, self.operator)):
             named.name = self.addr
 
@@ -202,6 +216,8 @@ class Node:
         self._handlers.update(auth_handlers(handlers, self.signer))
         if self.name is not None:  # signed with the rest of our record: nobody can rename us
             self.membership.set_meta(name=self.name)
+        if self.shard is not None:
+            self.membership.set_meta(shard=self.shard)
         update_meta(self.worker, self.membership)
 
     async def _enter_swarm(self) -> None:
@@ -212,10 +228,24 @@ class Node:
             # sync has loaded the swarm's model they must not mix in our fresh random one.
             self.exchanger.stop_serving(JOINING)
             await self.membership.join(cfg.join, timeout=cfg.join_timeout)
+            self._check_swarm()
         await self.membership.start()
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
             self.exchanger.resume_serving()
+
+    def _check_swarm(self) -> None:
+        """Once joined: the others can dial us (ConfigError, exit 2, if not), and say so if a
+        live member trains on our shard too (`--shard auto` raced another joiner)."""
+        live = self.membership.live_peers()
+        check_reachable(self.addr, [m.addr for m in live], "a member")
+        clash = shard_clash(self.cfg.shard, live)
+        if clash:
+            log.warning(
+                "shard %s is also trained by %s: give one of them another --shard",
+                self.shard,
+                ", ".join(clash),
+            )
 
     async def _start_training(self) -> None:
         """First evaluation (the start model's accuracy), the training thread, the loops."""

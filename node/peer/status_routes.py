@@ -16,6 +16,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
+
+from swarmnode import __version__
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
@@ -34,6 +37,7 @@ class StatusSource(Protocol):
     peer_id: str
     name: str | None
     addr: str
+    shard: str | None
     state: str
     started_at: float
     worker: TrainingWorker
@@ -55,6 +59,9 @@ def status_json(node: StatusSource) -> dict[str, Any]:
         "peer_id": node.peer_id,
         "name": node.name,
         "addr": node.addr,
+        "version": __version__,
+        "envelope": ENVELOPE_VERSION,  # every peer of a swarm must speak the same
+        "shard": node.shard,  # I/N, or None on the whole set (`--shard auto` reads it)
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
         "device": m.device,
@@ -79,7 +86,11 @@ def status_json(node: StatusSource) -> dict[str, Any]:
             **ex.compression.frame_counts(),
         },
     }
-    others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]
+    others = [
+        {**m.as_status(), "shard": m.meta.get("shard")}
+        for m in node.membership.members()
+        if m.peer_id != node.peer_id
+    ]
     known = {m["addr"]: m["peer_id"] for m in others}
     me["links"] = node.links.snapshot(known)  # what this peer measured of each partner's link
     return {"self": me, "members": others}

@@ -19,7 +19,7 @@ from swarmnode.gossip.membership.service import MembershipConfig
 
 pytestmark = pytest.mark.slow
 
-BENCH = Path(__file__).resolve().parents[2] / "scripts" / "membership_real.py"
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "membership_real.py"
 CFG = MembershipConfig()
 MARGIN_S = 2.0  # scheduling noise on a shared 2-core box, on top of each target
 

@@ -61,6 +61,41 @@ def test_join_kill_leave_and_state_sync(swarm):
         wait_for(lambda p=p: p.member_state(b) == "left", 5, f"{p.name} to mark b left")
 
 
+def warnings_of(peer: Peer) -> list[str]:
+    """Its WARNING lines, but those about the shared box's load (a stalled event loop)."""
+    assert peer.process is not None
+    lines = peer.process.log_path.read_text(errors="replace").splitlines()
+    return [ln for ln in lines if " WARNING " in ln and "event loop stalled" not in ln]
+
+
+def test_a_clean_leave_leaves_no_warning_behind_on_the_others(swarm):
+    """After one peer left with SIGINT, every other logged 'marked left without its own signed
+    leave' several times a second for the rest of the run: they relayed its alive record with
+    a `left` hint. Now the signed leave itself travels, and nothing is logged but the leave."""
+    gossip = ["--steps", "0", "--gossip-interval", "0.2", "--secret", "s"]
+    a = swarm("a", *gossip)
+    b = swarm("b", *gossip, "--join", a.addr)
+    c = swarm("c", *gossip, "--join", a.addr)
+    for p in (a, b):
+        wait_for(lambda p=p: alive_view(p, [o for o in (a, b, c) if o is not p]), 20, "all")
+    c.signal(signal.SIGINT)
+    assert c.wait_exit(10) == 0
+    for p in (a, b):
+        wait_for(lambda p=p: p.member_state(c) == "left", 5, f"{p.name} to mark c left")
+    beat = next(m["heartbeat"] for m in a.status()["members"] if m["peer_id"] == b.peer_id)
+
+    def rounds_later() -> bool:  # the flood came several times a second: 20 rounds is plenty
+        now = next(m["heartbeat"] for m in a.status()["members"] if m["peer_id"] == b.peer_id)
+        return now >= beat + 20
+
+    wait_for(rounds_later, 30, "20 gossip rounds after the leave")
+    for p in (a, b):
+        assert warnings_of(p) == [], f"{p.name} logged a warning after a clean leave"
+        log = p.process.log_path.read_text()
+        assert log.count(f"{c.peer_id} (127.0.0.1:") >= 2  # its join and its leave, once each
+        assert log.count(f"{c.peer_id} (127.0.0.1:{c.addr.rsplit(':', 1)[1]}) alive -> left") == 1
+
+
 def test_restarted_peer_is_taken_back_under_its_id(swarm, tmp_path):
     a = swarm("a", "--steps", "0")
     b = swarm("b", "--steps", "0", "--join", a.addr)

@@ -3,7 +3,8 @@
 `other.astype(np.float64) - own` allocates two 200 MB float64 arrays (and `(own + diff)
 .astype(np.float32)` two more): ~700 MB of fresh pages per pushed model, each page a fault on
 first touch. Measured in a `swarmnode start` node (25M parameters, load ~3): 414 ms mean for one
-`PushGuard.bound`, the largest span of a pushpull answer (docs/benchmarks.md, "Signing cost").
+`PushGuard.bound`, the largest span of a pushpull answer (docs/benchmarks-history.md, "Signing
+cost").
 
 Here the same float64 arithmetic runs over cache-sized chunks (CHUNK elements: a 2 MB float64
 scratch, allocated once per call): one read of both models for a distance, and one more, with a

@@ -4,8 +4,8 @@ The inner-product-manipulation liar (IPM, Xie et al. 2020) serves r - eps (mean 
 mean one period ago, pushed back along the swarm's progress. It sits inside the honest spread
 (1.8-4.2 clip radii on the signal task), so the distance rules clip it to tau but do not drop it,
 and every accepted answer or push pulls the honest peers back by up to tau / n — along the same
-direction each time, which the outer momentum adds up (docs/benchmarks.md, "Robust mode against
-IPM").
+direction each time, which the outer momentum adds up (docs/benchmarks-history.md, "Robust mode
+against IPM").
 
 What tells it apart is the direction. The peer's outer momentum m (node/train/mixes.py
 `OuterStep`, taken after mixing) is mostly the swarm's progress as this peer saw it; an honest
@@ -36,7 +36,7 @@ from swarmnode.gossip.robust import aggregate, chunked
 from swarmnode.gossip.robust.push_guard import PushGuard
 
 # In units of |m| (the heading's norm). Chosen in scripts/sim/robust.py (signal task, 5 peers,
-# dirichlet:0.5): see docs/benchmarks.md "Robust mode against IPM".
+# dirichlet:0.5): see docs/benchmarks-history.md "Robust mode against IPM".
 BACKWARD_LIMIT = 0.5
 
 

@@ -4,7 +4,7 @@ Every exchange used to allocate its 100 MB buffers afresh (the frame a snapshot 
 the buffer an arriving body is read into) and free them after the round: each round then paid
 for the kernel mapping and zeroing 100 MB again, page by page on first touch. Measured in a
 `swarmnode start` node under load ~2: the snapshot copy into a fresh frame took 76 ms mean
-against ~20 ms into pages already touched (docs/benchmarks.md, "Signing cost").
+against ~20 ms into pages already touched (docs/benchmarks-history.md, "Signing cost").
 
 A `BufferPool` keeps up to `keep` buffers it handed out and hands one out again only when the
 pool holds the *only* reference to it: every view, memoryview, slice or decoded array over a

@@ -119,7 +119,7 @@ SIGNAL_STEPS = 2500
 # or beside three busy loops. iid ends 0.5-1 point below the single peer on an idle box, but 1-2.5
 # below under CPU contention (75.6-77.6% in 10 loaded runs; 76.0% in a CI run, which failed the
 # 2-point bar this test had): cause not found (neither the push clip, off in 2 runs, nor round
-# latency: a slower pace, 20 ms a step, did worse), docs/benchmarks.md "CI flake".
+# latency: a slower pace, 20 ms a step, did worse), docs/benchmarks-history.md "CI flake".
 BAR = {"iid": 0.03, "dirichlet:0.5": 0.02}
 # Paced by a fixed step time (a compute-bound peer), not a multiple of the measured step: other
 # processes' CPU use then does not change the pace, nor the rounds per step.

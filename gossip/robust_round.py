@@ -18,6 +18,7 @@ from swarmnode.gossip.heading import read_heading, ss_clip_round
 if TYPE_CHECKING:
     from swarmnode.gossip.exchange_config import ExchangeConfig
     from swarmnode.gossip.exchange_types import ParamStore, PeerDirectory, RoundResult
+    from swarmnode.gossip.push_guard import PushGuard
 
 
 class RobustRound:
@@ -29,6 +30,7 @@ class RobustRound:
         peers: PeerDirectory
         clip_tau: float | None
         back: np.ndarray | None
+        guard: PushGuard
         _pushed_in: delta_rule.Moved | None
 
         async def _pushpull_many(
@@ -57,6 +59,9 @@ class RobustRound:
             result.received = [pid for pid, _, _ in models]
             received = [vec for _, _, vec in models]
         rows = [own, *received]
+        # the distances to my group, as the average round keeps them: read by the status page
+        # (how far apart the swarm's models are); robust rounds do not bound pushes by them
+        await asyncio.to_thread(self.guard.observe, own, received)
         f = self._fitting_f(len(rows), result)
         if f is None:
             return

@@ -98,14 +98,14 @@ NODE_FLAGS = frozenset(
         "weight-decay", "device", "seed", "eval-every", "checkpoint-every", "keep-checkpoints",
         "join-timeout", "gossip-interval", "fanout", "exchange", "sync-every", "pull",
         "aggregator", "byzantine-f", "exchange-timeout", "mix", "on-short", "fault", "byzantine",
-        "slowdown",
+        "slowdown", "step-time",
     }
 )  # fmt: skip
 # Flags the runner sets itself for every peer.
 RUNNER_FLAGS = frozenset(
     {
         "listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "name",
-        "secret", "admission", "trust",
+        "secret", "admission", "trust", "summary-json",
     }
 )  # fmt: skip
 

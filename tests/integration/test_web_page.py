@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from swarmnode.fault.inject.spec import parse_fault_spec
 from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config as in_process_config
@@ -116,19 +117,23 @@ async def test_the_stream_shows_every_peer_fresh_and_a_leaving_one(swarm):
         assert hello["swarm"]["live"] == 3 and hello["swarm"]["acc_best"] is not None
 
         t0 = time.monotonic()
+        b.faults.set_config(parse_fault_spec("delay=1ms"))  # as POST /v1/admin/fault does
         await c.close()
-        seen_left = event_line = False
+        seen_left = False
+        events: list[dict[str, Any]] = []
         async for name, frame in stream:
             assert name == "message" and frame["point"]["values"]
             state = {r["peer_id"]: r["state"] for r in frame["members"]}[c.peer_id]
             seen_left = seen_left or state == "left"
-            event_line = event_line or any(
-                e["peer"] == c.peer_id and e["kind"] == "leave" for e in frame["events"]
-            )
-            if seen_left and event_line:
+            events += frame["events"]
+            kinds = {(e["kind"], e["peer"], e["at"]) for e in events}
+            # a's own view of c leaving; b's own event, fetched from b by a's watch
+            wanted = {("leave", c.peer_id, a.peer_id), ("fault", b.peer_id, b.peer_id)}
+            if seen_left and wanted <= kinds:
                 break
-            assert time.monotonic() - t0 < 15, "c not shown as left within 15 s"
-        assert any(e["at"] == a.peer_id for e in frame["events"])
+            assert time.monotonic() - t0 < 15, f"not shown within 15 s: {seen_left}, {kinds}"
+        fault = next(e for e in events if e["kind"] == "fault")
+        assert fault["text"] == "faults: none -> delay=0.001s" and fault["name"] == "b"
 
 
 async def test_closing_a_peer_ends_the_streams_it_serves():

@@ -177,10 +177,12 @@
       const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(1, nodes.length);
       pos.set(m.peer_id, [cx + r * Math.cos(a), cy + r * Math.sin(a)]);
     });
-    const parts = [];
+    const parts = [], labels = [];
+    const index = new Map(nodes.map((m, i) => [m.peer_id, i]));
     for (const e of frame.edges) {
-      const p = pos.get(e.a), q = pos.get(e.b);
+      let p = pos.get(e.a), q = pos.get(e.b);
       if (!p || !q) continue;
+      if (index.get(e.a) > index.get(e.b)) [p, q] = [q, p];
       const w = 1 + Math.min(6, Math.log10(1 + (e.bytes_per_s || 0) / 1000));
       const line = svg("line", { x1: p[0], y1: p[1], x2: q[0], y2: q[1], class: "edge",
                                   "stroke-width": w.toFixed(1) });
@@ -189,9 +191,14 @@
                      bytes(e.bytes_per_s) + "/s"].filter(Boolean).join(" · ");
       line.append(svg("title", {}, nameOf(e.a) + " ↔ " + nameOf(e.b) + ": " + label +
                       ", last " + fix(e.ago_s, 0) + " s ago"));
-      parts.push(line, svg("text", { x: (p[0] + q[0]) / 2, y: (p[1] + q[1]) / 2 - 3,
-                                      "text-anchor": "middle", class: "edge-label" }, label));
+      // a third of the way from the earlier node on the circle: the labels of two chords that
+      // cross in the middle (four peers: a-c and b-d) do not overlap
+      const at = 0.35;
+      parts.push(line);
+      labels.push(svg("text", { x: p[0] + at * (q[0] - p[0]), y: p[1] + at * (q[1] - p[1]) - 3,
+                                "text-anchor": "middle", class: "edge-label" }, label));
     }
+    parts.push(...labels);  // over every line
     for (const m of nodes) {
       const [x, y] = pos.get(m.peer_id);
       const dead = m.state === "dead" || m.state === "left";

@@ -211,7 +211,10 @@ class SwarmWatch:
     def _build(self, me: str, own: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
         now = self._clock()
         rows = [self._row({**own, "state": "self"}, now)]
-        rows += [self._row(m, now) for m in members]
+        rows += sorted(
+            (self._row(m, now) for m in members),
+            key=lambda r: (str(r["name"] or "~"), r["peer_id"]),  # named first, then by id
+        )
         names = {r["peer_id"]: r["name"] for r in rows}
         for e in self._feed:  # names may come after the event (a joiner's record travels later)
             e["name"], e["at_name"] = names.get(e["peer"]), names.get(e["at"])
@@ -228,13 +231,15 @@ class SwarmWatch:
     def _row(self, member: dict[str, Any], now: float) -> dict[str, Any]:
         pid = str(member.get("peer_id"))
         seen = self._seen.get(pid)
-        fresh = seen is not None and seen.figures is not None
-        figures = seen.figures if fresh else member  # type: ignore[union-attr]
-        age = now - seen.at if fresh else None  # type: ignore[union-attr]
+        fetched = seen.figures if seen is not None else None  # its own, at `seen.at`
+        figures = fetched if fetched is not None else member  # else: as gossiped
+        age = now - seen.at if seen is not None and fetched is not None else None
         why = seen.failed if seen is not None else None
         state = member.get("state")
         if why is None and state not in (*FETCHED_STATES, "self"):
             why = state  # dead or left: not asked any more
+        stale = state != "self" and (age is None or age > STALE_AFTER_S or why is not None)
+        live = seen is not None and not stale  # rates of the last readings: only while current
         return {
             "peer_id": pid,
             "name": figures.get("name") or member.get("name"),
@@ -244,16 +249,16 @@ class SwarmWatch:
             "step": figures.get("step"),
             "acc": figures.get("acc"),
             "loss": figures.get("loss"),
-            "samples_per_s": figures.get("samples_per_s") if fresh else None,
-            "consensus_dist": figures.get("consensus_dist") if fresh else None,
-            "byzantine": figures.get("byzantine") if fresh else None,
-            "faults": figures.get("faults") if fresh else None,
-            "rounds_per_s": seen.rounds_per_s if fresh else None,  # type: ignore[union-attr]
-            "bytes_per_s": seen.bytes_per_s if fresh else None,  # type: ignore[union-attr]
+            "samples_per_s": figures.get("samples_per_s") if fetched else None,
+            "consensus_dist": figures.get("consensus_dist") if fetched else None,
+            "byzantine": figures.get("byzantine") if fetched else None,
+            "faults": figures.get("faults") if fetched else None,
+            "rounds_per_s": seen.rounds_per_s if live else None,  # type: ignore[union-attr]
+            "bytes_per_s": seen.bytes_per_s if live else None,  # type: ignore[union-attr]
             "last_heard_s": member.get("last_heard_s"),
             "age_s": None if age is None else round(age, 2),
-            "source": "fresh" if fresh else "gossip",
-            "stale": state != "self" and (age is None or age > STALE_AFTER_S or why is not None),
+            "source": "gossip" if fetched is None else "fresh",
+            "stale": stale,
             "why": why,
         }
 
@@ -276,7 +281,8 @@ class SwarmWatch:
                 key = (min(row["peer_id"], other), max(row["peer_id"], other))
                 edge = edges.setdefault(key, {"a": key[0], "b": key[1], "bytes_per_s": 0.0})
                 edge["ago_s"] = min(edge.get("ago_s", ago + age), round(ago + age, 1))
-                edge["bytes_per_s"] += seen.link_rate.get(str(link.get("addr")), 0.0)
+                if not row["stale"]:  # a silent peer's last rate is no rate now
+                    edge["bytes_per_s"] += seen.link_rate.get(str(link.get("addr")), 0.0)
                 for k in ("rtt_ms", "mbit_s"):
                     if link.get(k) is not None:
                         edge[k] = link[k]

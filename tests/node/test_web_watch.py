@@ -172,6 +172,12 @@ async def test_rates_and_the_exchange_graph(h, peers):
     assert {edge["a"], edge["b"]} == {b.pid, ME}
     assert edge["rtt_ms"] == 2.0 and edge["bytes_per_s"] == 200.0 and edge["ago_s"] == 5.0
 
+    b.status = 503  # silent: its last rates are no rates now; its exchange is still recent
+    snap = await h.snap(advance=1.0)
+    assert rows_of(snap)[b.pid]["rounds_per_s"] is None and snap["swarm"]["rounds_per_s"] == 0.0
+    (edge,) = snap["edges"]
+    assert edge["bytes_per_s"] == 0.0 and edge["ago_s"] == 6.0
+
 
 async def test_one_refresh_serves_every_caller_within_a_second(h, peers):
     b, _, _ = peers

@@ -168,6 +168,18 @@
     return e;
   }
 
+  function freeSpot(p, q, width, placed) {
+    let best = null;
+    for (const t of [0.5, 0.3, 0.7, 0.2, 0.8]) {
+      const x = p[0] + t * (q[0] - p[0]), y = p[1] + t * (q[1] - p[1]);
+      const clear = placed.every(([x2, y2, w2]) =>
+        Math.abs(x - x2) > (width + w2) / 2 + 4 || Math.abs(y - y2) > 13);
+      if (clear) return [x, y];
+      if (!best) best = [x, y];
+    }
+    return best;
+  }
+
   function drawGraph(frame) {
     const g = $("graph");
     const W = 420, H = 320, cx = W / 2, cy = H / 2, r = Math.min(W, H) / 2 - 40;
@@ -177,12 +189,10 @@
       const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(1, nodes.length);
       pos.set(m.peer_id, [cx + r * Math.cos(a), cy + r * Math.sin(a)]);
     });
-    const parts = [], labels = [];
-    const index = new Map(nodes.map((m, i) => [m.peer_id, i]));
+    const parts = [], labels = [], placed = [];
     for (const e of frame.edges) {
-      let p = pos.get(e.a), q = pos.get(e.b);
+      const p = pos.get(e.a), q = pos.get(e.b);
       if (!p || !q) continue;
-      if (index.get(e.a) > index.get(e.b)) [p, q] = [q, p];
       const w = 1 + Math.min(6, Math.log10(1 + (e.bytes_per_s || 0) / 1000));
       const line = svg("line", { x1: p[0], y1: p[1], x2: q[0], y2: q[1], class: "edge",
                                   "stroke-width": w.toFixed(1) });
@@ -191,12 +201,13 @@
                      bytes(e.bytes_per_s) + "/s"].filter(Boolean).join(" · ");
       line.append(svg("title", {}, nameOf(e.a) + " ↔ " + nameOf(e.b) + ": " + label +
                       ", last " + fix(e.ago_s, 0) + " s ago"));
-      // a third of the way from the earlier node on the circle: the labels of two chords that
-      // cross in the middle (four peers: a-c and b-d) do not overlap
-      const at = 0.35;
+      // at the middle of the line, or further along it where that spot is taken: the chords
+      // of four peers cross in the middle, and lines from one node start close together
+      const width = 5.5 * label.length, spot = freeSpot(p, q, width, placed);
+      placed.push([spot[0], spot[1], width]);
       parts.push(line);
-      labels.push(svg("text", { x: p[0] + at * (q[0] - p[0]), y: p[1] + at * (q[1] - p[1]) - 3,
-                                "text-anchor": "middle", class: "edge-label" }, label));
+      labels.push(svg("text", { x: spot[0], y: spot[1] - 3, "text-anchor": "middle",
+                                class: "edge-label" }, label));
     }
     parts.push(...labels);  // over every line
     for (const m of nodes) {

@@ -22,7 +22,7 @@ from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
-from tests.waiting import eventually
+from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -173,3 +173,14 @@ async def test_cli_status_watch_redraws_with_each_figures_age(swarm):
         for n in (b, c):
             age = rows[n.peer_id].split()[-1]
             assert age.endswith("s") and float(age[:-1]) < 2.0, screen
+
+
+def test_status_watch_fails_in_one_line(capsys):
+    from swarmnode.node.cli.command import main
+
+    assert main(["status", "--peer", f"127.0.0.1:{free_port()}", "--watch", "--timeout", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no answer from" in err[0], err
+    assert main(["status", "--watch", "--count", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--count must be >= 0" in err[0], err

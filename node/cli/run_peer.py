@@ -109,6 +109,7 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
         say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
     named = f" ({node.name})" if node.name else ""
     say(f"listening on {node.addr} as {node.peer_id}{named}", out)
+    say(f"the swarm live, read-only: http://{node.addr}/", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:

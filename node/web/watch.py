@@ -107,7 +107,7 @@ class SwarmWatch:
     async def now(self) -> dict[str, Any] | None:
         """The current snapshot (refreshed if older than `CACHE_S`); None while the peer starts."""
         async with self._lock:
-            if self._clock() - self._taken_at >= CACHE_S:
+            if not self.closed and self._clock() - self._taken_at >= CACHE_S:
                 await self._refresh()
             return self._snapshot
 
@@ -328,7 +328,7 @@ class SwarmWatch:
             raise Busy(f"{MAX_VIEWERS} viewers already: try again later")
         self.viewers += 1
         try:
-            if self._pump is None or self._pump.done():
+            if not self.closed and (self._pump is None or self._pump.done()):
                 self._pump = asyncio.create_task(self._run_pump(), name="web-watch-pump")
             yield self._frames()
         finally:

@@ -237,6 +237,10 @@ async def test_the_stream_sends_hello_then_frames_and_ends_on_close(h, peers, mo
     sent = [e["text"] for f in frames for e in f["events"]]
     assert sent == ["left the swarm"]  # once, in the frame after it happened
     assert h.watch.viewers == 0
+    async with h.watch.viewer() as frames:  # closed: no stream, no pump, no fetch any more
+        assert [f async for f in frames] == []
+    hits = b.hits
+    assert await h.snap(advance=5.0) is not None and b.hits == hits
 
 
 async def test_viewers_beyond_the_cap_are_refused(h, monkeypatch):

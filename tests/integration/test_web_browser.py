@@ -27,6 +27,7 @@ CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))
 CHROMEDRIVER = shutil.which("chromedriver")
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import SessionNotCreatedException
     from selenium.webdriver.chrome.service import Service
 except ImportError:  # pragma: no cover - the `test` extra installs it
     webdriver = None  # type: ignore[assignment]
@@ -63,7 +64,10 @@ def browser() -> Iterator[Any]:
                 "--window-size=1280,1000"):  # fmt: skip
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    try:
+        driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    except SessionNotCreatedException as exc:  # installed, but cannot run here (a sandbox)
+        pytest.skip(f"Chromium is installed but does not start here: {str(exc).splitlines()[0]}")
     try:
         yield driver
     finally:

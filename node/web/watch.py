@@ -118,6 +118,8 @@ class SwarmWatch:
         me = own["peer_id"]
         self._take(me, own, self.src.events.since(self._own_seq), own_log=True)
         members = self.src.members()
+        known = {me, *(str(m.get("peer_id")) for m in members)}
+        self._seen = {pid: s for pid, s in self._seen.items() if pid in known}  # expired: forgotten
         await asyncio.gather(*(self._fetch(m) for m in self._targets(members)))
         self._taken_at = self._clock()
         self._snapshot = self._build(me, own, members)
@@ -164,6 +166,8 @@ class SwarmWatch:
     ) -> None:
         """Keep a member's new figures; derive its rates from the previous ones; feed events."""
         seen = self._seen.setdefault(pid, Seen())
+        if _restarted(seen.figures, figures):  # same id, new process: counters start again
+            seen = self._seen[pid] = Seen()
         at = self._clock()
         ex = figures.get("exchange") or {}
         rounds, sent = ex.get("rounds"), ex.get("bytes_sent")
@@ -398,6 +402,14 @@ def swarm_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "rounds_per_s": _sum(r["rounds_per_s"] for r in live),
         "bytes_per_s": _sum(r["bytes_per_s"] for r in live),
     }
+
+
+def _restarted(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """A peer's uptime went back: a new process under the same id (a restart from its
+    checkpoint dir keeps the key); its counters and event numbers start again."""
+    old = None if before is None else before.get("uptime_s")
+    new = after.get("uptime_s")
+    return old is not None and new is not None and new < old
 
 
 def _sum(values: Any) -> float | None:

@@ -216,6 +216,23 @@ async def test_the_feed_takes_my_events_and_the_others_local_ones_once(h, peers)
     ]
 
 
+async def test_a_restarted_peer_starts_its_counters_and_events_again(h, peers):
+    b, _, _ = peers
+    h.members = [b.row()]
+    fault = {"seq": 5, "t": time.time(), "kind": "fault", "peer": None, "text": "before"}
+    b.body = {"self": figures(b.pid, uptime_s=100.0), "events": [fault]}
+    await h.snap()
+    again = {**fault, "seq": 1, "text": "after the restart"}
+    b.body = {"self": figures(b.pid, uptime_s=1.0, exchange={"rounds": 0, "bytes_sent": 0}),
+              "events": [again]}  # fmt: skip
+    snap = await h.snap(advance=1.0)
+    assert [e["text"] for e in h.watch.recent_events()] == ["before", "after the restart"]
+    assert rows_of(snap)[b.pid]["rounds_per_s"] is None  # no rate across the restart
+    h.members = []  # expired from the table: forgotten
+    await h.snap(advance=1.0)
+    assert b.pid not in h.watch._seen
+
+
 async def test_the_stream_sends_hello_then_frames_and_ends_on_close(h, peers, monkeypatch):
     monkeypatch.setattr(watch_mod, "FRAME_EVERY_S", 0.05)
     b, _, _ = peers

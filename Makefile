@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh clone:
-#   make demo   - a local swarm on the bundled digits data set
+#   make demo   - a local swarm learning a generated signal task (its page live at /)
 #   make test   - lint and the whole test suite (what CI runs)
 #   make test-fast - the tests that start no process, for the edit loop
 PY ?= python3

@@ -129,6 +129,12 @@ RULES = [
         ),
     ),
     (
+        "node.web never imports node.peer or node.cli",
+        lambda s, d: (
+            not _within(s, "node.web") or not (_within(d, "node.peer") or _within(d, "node.cli"))
+        ),
+    ),
+    (
         "node.peer never imports node.cli",
         lambda s, d: not _within(s, "node.peer") or not _within(d, "node.cli"),
     ),

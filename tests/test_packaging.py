@@ -77,6 +77,10 @@ def test_the_wheel_holds_only_the_swarmnode_namespace(tmp_path):
         "swarmnode/node/cli/command.py",
         "swarmnode/node/train/datasets/digits.npz",
         "swarmnode/fault/chaos/runner.py",
+        "swarmnode/node/web/static/index.html",  # the page ships in the wheel: no CDN, no build
+        "swarmnode/node/web/static/app.js",
+        "swarmnode/node/web/static/vendor/uPlot.iife.min.js",
+        "swarmnode/node/web/static/vendor/uPlot.LICENSE",
     ):
         assert must in names
     if extension_expected():  # the optional int8 kernel: compiled into the wheel where it can be

@@ -97,7 +97,7 @@ else:  # pragma: no cover - pyproject pulls tomli for 3.10
 RUNNER_FLAGS = frozenset(
     {
         "listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "name",
-        "secret", "admission", "trust", "enable-admin", "admin-key", "config",
+        "secret", "admission", "trust", "enable-admin", "admin-key", "config", "summary-json",
     }
 )  # fmt: skip
 # Checks a [node] or [[peer]] table as `swarmnode start --config` would (unknown keys with the

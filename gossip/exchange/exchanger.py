@@ -100,7 +100,7 @@ class Exchanger:
         self.guard = PushGuard()
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
-        self.robust = RobustRound(self.cfg, store, peers, self)
+        self.robust = RobustRound(self.cfg, store, peers, self, self.guard)
         self.average = AverageRound(self.cfg, store, peers, self, self.compression, self.guard)
 
     # --- serving -------------------------------------------------------------------------

@@ -114,6 +114,7 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     named = f" ({node.name})" if node.name else ""
     how = f" ({node.addr_how})" if node.addr_how else ""
     say(f"listening on {node.addr}{how} as {node.peer_id}{named}", out)
+    say(f"the swarm live, read-only: http://{node.addr}/", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:

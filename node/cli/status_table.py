@@ -55,16 +55,21 @@ def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 def format_status_table(status: dict[str, Any]) -> str:
     rows = [[_cell(key, row.get(key)) for _, key in COLUMNS] for row in status_rows(status)]
-    header = [title for title, _ in COLUMNS]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = render_table([title for title, _ in COLUMNS], rows)
     if (
         len(rows) > 1
     ):  # other members' progress rides their signed records (gossip.membership.records)
         lines.append(PROGRESS_NOTE)
     return "\n".join(lines)
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell, a rule under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return lines
 
 
 def _cell(key: str, value: Any) -> str:

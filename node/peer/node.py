@@ -45,6 +45,7 @@ from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
 from swarmnode.node.peer.log_name import set_log_name
+from swarmnode.node.peer.page import EventLog, log_member_changes, page_routes, probe_loop
 from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.peer.shard_pick import pick_shard, shard_clash, shard_text
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
@@ -93,6 +94,8 @@ class Node:
         self.crashed: BaseException | None = None  # an owned task died of a bug: see _spawn
         self.worker_stopped = False  # close() saw the training thread end (final checkpoint)
         self.state = "starting"
+        self.events = EventLog()  # what the page shows happening (node/web/events.py)
+        self.watch: Any = None  # the page's fan-out (node/web/watch.py), built with the server
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -163,7 +166,11 @@ class Node:
         app = build_app(
             self._handlers,
             max_body_bytes=body_caps(cfg, self.store.size),
-            extra_routes=status_routes(self) + (admin_routes(self) if self.operator else []),
+            extra_routes=[
+                *status_routes(self),
+                *page_routes(self),  # GET /, the live page; read-only
+                *(admin_routes(self) if self.operator else []),
+            ],
             admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
             intake=intake_limits(cfg, self.store.size),
             tap=self.signer.tap,  # envelopes are hashed while they arrive
@@ -197,6 +204,7 @@ class Node:
             admission=build_admission(cfg, self.key, self.addr),
             backoff=transport.backoff,
         )
+        log_member_changes(self)
         self.byzantine = ByzantineServing(cfg.byzantine, self)
         peers = MembershipPeers(self.membership, self.rng, self.links, cfg.prefer_fast)
         self.signer.keys = peers.public_key
@@ -256,6 +264,7 @@ class Node:
         self._spawn(meta_loop(self.worker, self.membership), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
+        self._spawn(probe_loop(self), "events")
         if self.cfg.join:
             alive = lambda: self.state == "alive"  # noqa: E731 - a failed peer left on purpose
             self._spawn(rejoin_loop(self.membership, self.cfg.join, alive), "rejoin")
@@ -332,6 +341,8 @@ class Node:
             await store.close()
         if worker is not None:
             await self._stop_worker(deadline - time.monotonic() - HTTP_SHUTDOWN_S)
+        if self.watch is not None:  # its streams never end by themselves
+            await self.watch.close()
         if self._runner is not None:
             await self._runner.cleanup()
         faults = getattr(self, "faults", None)

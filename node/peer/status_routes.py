@@ -53,6 +53,17 @@ class StatusSource(Protocol):
 
 
 def status_json(node: StatusSource) -> dict[str, Any]:
+    others = [
+        {**m.as_status(), "shard": m.meta.get("shard")}
+        for m in node.membership.members()
+        if m.peer_id != node.peer_id
+    ]
+    return {"self": self_status(node, others), "members": others}
+
+
+def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """This peer's own figures: the `self` of /v1/status (and of /v1/figures, node/web/).
+    `others`: the members' rows, if the caller has them (they name the links' partners)."""
     m = node.worker.metrics()
     ex = node.exchanger
     me = {
@@ -74,26 +85,35 @@ def status_json(node: StatusSource) -> dict[str, Any]:
         "error": None if node.worker.error is None else str(node.worker.error),
         "faults": node.faults.config.to_spec(),
         "uptime_s": time.monotonic() - node.started_at,
+        "consensus_dist": consensus_distance(ex),
         "exchange": {
             "mode": ex.cfg.mode,
             "rounds": ex.rounds,
             "applied": ex.rounds_applied,
             "served": ex.served,
             "rejected": ex.rejected,
+            "bytes_sent": ex.bytes_sent,
             "last_round_s": ex.last_round_s,
             "max_round_s": ex.max_round_s,
             "compress": ex.cfg.compress,
             **ex.compression.frame_counts(),
         },
     }
-    others = [
-        {**m.as_status(), "shard": m.meta.get("shard")}
-        for m in node.membership.members()
-        if m.peer_id != node.peer_id
-    ]
-    known = {m["addr"]: m["peer_id"] for m in others}
+    if others is None:
+        members = node.membership.members()
+        known = {mem.addr: mem.peer_id for mem in members if mem.peer_id != node.peer_id}
+    else:
+        known = {m["addr"]: m["peer_id"] for m in others}
     me["links"] = node.links.snapshot(known)  # what this peer measured of each partner's link
-    return {"self": me, "members": others}
+    return me
+
+
+def consensus_distance(ex: Exchanger) -> float | None:
+    """How far this peer's model lies from those it mixes with: the median of its distances
+    |x_j - own| to the models its own last rounds gathered (the push guard keeps the last 16,
+    gossip/robust/push_guard.py). None before its first round."""
+    tau = ex.guard.radius()  # factor x that median
+    return None if tau is None else _num(tau / ex.guard.factor)
 
 
 def _num(x: float | None) -> float | None:
@@ -116,6 +136,11 @@ class PeerMetricsCollector:
             ("swarmnode_test_accuracy", "acc", "test accuracy at the last evaluation"),
             ("swarmnode_test_loss", "test_loss", "test loss at the last evaluation"),
             ("swarmnode_samples_per_second", "samples_per_s", "training throughput"),
+            (
+                "swarmnode_consensus_distance",
+                "consensus_dist",
+                "median L2 distance to the models of this peer's last exchange rounds",
+            ),
         ):
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric(pid, math.nan if s[key] is None else s[key])

@@ -251,7 +251,9 @@ async def test_admin_body_split_across_packets_is_read_whole(node, caplog):
         ("POST", "/v1/status", (404, 405)),
         ("POST", "/metrics", 405),
         ("DELETE", "/v1/admin/fault", 405),
-        ("GET", "/", 404),
+        ("POST", "/", 405),  # GET / is the swarm page (test_web_page.py): read-only
+        ("GET", "/web/no-such-file", 404),
+        ("POST", "/v1/watch", (404, 405)),
     ],
 )
 async def test_unknown_routes_and_methods_are_refused_and_logged(

@@ -48,10 +48,18 @@ SELF_SCHEMA: dict[str, Any] = {
     "samples_per_s": OPT_NUMBER,
     "byzantine": (str, type(None)),
     "faults": str,
+    "consensus_dist": OPT_NUMBER,
     "exchange": dict,
     "links": list,
 }
-EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
+EXCHANGE_SCHEMA = {
+    "mode": str,
+    "rounds": int,
+    "applied": int,
+    "served": int,
+    "rejected": int,
+    "bytes_sent": int,
+}
 MEMBER_SCHEMA: dict[str, Any] = {
     "peer_id": str,
     "name": (str, type(None)),
@@ -168,6 +176,8 @@ async def test_status_schema_and_metrics_agree(swarm):
             me = status["self"]
             assert me["step"] == node.trainer.step_count > 0
             assert me["acc"] is not None and me["exchange"]["mode"] == "average"
+            # its distance to the models its rounds gathered (rounds ran: the peers are alive)
+            assert me["consensus_dist"] is None or me["consensus_dist"] >= 0
             assert {m["peer_id"] for m in status["members"]} == {
                 o.peer_id for o in swarm if o is not node
             }

@@ -176,7 +176,7 @@ def test_second_process_on_a_checkpoint_dir_is_refused(
 # Per verb, options its --help must mention: the ones a user reaches for first.
 VERB_KEY_OPTIONS = {
     "start": ["--model", "--data", "--steps", "--checkpoint-dir", "--join", "--listen"],
-    "status": ["--peer", "--timeout", "--json"],
+    "status": ["--peer", "--timeout", "--json", "--watch", "--interval", "--count"],
     "demo": ["--report", "--quick"],
     "chaos": ["SCENARIO", "--report", "--peer-command", "--no-plot", "--quiet"],
     "keygen": ["--out"],

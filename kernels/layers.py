@@ -125,15 +125,20 @@ class Flatten(Layer):
         return dy.reshape(self.shape)
 
 
+def _conv_shape(out_channels: int, kernel: int) -> tuple[int, int]:
+    """A conv layer's (out_channels, kernel), checked: odd kernels keep 'same' padding symmetric."""
+    if kernel < 1 or kernel % 2 == 0:
+        raise ShapeError(f"conv kernel size must be odd and >= 1, got {kernel}")
+    if out_channels < 1:
+        raise ShapeError(f"conv layer needs >= 1 output channel, got {out_channels}")
+    return out_channels, kernel
+
+
 class Conv1d(Layer):
     """1-D convolution, stride 1, 'same' zero padding (odd kernels), as im2col + one GEMM."""
 
     def __init__(self, out_channels: int, kernel: int) -> None:
-        if kernel < 1 or kernel % 2 == 0:
-            raise ShapeError(f"conv kernel size must be odd and >= 1, got {kernel}")
-        if out_channels < 1:
-            raise ShapeError(f"conv layer needs >= 1 output channel, got {out_channels}")
-        self.out_channels, self.k = out_channels, kernel
+        self.out_channels, self.k = _conv_shape(out_channels, kernel)
 
     def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
         if len(in_shape) != 2:
@@ -234,11 +239,7 @@ class Conv2d(Layer):
     """
 
     def __init__(self, out_channels: int, kernel: int) -> None:
-        if kernel < 1 or kernel % 2 == 0:
-            raise ShapeError(f"conv kernel size must be odd and >= 1, got {kernel}")
-        if out_channels < 1:
-            raise ShapeError(f"conv layer needs >= 1 output channel, got {out_channels}")
-        self.out_channels, self.k = out_channels, kernel
+        self.out_channels, self.k = _conv_shape(out_channels, kernel)
 
     def param_specs(self, in_shape: Shape) -> list[tuple[str, Shape]]:
         if len(in_shape) != 3:

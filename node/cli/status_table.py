@@ -10,7 +10,8 @@ from typing import Any
 
 from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S
 
-COLUMNS = (
+# who each member is and how far it got: the plain table and the watch view (watch_view.py) both
+MEMBER_COLUMNS = (
     ("peer", "peer_id"),
     ("name", "name"),
     ("address", "addr"),
@@ -19,6 +20,9 @@ COLUMNS = (
     ("step", "step"),
     ("loss", "loss"),
     ("acc", "acc"),
+)
+COLUMNS = (
+    *MEMBER_COLUMNS,
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
     ("link", "mbit_s"),

@@ -12,19 +12,9 @@ import math
 import time
 from typing import Any
 
-from swarmnode.node.cli.status_table import render_table
+from swarmnode.node.cli.status_table import MEMBER_COLUMNS, render_table
 
-COLUMNS = (
-    ("peer", "peer_id"),
-    ("name", "name"),
-    ("address", "addr"),
-    ("device", "device"),
-    ("state", "state"),
-    ("step", "step"),
-    ("loss", "loss"),
-    ("acc", "acc"),
-    ("age", "age"),
-)
+COLUMNS = (*MEMBER_COLUMNS, ("age", "age"))
 EVENT_LINES = 8
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from swarmnode.gossip.membership.service import MembershipConfig
+from swarmnode.node.peer.node import CLOSE_BUDGET_S
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +78,11 @@ def test_heartbeats_keep_flowing_while_a_step_holds_the_cpu_for_seconds(tmp_path
 
     # the test means something only if the heavy peer's steps really took seconds
     assert step_s >= 1.0, f"heavy steps took {step_s:.2f} s: not heavy enough to test anything"
-    # SIGTERM in the middle of such a step still ends the process within 5 s
-    assert term_to_exit < 5.0 + MARGIN_S, term_to_exit
+    # SIGTERM in the middle of such a step waits for it at most the close budget; what follows
+    # (checkpoint, summary, teardown) is less work than a step and slows with the box as the step
+    # does, so it is bounded in the steps this peer measured, not in seconds (5 + 2 s failed once
+    # at load 14)
+    assert term_to_exit < CLOSE_BUDGET_S + 2.0 * step_s, (term_to_exit, step_s)
     for (observer, subject), p in w.pairs.items():
         assert p.polls > 0
         assert p.missing == 0

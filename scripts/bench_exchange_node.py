@@ -43,6 +43,7 @@ from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer  # noqa: E402
 from swarmnode.gossip.auth.transport import AuthTransport  # noqa: E402
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger  # noqa: E402
 from swarmnode.gossip.membership.service import Membership  # noqa: E402
+from swarmnode.gossip.robust import chunked  # noqa: E402
 from swarmnode.gossip.wire import frames as wire  # noqa: E402
 from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
@@ -97,6 +98,12 @@ class BenchStore:
         return await asyncio.to_thread(
             wire.encode_into_frame, self.size, self.snapshot_into, sender=sender
         )
+
+    async def distance(self, other: np.ndarray) -> float:
+        return await asyncio.to_thread(chunked.distance, self.x, other)
+
+    async def norm(self) -> float:
+        return await asyncio.to_thread(chunked.norm, self.x)
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
         self._folds.append(self._folder.submit(self.mixes.add, other, weight))

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 import numpy as np
+from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.wire.frames import encode_into_frame
 from swarmnode.node.train.worker import TrainingWorker
 
@@ -37,6 +38,14 @@ class WorkerStore:
         return await asyncio.to_thread(
             encode_into_frame, self.size, self.worker.snapshot_into, sender=sender
         )
+
+    async def distance(self, other: np.ndarray) -> float:
+        """|x - other| to the model between two updates: one pass over both, no copy (the
+        parameter lock is held ~6 ms per 100 MB, what a snapshot copy held it for)."""
+        return await asyncio.to_thread(self.worker.read, lambda x: chunked.distance(x, other))
+
+    async def norm(self) -> float:
+        return await asyncio.to_thread(self.worker.read, chunked.norm)
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
         """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands

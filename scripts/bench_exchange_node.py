@@ -44,6 +44,7 @@ from swarmnode.gossip.auth.transport import AuthTransport  # noqa: E402
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger  # noqa: E402
 from swarmnode.gossip.membership.service import Membership  # noqa: E402
 from swarmnode.gossip.robust import chunked  # noqa: E402
+from swarmnode.gossip.wire import bufpool  # noqa: E402
 from swarmnode.gossip.wire import frames as wire  # noqa: E402
 from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
@@ -87,7 +88,7 @@ class BenchStore:
         return 0
 
     def take_snapshot(self) -> tuple[int, np.ndarray]:
-        out = np.empty(self.size, dtype=np.float32)
+        out = bufpool.floats(self.size)  # reused, as the node's are
         return self.snapshot_into(out), out
 
     async def snapshot(self) -> tuple[int, np.ndarray]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip.robust import chunked
+from swarmnode.gossip.wire import bufpool
 from swarmnode.gossip.wire.frames import encode_into_frame
 from swarmnode.node.train.worker import TrainingWorker
 
@@ -31,7 +32,13 @@ class WorkerStore:
         self._xp = worker.trainer.backend.xp if hasattr(worker.trainer, "backend") else np
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
-        return await asyncio.to_thread(self.worker.snapshot)
+        """(step, a host copy of the model) in a reused buffer (`bufpool.MODELS`: no page
+        faults), never one still referenced."""
+        return await asyncio.to_thread(self._snapshot)
+
+    def _snapshot(self) -> tuple[int, np.ndarray]:
+        out = bufpool.floats(self.size)
+        return self.worker.snapshot_into(out), out
 
     async def snapshot_frame(self, sender: str) -> memoryview:
         """The model as a wire frame, copied once, straight from the model into the frame."""

@@ -235,6 +235,7 @@ PHASES = [
     ("swarmnode.gossip.wire.frames:_build_frame", "encode"),
     ("swarmnode.gossip.wire.frames:decode_params", "decode"),
     ("swarmnode.node.train.worker:TrainingWorker.snapshot", "snapshot"),
+    ("swarmnode.node.peer.param_store:WorkerStore._snapshot", "snapshot"),
     ("bench_exchange_node:BenchStore.take_snapshot", "snapshot"),
 ]
 

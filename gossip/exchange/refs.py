@@ -213,8 +213,9 @@ class PairRefs:
         else:
             codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
             diff = _minus(x, ref.vec)
+            half = bufpool.halves(diff.size) if codec == "fp16" and _host(diff) else None
             packed = compress.encode(
-                diff, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec)
+                diff, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec), out=half
             )
             del diff  # back to the pool before `_plus` takes one
             new = Ref(ref.epoch, ref.ver + 1, _plus(ref.vec, packed))
@@ -312,6 +313,10 @@ class PairRefs:
         table.move_to_end(partner)
         while len(table) > self.max_partners:
             table.popitem(last=False)
+
+
+def _host(x: Any) -> bool:
+    return isinstance(x, np.ndarray)
 
 
 def _minus(a: Any, b: Any) -> Any:

@@ -85,3 +85,8 @@ def floats(n: int) -> np.ndarray:
     """A float32 vector of n values (contents undefined) from `MODELS`: reused once nothing
     references it, or any view of it."""
     return MODELS.take(4 * n).view(np.float32)
+
+
+def halves(n: int) -> np.ndarray:
+    """A float16 vector of n values from `MODELS` (an fp16 frame's payload before framing)."""
+    return MODELS.take(2 * n).view(np.float16)

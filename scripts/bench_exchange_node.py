@@ -67,6 +67,7 @@ TRACER = ROOT / "scripts" / "bench" / "passes.py"
 
 START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while
 EXCHANGE_TIMEOUT_S = 120.0
+MEMBER_RETRIES = 8  # rounds refused as "not a live member" (a loaded box) retried, untimed
 
 
 class BenchStore:
@@ -270,7 +271,7 @@ class NodeBench:
     async def round(self) -> tuple[float, float]:
         """(wall seconds of one `Exchanger.round()`, CPU seconds of both processes)."""
         assert self.ex is not None and self.member is not None
-        for _ in range(3):
+        for _ in range(MEMBER_RETRIES):
             # Untimed: a fresh heartbeat keeps us a live member. Between rounds this loop does
             # not run, and if the node declared us dead meanwhile (a loaded box), the first
             # answer says so and the next round carries our refutation (membership's usual way

@@ -77,12 +77,13 @@ def _nk() -> Any:
 # --- fp16 ------------------------------------------------------------------------------------
 
 
-def fp16_encode(x: np.ndarray) -> Packed:
+def fp16_encode(x: np.ndarray, out: np.ndarray | None = None) -> Packed:
     """`compress_ref.fp16_encode`, per chunk: cast, and only where the cast made an Inf (a value
-    past float16's range: rare) cast again from the saturated chunk."""
+    past float16's range: rare) cast again from the saturated chunk. `out`: a float16 vector
+    of x's size to write into (a reused one: no fresh pages)."""
     _check_vector(x)
     nk = _nk()
-    out = np.empty(x.size, dtype=np.float16)
+    out = np.empty(x.size, dtype=np.float16) if out is None else out
     for lo in range(0, x.size, CHUNK):
         h = out[lo : lo + CHUNK]
         nk.astype(x[lo : lo + CHUNK], "float16", out=h)
@@ -319,9 +320,11 @@ def encode(
     *,
     segs: lowrank.Segs = (),
     warm: dict[int, Any] | None = None,
+    out: Any = None,
 ) -> Packed:
     """Encode with the numpy reference, or the cupy twin for a device array. lowrank takes the
-    rank as `ratio`, the model's `segs` and its caller's `warm` state (kernels/lowrank.py)."""
+    rank as `ratio`, the model's `segs` and its caller's `warm` state (kernels/lowrank.py);
+    fp16 writes into `out` where given (ignored by the other codecs)."""
     from swarmnode.kernels.backend import is_device_array
 
     if codec == "lowrank":  # one backend-generic implementation
@@ -331,7 +334,7 @@ def encode(
 
         return compress_cuda.encode(x, codec, ratio, block)
     if codec == "fp16":
-        return fp16_encode(x)
+        return fp16_encode(x, out)
     if codec == "int8":
         return int8_encode(x, block)
     if codec == "topk":

@@ -8,8 +8,6 @@ are kept), then the outer step. With `group=1` this is AD-PSGD (Lian et al. 2018
 
 from __future__ import annotations
 
-import asyncio
-
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
@@ -57,8 +55,7 @@ class AverageRound:
             # my group's distances set my push bound; to my model now, not to `sent`: the bound
             # judges pushes against the model they land on (to `sent`, closer to the answers,
             # it clipped honest pushes on a busy box)
-            _, own = await self.store.snapshot()
-            await asyncio.to_thread(self.guard.observe, own, got)
+            self.guard.record([await self.store.distance(y) for y in got])  # no snapshot
             weight = self.cfg.mix if k == 1 else k / (k + 1)
             await delta_rule.land(self.store, got, sent, weight, pushed_in)
         if self.compression.outer_step_applies:  # not after topk / lowrank rounds

@@ -181,9 +181,29 @@ class Exchanger:
     async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
         He et al. 2022), tau from my own rounds (gossip/robust/push_guard.py): a liar moves me by at
-        most tau x weight per push. `own` is a snapshot taken now, not the one the answer
+        most tau x weight per push. `own` is my model now, not the snapshot the answer
         carried: the radius was tuned on distances to the current model (with the answer's
         snapshot the worst of 4 iid peers on the signal task fell from ~78% to 75-77%)."""
+        if self.cfg.mode == "average" and await self._mix_measured(theirs, sender):
+            return
+        await self._mix_from_snapshot(theirs, sender)
+
+    async def _mix_measured(self, theirs: np.ndarray, sender: str) -> bool:
+        """The average mode's usual push, judged by its distance to my model (read in place,
+        `ParamStore.distance`: no snapshot of it) and mixed as it came, or refused; False
+        where the bound needs my model itself (a clip, or my own round in flight: the delta
+        rule counts what each push moved)."""
+        tau = self.guard.radius()
+        if tau is None:
+            tau = self.guard.radius_of_norm(await self.store.norm())
+        verdict = self.guard.judge(await self.store.distance(theirs), tau, sender)
+        if verdict == "clip" or (verdict == "mix" and self._pushed_in is not None):
+            return False
+        if verdict == "mix":  # no await since `_pushed_in` was read: no round started since
+            await self.store.mix_in(theirs, self.cfg.mix)
+        return True
+
+    async def _mix_from_snapshot(self, theirs: np.ndarray, sender: str) -> None:
         robust = self.cfg.mode == "robust"
         _, own = await self.store.snapshot()
         tau = (

@@ -72,8 +72,12 @@ class PushGuard:
 
     def observe(self, own: np.ndarray, answers: Iterable[np.ndarray]) -> None:
         """Record |x_j - own| for each model of my own round's group (average mode)."""
-        for other in answers:
-            d = chunked.distance(own, other)  # no 100 MB temporaries (gossip/robust/chunked.py)
+        self.record(chunked.distance(own, other) for other in answers)
+
+    def record(self, distances: Iterable[float]) -> None:
+        """Record my group's distances |x_j - own|, measured by the caller (`ParamStore.distance`:
+        no snapshot of my model)."""
+        for d in distances:
             if np.isfinite(d):
                 self._dists.append(d)
 
@@ -88,8 +92,12 @@ class PushGuard:
     def first_radius(self, own: np.ndarray) -> float | None:
         """The bound before my first round: factor x |own| (None for an all-zero model: it
         has no scale to bound by)."""
-        norm = self.factor * chunked.norm(own)
-        return norm if norm > 0 and np.isfinite(norm) else None
+        return self.radius_of_norm(chunked.norm(own))
+
+    def radius_of_norm(self, norm: float) -> float | None:
+        """`first_radius` of a model whose norm the caller measured."""
+        tau = self.factor * norm
+        return tau if tau > 0 and np.isfinite(tau) else None
 
     # --- one push --------------------------------------------------------------------------
 
@@ -108,6 +116,19 @@ class PushGuard:
             self._log_refusal(sender, chunked.distance(own, theirs), tau)
             return None
         return out
+
+    def judge(self, dist: float, tau: float | None, sender: str) -> str:
+        """What `bound` does with a push `dist` from my model, without the models: "mix" it as
+        it came (within tau), "refuse" it (no radius, or beyond the drop bound: counted and
+        logged as `bound` does), or "clip" it (only `bound`, with my model, can)."""
+        if tau is None:
+            log.debug("a push from %s is not mixed: no clip radius before my first round", sender)
+            return "refuse"
+        if not dist <= SS_CLIP_REJECT * tau:  # NaN too: never mixed (as clip_toward)
+            self.refused += 1
+            self._log_refusal(sender, dist, tau)
+            return "refuse"
+        return "mix" if dist <= tau else "clip"
 
     def _log_refusal(self, sender: str, dist: float, tau: float) -> None:
         now = self._clock()

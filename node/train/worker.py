@@ -3,7 +3,8 @@
 How the asyncio peer trains without blocking its event loop. The thread is the only code that
 touches the model; everyone else talks to it through a thread-safe API:
 
-- `snapshot()` — a host copy of the flat parameters, taken between two steps;
+- `snapshot()` — a host copy of the flat parameters, taken between two steps; `read(fn)` —
+  fn(parameters) between two updates, without a copy (a distance);
 - `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
   (`swarmnode.node.train.mixes.MixAccumulator`) that the thread applies between two steps;
 - `submit(fn)` — run `fn(params.data)` on the training thread between two steps (load received
@@ -157,6 +158,16 @@ class TrainingWorker:
             else:  # a device array: one device-to-host copy straight into `out`
                 params.get(out=out)
             return self.trainer.step_count
+
+    def read(self, fn: Callable[[np.ndarray], Any]) -> Any:
+        """fn(flat parameters), between two updates, without a copy of them (a distance to a
+        received model: one pass instead of a snapshot copy and a pass). `fn` must only read.
+        A device model is copied to the host first, as a snapshot (cupy: one transfer)."""
+        with self._params_lock, self._device():  # waits for an update, not a whole step
+            params = self.trainer.model.params.data
+            if isinstance(params, np.ndarray):
+                return fn(params)
+        return fn(self.snapshot()[1])
 
     def state(self) -> dict[str, Any]:
         """A checkpoint state (`Trainer.state()`), taken between two steps."""

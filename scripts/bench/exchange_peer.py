@@ -9,8 +9,13 @@ It serves, on 127.0.0.1:
   that makes *this* peer drive a measurement against another peer and answer the timings as JSON;
 - a plain aiohttp app (`await request.read()`, `web.Response(body=...)`, default settings) on a
   second port: the naive baseline;
-- a raw TCP listener on a third port (blocking sockets in a thread): an 8-byte length, the body
-  `recv_into` one preallocated buffer, the same number of bytes `sendall` back.
+- a raw TCP listener on a third port (blocking sockets in a thread): an 8-byte length and a
+  mode byte, the body `recv_into` one preallocated buffer, the same number of bytes `sendall`
+  back: after the whole body (`raw`: send, then receive) or at once, from a second thread, while
+  the body arrives (`duplex`: both directions at the same time, as a full-duplex link allows).
+
+The `memcpy` mode moves no byte between processes: one copy of N bytes each way, between two
+buffers already touched, in one thread (the memory-copy floor of any exchange of N bytes).
 
 It prints `ready HTTP_PORT NAIVE_PORT RAW_PORT` on stdout, then serves until stdin closes.
 """
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import numpy as np
 from aiohttp import web
 from swarmnode.gossip.link.transport import Arrival
 
@@ -81,26 +87,60 @@ def _recv_exactly_into(sock: socket.socket, view: memoryview) -> None:
         pos += n
 
 
+HEAD = struct.Struct(">Q?")  # body length, full duplex
+
+
 def raw_server(listener: socket.socket) -> None:
-    """Echo-style, one message per connection: receive N bytes, answer N bytes."""
+    """Echo-style, one message per connection: receive N bytes, answer N bytes (after them,
+    or while they arrive)."""
     while True:
         conn, _ = listener.accept()
         with conn:
-            head = bytearray(8)
+            head = bytearray(HEAD.size)
             _recv_exactly_into(conn, memoryview(head))
-            (n,) = struct.unpack(">Q", head)
-            _recv_exactly_into(conn, raw_inbox(n))
-            conn.sendall(own_model(n))
+            n, duplex = HEAD.unpack(head)
+            if duplex:
+                _both_ways(conn, own_model(n), raw_inbox(n))
+            else:
+                _recv_exactly_into(conn, raw_inbox(n))
+                conn.sendall(own_model(n))
 
 
-def raw_exchange(port: int, payload: bytearray) -> float:
+def _both_ways(sock: socket.socket, out: bytearray, into: memoryview) -> None:
+    """sendall(out) in a second thread while `into` is filled: both directions at once."""
+    sender = threading.Thread(target=sock.sendall, args=(out,))
+    sender.start()
+    try:
+        _recv_exactly_into(sock, into)
+    finally:
+        sender.join()
+
+
+def raw_exchange(port: int, payload: bytearray, duplex: bool = False) -> float:
     """Seconds for one raw push-pull of `payload` (connect included, as HTTP's first is)."""
     answer = raw_inbox(len(payload))
     t0 = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(struct.pack(">Q", len(payload)))
-        sock.sendall(payload)
-        _recv_exactly_into(sock, answer)
+        sock.sendall(HEAD.pack(len(payload), duplex))
+        if duplex:
+            _both_ways(sock, payload, answer)
+        else:
+            sock.sendall(payload)
+            _recv_exactly_into(sock, answer)
+    return time.perf_counter() - t0
+
+
+_copies: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def memcpy_exchange(n: int) -> float:
+    """Seconds for one copy of n bytes each way between touched buffers (the floor)."""
+    if n not in _copies:
+        _copies[n] = (np.full(n, 0x5A, np.uint8), np.zeros(n, np.uint8))
+    a, b = _copies[n]
+    t0 = time.perf_counter()
+    np.copyto(b, a)
+    np.copyto(a, b)
     return time.perf_counter() - t0
 
 
@@ -123,12 +163,20 @@ async def _time(fn: Callable[[], Awaitable[int]], reps: int) -> list[float]:
     return out
 
 
-async def run_raw(spec: dict) -> list[float]:
+async def run_raw(spec: dict, duplex: bool = False) -> list[float]:
     payload = own_model(spec["size"])
     return [
-        await asyncio.to_thread(raw_exchange, spec["raw_port"], payload)
+        await asyncio.to_thread(raw_exchange, spec["raw_port"], payload, duplex)
         for _ in range(spec["reps"])
     ]
+
+
+async def run_duplex(spec: dict) -> list[float]:
+    return await run_raw(spec, duplex=True)
+
+
+async def run_memcpy(spec: dict) -> list[float]:
+    return [await asyncio.to_thread(memcpy_exchange, spec["size"]) for _ in range(spec["reps"])]
 
 
 # Kept across runs, as a peer keeps its pool: the bench warms them with one unrecorded round.
@@ -171,7 +219,14 @@ async def run_naive(spec: dict) -> list[float]:
     return await _time(once, spec["reps"])
 
 
-DRIVERS = {"raw": run_raw, "http": run_http, "sealed": run_sealed, "naive": run_naive}
+DRIVERS = {
+    "raw": run_raw,
+    "duplex": run_duplex,
+    "memcpy": run_memcpy,
+    "http": run_http,
+    "sealed": run_sealed,
+    "naive": run_naive,
+}
 
 
 async def bench_run(req: Arrival) -> bytes:

@@ -1,5 +1,6 @@
 """A pushpull over HTTP (the node: `mix_after_answer`) answers first, then bounds and mixes the
-pushed model (against a snapshot of its own, taken after the answer's); the bound still holds."""
+pushed model (against its own model as it is after the answer's snapshot, read in place); the
+bound still holds."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class FramedStore(PlainStore):
         self.x = x.astype(np.float32)
         self.size = D
         self.snapshots = 0
+        self.reads = 0  # distances and norms of the model, read in place
         self.mixed: list[tuple[np.ndarray, float]] = []
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
@@ -33,6 +35,14 @@ class FramedStore(PlainStore):
     async def snapshot_frame(self, sender: str) -> memoryview:
         self.snapshots += 1
         return wire.encode_params(self.x, sender=sender, step=0)
+
+    async def distance(self, other: np.ndarray) -> float:
+        self.reads += 1
+        return await super().distance(other)
+
+    async def norm(self) -> float:
+        self.reads += 1
+        return await super().norm()
 
     async def mix_in(self, other: np.ndarray, weight: float) -> None:
         self.mixed.append((np.array(other), weight))
@@ -67,7 +77,8 @@ async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
     np.testing.assert_array_equal(mine, 1.0)
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 2  # the answer's, then the bound's own
+    assert store.snapshots == 1  # the answer's; the bound measures my model in place
+    assert store.reads >= 1  # its norm (no radius yet) and the distance of the push
     assert len(store.mixed) == 1 and store.mixed[0][1] == 0.5
     np.testing.assert_array_equal(store.mixed[0][0], theirs)
 
@@ -79,3 +90,18 @@ async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
     assert wire.decode_params(reply)[1][0] == 1.0
     await ex.settle()
     assert ex.store.mixed == [] and ex.guard.refused == 1
+
+
+async def test_a_push_to_clip_is_clipped_against_a_snapshot_of_my_model() -> None:
+    """Within tau a push is mixed as it came and beyond the drop bound refused, both judged by
+    its distance to my model read in place; between the two, the clip needs my model itself."""
+    ex = _node(np.ones(D))
+    tau = 4 * np.sqrt(D)  # before my first round: 4 |own|
+    pushed = np.full(D, 9.0, np.float32)  # |pushed - own| = 8 sqrt(D) = 2 tau: clipped to tau
+    await ex.handlers()["pushpull"](Arrival(wire.encode_params(pushed, sender="p1", step=3)))
+    await ex.settle()
+    store = ex.store
+    assert store.snapshots == 2  # the answer's, then my own for the clip
+    ((mixed, weight),) = store.mixed
+    assert weight == 0.5 and ex.guard.refused == 0
+    np.testing.assert_allclose(mixed, 1.0 + 8.0 * tau / (8 * np.sqrt(D)), rtol=1e-6)

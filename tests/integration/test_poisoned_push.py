@@ -121,8 +121,10 @@ async def test_a_poisoned_push_costs_the_honest_peers_at_most_a_point(swarm) -> 
 
 
 async def test_the_same_push_unbounded_breaks_the_swarm(swarm, monkeypatch) -> None:
-    for n in swarm:  # the exchange as it was: a push mixed in as it came
-        monkeypatch.setattr(n.exchanger.guard, "bound", lambda own, theirs, tau, sender: theirs)
+    for n in swarm:  # the exchange as it was: a push mixed in as it came, judged by its distance
+        guard = n.exchanger.guard  # to my model read in place (`judge`) or by my snapshot (`bound`)
+        monkeypatch.setattr(guard, "judge", lambda dist, tau, sender: "mix")
+        monkeypatch.setattr(guard, "bound", lambda own, theirs, tau, sender: theirs)
     async with aiohttp.ClientSession() as http:
         before, after = await _attack(swarm, http)
     print(f"poisoned push, unbounded: accuracy {before:.2%} before, {after:.2%} after")

@@ -136,6 +136,16 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         help="local steps between two exchanges (a minimum: a slow round delays the next)",
     )
     e.add_argument(
+        "--max-lead",
+        type=float,
+        default=_PEER.max_lead,
+        metavar="R",
+        help="a peer takes at most R x --sync-every steps past its last completed round, then "
+        "waits for the next one (a failed round counts: a dead partner never stops training); "
+        "the wait shows as `utilization` in the summary, status and /metrics. 0: no bound "
+        "(a peer faster than its network then trains mostly alone); otherwise >= 1",
+    )
+    e.add_argument(
         "--group",
         type=int,
         default=_EX.group,
@@ -359,6 +369,7 @@ def peer_config_from_args(args: argparse.Namespace, base: NodeConfig) -> PeerCon
         byzantine=args.byzantine,
         slowdown=args.slowdown,
         step_time=args.step_time,
+        max_lead=args.max_lead,
         lr_scale=args.lr_scale,
         lr_scale_max=args.lr_scale_max,
         lr_warmup=args.lr_warmup,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -81,6 +82,7 @@ class Node:
         self.crashed: BaseException | None = None  # an owned task died of a bug: see _spawn
         self.worker_stopped = False  # close() saw the training thread end (final checkpoint)
         self.state = "starting"
+        self.max_steps_between_rounds = 0  # the largest gap between two own rounds' ends
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -326,23 +328,41 @@ class Node:
         self._stop.set()
 
     async def _exchange_loop(self) -> None:
-        """A round every `sync_every` steps, or as soon after as the previous round allows:
-        `sync_every` is a minimum; a round that takes longer than that many steps delays the
-        next (the summary's `steps_per_exchange` says how often mixing really happened)."""
+        """A round every `sync_every` steps, or as soon after as the previous round allows
+        (`sync_every` is a minimum). Bounded staleness: after each round, failed ones included,
+        the worker may take at most `max_lead x sync_every` more steps before the next round
+        ends, and waits otherwise (`TrainingWorker.set_step_limit`); so a peer faster than its
+        network waits for it rather than trains alone, and says so in its `utilization`. A
+        failed round counts as done, so a dead or partitioned partner costs one round's
+        deadline, never a frozen peer; alone (no live peer), a peer never waits."""
         every = self.cfg.exchange.sync_every
+        lead = math.ceil(self.cfg.max_lead * every)  # validated: 0 or >= every
         target = self.trainer.step_count + every
         reached = asyncio.Event()
         wake = threadsafe_setter(reached)
+        last_end: int | None = None  # the step at which the previous round (in a swarm) ended
         while self.worker.running:
-            self.worker.lr_scale.set_size(len(self.membership.live_peers()) + 1)  # elastic
+            live = self.membership.live_peers()
+            self.worker.lr_scale.set_size(len(live) + 1)  # elastic
+            if not live:
+                self.worker.set_step_limit(None)  # nobody to wait for
+                last_end = None
             reached.clear()
             self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(reached.wait(), STEP_POLL_S)
                 continue
-            if self.membership.live_peers():
+            if live:
                 await self.exchanger.round()
+                end = self.trainer.step_count
+                if last_end is not None:  # what the bound holds: steps from round to round
+                    self.max_steps_between_rounds = max(
+                        self.max_steps_between_rounds, end - last_end
+                    )
+                last_end = end
+                if lead:  # the next round starts at most `every` steps on: below the limit
+                    self.worker.set_step_limit(end + lead)
             target = max(target + every, self.trainer.step_count + 1)
 
     async def _watch_worker(self) -> None:

@@ -347,6 +347,9 @@ class Node:
             if not live:
                 self.worker.set_step_limit(None)  # nobody to wait for
                 last_end = None
+            elif last_end is None and lead:  # bounded from the start, not from a first round
+                self.worker.set_step_limit(self.trainer.step_count + lead)  # >= target
+                last_end = self.trainer.step_count
             reached.clear()
             self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:

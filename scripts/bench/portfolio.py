@@ -133,6 +133,15 @@ def table(title: str, rows: list[dict[str, Any]], target: float) -> str:
     return "\n".join(out)
 
 
+def distinct_colours() -> None:
+    """20 colours, not matplotlib's 10: a plot holds up to 15 lines, and two alike misled."""
+    import matplotlib
+
+    matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(
+        color=matplotlib.colormaps["tab20"].colors
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tasks", default=",".join(TASKS), help=f"of {', '.join(TASKS)}")
@@ -147,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = p.parse_args(argv)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
+    distinct_colours()
     md = [f"`{' '.join(sys.argv)}`"]
     report: dict[str, Any] = {}
     for task in opts.tasks.split(","):

@@ -70,7 +70,7 @@ class Task:
 TASKS = {
     "overfit": Task("signal:2000,64,20", "mlp:128", 1500, why="one peer overfits a quarter"),
     "plentiful": Task(
-        "signal:40000,32,8", "mlp:128", 1000, why="one peer sees 32k of 40k samples: < 1 pass"
+        "signal:40000,64,32", "mlp:128", 1000, why="one peer sees 32k of 40k samples: < 1 pass"
     ),
     "conv": Task("signal:2000,64,20", "cnn1d:8k5,p2,16k3,p2,32", 1500, why="a conv net"),
     "digits": Task("digits", "mlp:64", 1000, why="the bundled 8x8 digits"),

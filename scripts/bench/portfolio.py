@@ -7,7 +7,8 @@ peer sees less than one pass), `conv` (a 1-D conv net) and `digits`. Paces (`--p
 `full` (released at full speed) and `paced` (every step at least `--step-time` s, a
 compute-bound peer). Modes (`--modes`): those of scripts/bench_convergence.py, plus
 `average-unbounded` / `robust-unbounded` (`--max-lead 0`: the exchange before the bounded
-staleness, i.e. the old code's pacing), so old and new run side by side in one run.
+staleness, i.e. the old code's pacing), so old and new run side by side in one run, and
+`average-lead1` / `robust-lead1` (`--max-lead 1`, the tighter bound).
 
 Per (task, partition, pace) it writes a table like bench_convergence's (worst / mean peer,
 time to one peer's final - 1 point, x single, and here also x the best ideal: the ideal at
@@ -39,6 +40,7 @@ from portfolio_sim import TASKS  # noqa: E402
 # the same modes with the step limit off: the exchange as it was before issue 21
 for _mode in ("average", "robust"):
     bc.MODES[f"{_mode}-unbounded"] = [*bc.MODES[_mode], "--max-lead", "0"]
+    bc.MODES[f"{_mode}-lead1"] = [*bc.MODES[_mode], "--max-lead", "1"]  # the tighter bound
 
 PACED_STEP_S = {"overfit": 0.01, "plentiful": 0.02, "conv": 0.02, "digits": 0.01}
 

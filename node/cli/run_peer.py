@@ -142,12 +142,18 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         "data": describe(cfg.data),
         "n_params": int(node.trainer.model.params.size),
         "samples_per_s": _rate(node),
+        # share of the training thread's life spent training, not waiting for an exchange
+        # round (--max-lead): below 1, the network set the pace, not the compute
+        "utilization": w.utilization(),
+        "waited_s": w.waited_s,
         "device": m.device,
         "wall_s": wall_s,
         "exchange_rounds": ex.rounds,
         "exchange_applied": ex.rounds_applied,
         # how often this peer's own rounds mixed its model (--sync-every is only the minimum)
         "steps_per_exchange": w.steps_run / ex.rounds_applied if ex.rounds_applied else None,
+        # between the ends of two consecutive own rounds: <= --max-lead x --sync-every
+        "max_steps_between_rounds": node.max_steps_between_rounds,
         "exchange_served": ex.served,
         "exchange_bytes_sent": ex.bytes_sent,
         "outer_steps": w.outer.steps,

@@ -260,9 +260,18 @@ EXCHANGE = _opts(
     ),
     _int(
         "sync-every",
-        "local steps between two exchanges (a minimum: a slow round delays the next)",
+        "local steps between two exchanges (a peer runs at most --max-lead x K steps past its "
+        "last round, then waits)",
         "K",
         field="exchange.sync_every",
+    ),
+    _num(
+        "max-lead",
+        "a peer takes at most R x --sync-every steps past its last completed round, then waits "
+        "for the next one (a failed round counts: a dead partner never stops training); the wait "
+        "shows as `utilization` in the summary, status and /metrics. 0: no bound (a peer faster "
+        "than its network then trains mostly alone); otherwise >= 1",
+        "R",
     ),
     _int(
         "group",

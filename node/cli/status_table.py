@@ -23,6 +23,7 @@ MEMBER_COLUMNS = (
 )
 COLUMNS = (
     *MEMBER_COLUMNS,
+    ("util", "utilization"),  # this peer only: the share of its time spent training
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
     ("link", "mbit_s"),
@@ -80,9 +81,9 @@ def _cell(key: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or key not in ("acc", "loss", "last_heard_s", "rtt_ms", "mbit_s"):
+    if not number or key not in ("acc", "loss", "utilization", "last_heard_s", "rtt_ms", "mbit_s"):
         return str(value)  # also a value of the wrong type from a peer: shown, not a crash
-    if key == "acc":
+    if key in ("acc", "utilization"):
         return f"{100 * value:.1f}%"
     if key == "loss":
         return f"{value:.4f}"

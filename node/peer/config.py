@@ -66,6 +66,10 @@ class PeerConfig(NodeConfig):
     byzantine: str | None = None
     slowdown: float = 1.0
     step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
+    # Bounded staleness: a peer in a swarm takes at most max_lead x sync_every steps past its
+    # last completed (or failed) round, then waits for the next (0: no bound, the old
+    # behaviour, where a peer faster than its network trained alone between rare rounds).
+    max_lead: float = 2.0
     # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
     # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; gain.py),
     # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
@@ -133,6 +137,8 @@ class PeerConfig(NodeConfig):
             "max-members-per-host": self.max_members_per_host >= 1,
             "slowdown": self.slowdown >= 1,
             "step-time": 0 <= self.step_time <= MAX_STEP_S,
+            # below 1 the bound would fall before the next round's start step: a deadlock
+            "max-lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
             "lr-scale": self.lr_scale in LR_RULES,
             "lr-scale-max": 1 <= self.lr_scale_max <= 1024,
             "lr-warmup": self.lr_warmup >= 0,

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 log = logging.getLogger(__name__)
 
 STEP_POLL_S = 1.0  # fallback only: the worker wakes the exchange loop at its target step
+LATE_POLL_S = 0.05  # held while every partner is suspect: how often to look again
 FAILED_LINGER_S = 60.0  # a failed peer answers /v1/status this long, then exits (code 2)
 LEAVE_DEADLINE_S = 1.0
 BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted once the body is read
@@ -96,6 +98,7 @@ class Node:
         self.state = "starting"
         self.events = EventLog()  # what the page shows happening (node/web/events.py)
         self.watch: Any = None  # the page's fan-out (node/web/watch.py), built with the server
+        self.max_steps_between_rounds = 0  # the largest gap between two own rounds' ends
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -383,26 +386,60 @@ class Node:
         self._stop.set()
 
     async def _exchange_loop(self) -> None:
-        """A round every `sync_every` steps, or as soon after as the previous round allows:
-        `sync_every` is a minimum; a round that takes longer than that many steps delays the
-        next (the summary's `steps_per_exchange` says how often mixing really happened)."""
+        """A round every `sync_every` steps, or as soon after as the previous round allows
+        (`sync_every` is a minimum). Bounded staleness: after each round, failed ones included,
+        the worker may take at most `max_lead x sync_every` more steps before the next round
+        ends, and waits otherwise (`TrainingWorker.set_step_limit`); so a peer faster than its
+        network waits for it rather than trains alone, and says so in its `utilization`. A
+        failed round counts as done, so a dead or partitioned partner costs one round's
+        deadline, never a frozen peer; alone (no live peer), a peer never waits."""
         every = self.cfg.exchange.sync_every
+        lead = math.ceil(self.cfg.max_lead * every)  # validated: 0 or >= every
         target = self.trainer.step_count + every
         reached = asyncio.Event()
         wake = threadsafe_setter(reached)
+        last_end: int | None = None  # the step at which the previous round (in a swarm) ended
         while self.worker.running:
-            self.worker.lr_scale.set_size(len(self.membership.live_peers()) + 1)  # elastic
+            live = self.membership.live_peers()
+            self.worker.lr_scale.set_size(len(live) + 1)  # elastic
+            if not live and not self._partners_late():
+                self.worker.set_step_limit(None)  # nobody to wait for
+                last_end = None
+            elif last_end is None and lead:  # bounded from the start, not from a first round
+                self.worker.set_step_limit(self.trainer.step_count + lead)  # >= target
+                last_end = self.trainer.step_count
             reached.clear()
             self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(reached.wait(), STEP_POLL_S)
                 continue
-            if self.membership.live_peers():
+            if not live and last_end is not None:
+                # Partners only suspect (late heartbeats, a busy host): hold at the limit until
+                # one answers again or is declared dead, rather than train alone meanwhile.
+                # The target stays (it must not pass the limit: the loop would wait for it).
+                await asyncio.sleep(LATE_POLL_S)
+                continue
+            if live:
                 result = await self.exchanger.round()
                 if self.on_exchange is not None:
                     self.on_exchange(result)
+                end = self.trainer.step_count
+                if last_end is not None:  # what the bound holds: steps from round to round
+                    self.max_steps_between_rounds = max(
+                        self.max_steps_between_rounds, end - last_end
+                    )
+                last_end = end
+                if lead:  # the next round starts at most `every` steps on: below the limit
+                    self.worker.set_step_limit(end + lead)
             target = max(target + every, self.trainer.step_count + 1)
+
+    def _partners_late(self) -> bool:
+        """Some other member is suspect: most likely alive with its heartbeat late (a busy
+        host), and declared dead within seconds if not. Alone at full speed, a peer takes
+        hundreds of steps in a second: on a loaded box one of 4 signal-task peers did just
+        that while the others were suspect, and ended 7 points below them (dirichlet:0.5)."""
+        return any(str(m.state) == "suspect" for m in self.membership.members())
 
     async def _watch_worker(self) -> None:
         """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""

@@ -81,6 +81,10 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
         "acc": _num(m.test_acc),
         "test_loss": _num(m.test_loss),
         "samples_per_s": _num(m.samples_per_s),
+        # share of the training thread's time spent training, not waiting for a round: below
+        # 1 the network, not the compute, sets the pace (--max-lead)
+        "utilization": _num(node.worker.utilization()),
+        "waited_s": node.worker.waited_s,
         "byzantine": node.byzantine.kind,
         "error": None if node.worker.error is None else str(node.worker.error),
         "faults": node.faults.config.to_spec(),
@@ -141,10 +145,23 @@ class PeerMetricsCollector:
                 "consensus_dist",
                 "median L2 distance to the models of this peer's last exchange rounds",
             ),
+            (
+                "swarmnode_compute_utilization",
+                "utilization",
+                "share of the training thread's time spent training, not waiting for an "
+                "exchange round (below 1: the network sets the pace)",
+            ),
         ):
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric(pid, math.nan if s[key] is None else s[key])
             yield g
+        waited = CounterMetricFamily(
+            "swarmnode_exchange_wait_seconds",
+            "time the training thread waited for an exchange round (--max-lead)",
+            labels=labels,
+        )
+        waited.add_metric(pid, s["waited_s"])
+        yield waited
         ex = s["exchange"]
         for name, key, doc in (
             ("swarmnode_exchange_rounds", "rounds", "exchange rounds started"),

@@ -13,6 +13,9 @@ touches the model; everyone else talks to it through a thread-safe API:
 - `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
 - `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios), or pace it as a
   compute-bound peer (`step_s`: every step takes at least that long);
+- `set_step_limit(n)` — take no step past step `n` until a new limit (the exchange's bounded
+  staleness: a peer may not run far ahead of its last round); `waited_s` / `utilization()` say
+  how much of the thread's time that waiting took;
 - `lr_scale` — a `SwarmLR` (replace it to pick a rule; `set_size(n)` from any thread): the
   optimizer's lr at construction scaled with the swarm size (or its measured gain), per step.
 
@@ -43,7 +46,8 @@ log = logging.getLogger(__name__)
 
 # A NaN/Inf loss this soon after a mix is blamed on the mixed-in model, not on this peer's lr.
 MIX_BLAME_STEPS = 50
-TRAIN_THREAD = "swarmnode-train"  # the training thread's name (the CLI looks for it at exit)
+TRAIN_THREAD = "swarmnode-train"
+HELD_POLL_S = 0.1  # a thread held at the step limit re-checks this often (a missed wake-up)  # the training thread's name (the CLI looks for it at exit)
 
 
 class TrainingWorker:
@@ -89,6 +93,10 @@ class TrainingWorker:
         self._outer_pending: tuple[float, float] | None = None  # (lr, momentum) to apply
         self._outer_lock = threading.Lock()  # guards _outer_pending and _notify
         self._notify: tuple[int, Callable[[], None]] | None = None
+        self._limit: int | None = None  # no step starts at or past it (None: no limit)
+        self._unblock = threading.Event()  # wakes a thread held at the limit: work or release
+        self.waited_s = 0.0  # held at the step limit, in total (the current wait not yet)
+        self._held_since: float | None = None  # the current wait's start
         self._last_mix_step: int | None = None  # the step before which a mix was last applied
         self.mixes_dropped = 0  # received after the last step: not in the reported model
         self._finished = False
@@ -100,6 +108,7 @@ class TrainingWorker:
         self.lr_scale = SwarmLR()  # rule "none": the base lr, unless the peer sets another
         self._base_lr = float(getattr(trainer.optimizer, "lr", 0.0))
         self._t_start = 0.0
+        self._end_elapsed: float | None = None  # the thread's life, once it ended
         # Window since the last evaluation, for loss and throughput.
         self._win_loss = 0.0
         self._win_steps = 0
@@ -124,11 +133,11 @@ class TrainingWorker:
         """Ask the thread to stop after the current step; returns at once (signal-handler safe)."""
         self._stop.set()
         self._wake.set()
+        self._unblock.set()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop and join. True if the thread has ended (False: still busy after `timeout`)."""
-        self._stop.set()
-        self._wake.set()
+        self.request_stop()
         return self.join(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
@@ -185,6 +194,7 @@ class TrainingWorker:
         with self._lock:
             if self._running:
                 self._pending.append((fn, fut))
+                self._unblock.set()  # a thread held at the step limit serves it at once
                 return fut
             with self._params_lock, self._device():
                 self._call(fn, fut)
@@ -201,6 +211,7 @@ class TrainingWorker:
             return
         with self._device():
             (self.mixes.nudge if additive else self.mixes.add)(other, weight)
+        self._unblock.set()  # a thread held at the step limit applies it at once
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
@@ -235,6 +246,29 @@ class TrainingWorker:
         store's fold thread, after the round's mix: its FIFO order puts the step after it)."""
         with self._outer_lock:  # not the training lock: a fold must never wait for a step
             self._outer_pending = (float(lr), float(momentum))
+        self._unblock.set()
+
+    def set_step_limit(self, limit: int | None) -> None:
+        """Take no step while the step counter is at or past `limit` (None: no limit).
+
+        The exchange's bounded staleness: after each round the peer allows itself a bounded
+        number of steps, so a peer faster than its network waits for its next round instead
+        of training alone. While held, the thread still serves `submit`, mixes and outer steps
+        (a round may wait for them), and wakes at once on a new limit or a stop."""
+        self._limit = None if limit is None else int(limit)
+        self._unblock.set()
+
+    def utilization(self) -> float:
+        """The share of the training thread's time spent training (steps, evaluations, the
+        pacing of `set_throttle`), not held at the step limit: 1.0 when the compute sets the
+        pace, lower when the exchange (the network) does."""
+        now = time.perf_counter()
+        elapsed = (now - self._t_start) if self._t_start else 0.0
+        if self._end_elapsed is not None:
+            elapsed = self._end_elapsed
+        since = self._held_since  # read once: the thread may end the wait meanwhile
+        waited = self.waited_s + (now - since if since is not None else 0.0)
+        return 1.0 - min(1.0, waited / elapsed) if elapsed > 0 else 1.0
 
     def set_throttle(
         self, delay_s: float = 0.0, slowdown: float = 1.0, step_s: float = 0.0
@@ -272,6 +306,7 @@ class TrainingWorker:
                     self.mixes_dropped += 1
                     self.mixes.discard()
                 self._outer_pending = None
+            self._end_elapsed = time.perf_counter() - self._t_start
             self._metrics = self._make_metrics_now()
             self._fire_notify(force=True)
             self._done.set()
@@ -281,6 +316,9 @@ class TrainingWorker:
     def _loop(self) -> None:
         trainer = self.trainer
         while not self._stop.is_set() and not self._budget_reached():
+            if self._held():
+                self._wait_at_limit()
+                continue
             t0 = time.perf_counter()
             with self._lock:
                 with self._params_lock:
@@ -303,6 +341,24 @@ class TrainingWorker:
                 if step % self.checkpoint_every == 0:
                     self._on_checkpoint(trainer.state())
             self.pacer.pause(dt)
+
+    def _held(self) -> bool:
+        limit = self._limit
+        return limit is not None and self.trainer.step_count >= limit
+
+    def _wait_at_limit(self) -> None:
+        """Held at the step limit: serve submits, mixes and outer steps until released."""
+        t0 = self._held_since = time.perf_counter()
+        while self._held() and not self._stop.is_set():
+            with self._lock, self._params_lock:
+                if self._pending:
+                    self._drain_pending()
+                self._apply_mixes()
+            # the timeout only bounds a missed wake-up; every release sets the event
+            self._unblock.wait(HELD_POLL_S)
+            self._unblock.clear()
+        self.waited_s += time.perf_counter() - t0
+        self._held_since = None
 
     def _apply_mixes(self) -> None:
         """Pending mixes, then a pending outer step (under the lock, between two steps)."""
@@ -408,4 +464,6 @@ class TrainingWorker:
             device=self.device,
             running=self._running,
             elapsed_s=time.perf_counter() - self._t_start if self._t_start else 0.0,
+            utilization=self.utilization(),
+            waited_s=self.waited_s,
         )

@@ -138,17 +138,23 @@ def single_signal() -> float:
     return mean(_accuracies(out.stdout)[-LAST:])
 
 
-@pytest.mark.parametrize("partition", ["iid", "dirichlet:0.5"])
+# Full speed on iid shards only: dirichlet:0.5 at full speed failed 2 of 10 loaded runs (one
+# peer at 71.3% and 73.0%, the others 76.5-78.6%; docs/benchmarks.md, "Learning: the portfolio").
+@pytest.mark.parametrize(
+    ("partition", "pace"), [("iid", "paced"), ("iid", "full"), ("dirichlet:0.5", "paced")]
+)
 def test_a_swarm_of_four_does_not_fall_behind_one_peer_on_the_signal_task(
-    tmp_path, partition, single_signal
+    tmp_path, partition, pace, single_signal
 ):
     """The regression guard of issue 12: with the defaults (`--exchange average`), the worst of
-    4 peers on their shards ends within BAR of one peer on all the data, same steps each."""
+    4 peers on their shards ends within BAR of one peer on all the data, same steps each.
+    `full`: released at full speed, where a peer used to take 50-480 steps per round and train
+    mostly alone (issue 21); the step limit (`--max-lead`) now bounds that at 2 x 10."""
     common = [*SIGNAL_TRAIN, *HOLD, "--steps", "0", "--partition", partition]
     peers = start_swarm(tmp_path, [[*common, "--shard", f"{i}/4"] for i in range(4)])
     evals: dict[str, dict[int, float]] = {p.name: {} for p in peers}
     try:
-        set_slowdown(peers, 1, step_s=STEP_S)
+        set_slowdown(peers, 1, step_s=STEP_S if pace == "paced" else 0.0)
         start = {p.name: p.status()["self"]["step"] for p in peers}
 
         def window_done() -> bool:
@@ -168,6 +174,8 @@ def test_a_swarm_of_four_does_not_fall_behind_one_peer_on_the_signal_task(
         n: mean([a for s, a in sorted(e.items()) if s <= start[n] + SIGNAL_STEPS][-LAST:])
         for n, e in evals.items()
     }
-    print(f"signal {partition}: one peer {single_signal:.2%}, swarm of 4 {sorted(accs.values())}")
+    print(
+        f"signal {partition} {pace}: one peer {single_signal:.2%}, swarm of 4 {sorted(accs.values())}"
+    )
     assert mean(accs.values()) >= single_signal - BAR[partition], (single_signal, accs)
     assert min(accs.values()) >= single_signal - BAR[partition] - WORST_SLACK, (single_signal, accs)

@@ -46,6 +46,8 @@ SELF_SCHEMA: dict[str, Any] = {
     "acc": OPT_NUMBER,
     "test_loss": OPT_NUMBER,
     "samples_per_s": OPT_NUMBER,
+    "utilization": NUMBER,
+    "waited_s": NUMBER,
     "byzantine": (str, type(None)),
     "faults": str,
     "consensus_dist": OPT_NUMBER,
@@ -198,6 +200,7 @@ async def test_status_schema_and_metrics_agree(swarm):
                 ("swarmnode_test_accuracy", "acc"),
                 ("swarmnode_test_loss", "test_loss"),
                 ("swarmnode_train_loss", "loss"),
+                ("swarmnode_compute_utilization", "utilization"),  # fixed once training ended
             ]:
                 assert fam[metric].type == "gauge"
                 assert same_number(value_of(fam, metric, **pid), me[key]), (metric, me[key])
@@ -214,6 +217,9 @@ async def test_status_schema_and_metrics_agree(swarm):
                 got = value_of(fam, metric + "_total", **pid)
                 before, after = me["exchange"][key], after_me["exchange"][key]
                 assert before <= got <= after, (metric, before, got, after)
+            assert 0.0 <= me["utilization"] <= 1.0 and me["waited_s"] >= 0.0
+            waited = value_of(fam, "swarmnode_exchange_wait_seconds_total", **pid)
+            assert waited == me["waited_s"]
             for state in MEMBER_STATES:
                 want = sum(m["state"] == state for m in status["members"])
                 assert value_of(fam, "swarmnode_members", state=state, **pid) == want, state

@@ -42,6 +42,7 @@ WINDOW = 16  # distances kept: about five rounds of a group of 3
 RADIUS_FACTOR = 4.0
 LOG_EVERY_S = 60.0  # one refusal line per sender per minute (a liar may push at every round)
 MAX_SENDERS_LOGGED = 256  # the rate limiter's memory; the oldest sender is forgotten first
+REPEAT_WARN = 3  # refusals of one sender before its line is a WARNING
 
 
 class PushGuard:
@@ -66,6 +67,7 @@ class PushGuard:
         self._clock = clock
         self._dists: deque[float] = deque(maxlen=window)
         self._last_logged: OrderedDict[str, float] = OrderedDict()
+        self._refusals: OrderedDict[str, int] = OrderedDict()  # per sender, for the log level
         self.refused = 0  # pushes farther than `reject` x tau: not mixed
 
     # --- the radius ------------------------------------------------------------------------
@@ -131,21 +133,31 @@ class PushGuard:
         return "mix" if dist <= tau else "clip"
 
     def _log_refusal(self, sender: str, dist: float, tau: float) -> None:
+        """One line per sender per period. INFO for a sender's first refusals: an honest
+        partner that trained far ahead while this peer joined or synced is refused once or
+        twice and then mixes again (seen at full speed right after a join). WARNING once the
+        same sender has been refused REPEAT_WARN times: that one an operator should look at."""
         now = self._clock()
+        count = self._refusals.pop(sender, 0) + 1
+        self._refusals[sender] = count  # most recent last: the oldest sender is forgotten first
+        while len(self._refusals) > MAX_SENDERS_LOGGED:
+            self._refusals.popitem(last=False)
         last = self._last_logged.get(sender)
-        if last is not None and now - last < self.log_every_s:
+        if count != REPEAT_WARN and last is not None and now - last < self.log_every_s:
             return
         self._last_logged[sender] = now
         self._last_logged.move_to_end(sender)
         while len(self._last_logged) > MAX_SENDERS_LOGGED:
             self._last_logged.popitem(last=False)
-        log.warning(
+        log.log(
+            logging.WARNING if count >= REPEAT_WARN else logging.INFO,
             "a model pushed by %s is %.3g away, more than %.0f clip radii (tau %.3g): not mixed "
-            "(%d refused so far; next line for this sender in %.0f s at the earliest)",
+            "(%d from it, %d refused so far; next line for this sender in %.0f s at the earliest)",
             sender,
             dist,
             self.reject,
             tau,
+            count,
             self.refused,
             self.log_every_s,
         )

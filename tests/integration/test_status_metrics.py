@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
 from tests.waiting import eventually
@@ -84,23 +85,8 @@ def peer_config(**kw: Any) -> PeerConfig:
 @pytest.fixture
 async def swarm() -> AsyncIterator[list[Node]]:
     """Three peers that see each other alive and have each evaluated once while training."""
-    nodes: list[Node] = []
-    try:
-        nodes.append(await Node.create(peer_config(name="a")))
-        for name in ("b", "c"):
-            nodes.append(await Node.create(peer_config(join=[nodes[-1].addr], name=name)))
-        for n in nodes:
-            others = {o.peer_id for o in nodes if o is not n}
-            await eventually(
-                lambda n=n, o=others: {m.peer_id for m in n.membership.live_peers()} == o,
-                20,
-                f"{n.peer_id} to see the others alive",
-            )
-            await eventually(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
+    async with evaluated_swarm(peer_config) as nodes:
         yield nodes
-    finally:
-        for n in reversed(nodes):
-            await n.close()
 
 
 async def freeze(nodes: list[Node]) -> None:

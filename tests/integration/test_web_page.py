@@ -20,9 +20,10 @@ import pytest
 from swarmnode.fault.inject.spec import parse_fault_spec
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
-from tests.waiting import eventually, free_port
+from tests.waiting import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -34,23 +35,8 @@ def peer_config(**kw: Any):
 @pytest.fixture
 async def swarm() -> AsyncIterator[list[Node]]:
     """Three peers that see each other alive and have each evaluated once."""
-    nodes: list[Node] = []
-    try:
-        nodes.append(await Node.create(peer_config(name="a")))
-        for name in ("b", "c"):
-            nodes.append(await Node.create(peer_config(join=[nodes[0].addr], name=name)))
-        for n in nodes:
-            others = {o.peer_id for o in nodes if o is not n}
-            await eventually(
-                lambda n=n, o=others: {m.peer_id for m in n.membership.live_peers()} == o,
-                20,
-                f"{n.name} to see the others alive",
-            )
-            await eventually(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
+    async with evaluated_swarm(peer_config) as nodes:
         yield nodes
-    finally:
-        for n in reversed(nodes):
-            await n.close()
 
 
 async def read_events(resp: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, dict[str, Any]]]:

@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh clone:
-#   make demo   - a local swarm on the bundled digits data set
+#   make demo   - a local swarm learning a generated signal task (its page live at /)
 #   make test   - lint and the whole test suite (what CI runs)
 #   make test-fast - the tests that start no process, for the edit loop
 PY ?= python3
@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 
 # The C sources too: an editable install compiles the optional int8 kernel (kernels/_int8.c) once,
 # at install; a change to them needs this rule to run again.
-$(STAMP): pyproject.toml $(wildcard kernels/_int8*.[ch])
+$(STAMP): pyproject.toml setup.py $(wildcard kernels/_int8*.[ch])
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -35,9 +35,10 @@ format: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# The edit loop: everything but the tests that start processes (marked slow); under 90 s.
+# The edit loop: everything but the tests that start processes (marked slow), on two workers
+# as `make test` (one worker took 142 s on the loaded 2-core box).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
 
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu

@@ -17,7 +17,7 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
 - lowrank: each weight matrix as fp16 rank-R factors from one warm-started power iteration
   (`swarmnode.kernels.lowrank`, backend-generic, not bit-for-bit across backends: QR differs).
 
-Speed (scripts/bench_codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
+Speed (scripts/bench/codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
 (kernels/_int8.c through `int8_native`) where the optional extension was built at install, and
 otherwise the numpy path below, same bits. The float <-> half casts, and int8's casts on the
 numpy path, are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit
@@ -77,12 +77,13 @@ def _nk() -> Any:
 # --- fp16 ------------------------------------------------------------------------------------
 
 
-def fp16_encode(x: np.ndarray) -> Packed:
+def fp16_encode(x: np.ndarray, out: np.ndarray | None = None) -> Packed:
     """`compress_ref.fp16_encode`, per chunk: cast, and only where the cast made an Inf (a value
-    past float16's range: rare) cast again from the saturated chunk."""
+    past float16's range: rare) cast again from the saturated chunk. `out`: a float16 vector
+    of x's size to write into (a reused one: no fresh pages)."""
     _check_vector(x)
     nk = _nk()
-    out = np.empty(x.size, dtype=np.float16)
+    out = np.empty(x.size, dtype=np.float16) if out is None else out
     for lo in range(0, x.size, CHUNK):
         h = out[lo : lo + CHUNK]
         nk.astype(x[lo : lo + CHUNK], "float16", out=h)
@@ -112,7 +113,7 @@ def fp16_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
 # (rows / k, k * groups) against its block scales repeated k times, not as (rows, groups)
 # against them broadcast: numpy's broadcast multiply runs one inner loop per row of `groups`
 # values and took twice as long as a multiply of two flat arrays. 16 Ki values (64 KiB, in
-# L1/L2) measured best of 4 Ki, 16 Ki and 64 Ki (scripts/bench_codecs.py, docs/benchmarks.md).
+# L1/L2) measured best of 4 Ki, 16 Ki and 64 Ki (scripts/bench/codecs.py, docs/benchmarks.md).
 _TILE = 1 << 14
 
 
@@ -127,7 +128,7 @@ def _check_block(block: int) -> None:
 
 
 # which int8 kernel runs: "auto" is the C kernel where it was built, else numpy; "c" and "numpy"
-# pick one (tests and scripts/bench_codecs.py compare them in one process)
+# pick one (tests and scripts/bench/codecs.py compare them in one process)
 KERNELS = ("auto", "c", "numpy")
 
 
@@ -319,9 +320,11 @@ def encode(
     *,
     segs: lowrank.Segs = (),
     warm: dict[int, Any] | None = None,
+    out: Any = None,
 ) -> Packed:
     """Encode with the numpy reference, or the cupy twin for a device array. lowrank takes the
-    rank as `ratio`, the model's `segs` and its caller's `warm` state (kernels/lowrank.py)."""
+    rank as `ratio`, the model's `segs` and its caller's `warm` state (kernels/lowrank.py);
+    fp16 writes into `out` where given (ignored by the other codecs)."""
     from swarmnode.kernels.backend import is_device_array
 
     if codec == "lowrank":  # one backend-generic implementation
@@ -331,7 +334,7 @@ def encode(
 
         return compress_cuda.encode(x, codec, ratio, block)
     if codec == "fp16":
-        return fp16_encode(x)
+        return fp16_encode(x, out)
     if codec == "int8":
         return int8_encode(x, block)
     if codec == "topk":

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from swarmnode.kernels.backend import to_numpy
+from swarmnode.kernels.backend import array_module, to_numpy
 from swarmnode.kernels.errors import ShapeError
 
 Spec = tuple[str, tuple[int, ...]]
@@ -41,6 +41,42 @@ class FlatParams:
             self.views[name] = self.data[offset : offset + n].reshape(shape)
             self.grads[name] = self.grad[offset : offset + n].reshape(shape)
             offset += n
+
+    @classmethod
+    def over(cls, data: Any, shapes: Sequence[tuple[int, ...]] | None = None) -> FlatParams:
+        """A `FlatParams` over a 1-D vector someone else owns (a user's model: numpy, cupy, or a
+        DLPack view of a torch buffer): `data` is used as it is, never copied or rebound, and
+        `grad` is a new zeroed vector beside it. `shapes` (the tensors in buffer order, which
+        the lowrank codec factors one by one) must cover `data` exactly; None: one vector."""
+        if getattr(data, "ndim", None) != 1:
+            raise ShapeError(
+                f"parameters must be a 1-D vector, got shape {getattr(data, 'shape', '?')}"
+            )
+        size = int(data.shape[0])
+        if shapes is None:
+            shapes = [(size,)]
+        specs = [(f"{i}", tuple(int(d) for d in s)) for i, s in enumerate(shapes)]
+        total = sum(math.prod(s) for _, s in specs)
+        if total != size:
+            raise ShapeError(f"parameter shapes hold {total} values, the vector has {size}")
+        self = cls.__new__(cls)
+        self.dtype = np.dtype(data.dtype)
+        if self.dtype not in _DTYPES:
+            raise ShapeError(f"parameters must be float32 or float64, got {self.dtype}")
+        self.shapes = _check_specs(specs)
+        self.size = size
+        self.xp = array_module(data)
+        self.data = data
+        self.grad = self.xp.zeros(size, dtype=self.dtype)
+        self.views, self.grads, self.offsets = {}, {}, {}
+        offset = 0
+        for name, shape in self.shapes.items():
+            n = math.prod(shape)
+            self.offsets[name] = (offset, offset + n)
+            self.views[name] = data[offset : offset + n].reshape(shape)
+            self.grads[name] = self.grad[offset : offset + n].reshape(shape)
+            offset += n
+        return self
 
     def load(self, vector: Any) -> None:
         """Copy a flat host or device vector in, in place (the views stay valid)."""

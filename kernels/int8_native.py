@@ -1,9 +1,9 @@
 """The fused C kernel of the int8 codec (kernels/_int8.c), when it was built, and why not.
 
 The extension is optional: setuptools compiles it at install where it finds a C compiler
-(pyproject.toml, `ext-modules`, `optional = true`) and skips it with a warning where it does
+(setup.py, `Extension(..., optional=True)`) and skips it with a warning where it does
 not; `kernels.compress` then runs its numpy/NumKong path, which computes the same bits at about
-half the speed (docs/benchmarks.md, "int8 kernels, third pass"). `SWARMNODE_NATIVE=0` in the
+half the speed (docs/benchmarks.md, "Codecs"). `SWARMNODE_NATIVE=0` in the
 environment turns the kernel off, to compare the two or to rule it out.
 
 Why a CPython extension and not a plain shared object loaded with ctypes: the import system

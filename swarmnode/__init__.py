@@ -1,8 +1,57 @@
 """swarmnode: a peer-to-peer, decentralized deep-learning training node.
 
+The Python API (README, "Bring your own model"), imported on first use so that `import
+swarmnode` stays cheap:
+
+- `Model` — the protocol a model of your own implements: `params` (one flat float32 vector),
+  `loss_and_grad(x, y) -> (loss, grad)`, `evaluate(x, y) -> (loss, accuracy)`.
+- `Peer` — one swarm peer: `async with Peer(model, data, **settings) as peer`, `await
+  peer.wait()`, or the blocking `Peer(...).run()`; `run(...)` is the latter in one call.
+- `PeerConfig`, `ExchangeConfig` — every setting, with its default (`swarmnode start --help`).
+- `NpyRows` — the rows of a `.npy` file read on demand: inputs larger than memory.
+- `TorchModel` — a torch `nn.Module` and loss as a `Model` (needs `pip install swarmnode[torch]`).
+- `SwarmnodeError`, `UserCodeError` — what swarmnode raises; the latter for your code's errors.
+
 The code lives in the repository's top-level folders (`kernels/`, `gossip/`, `node/`, `fault/`);
 pyproject.toml maps each under this one import namespace (`swarmnode.kernels`, ...), so that
 installing swarmnode adds no top-level name but `swarmnode` to site-packages.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Model": "swarmnode.node.train.protocol",
+    "Peer": "swarmnode.node.peer.api",
+    "PeerConfig": "swarmnode.node.peer.config",
+    "ExchangeConfig": "swarmnode.gossip.exchange",
+    "NpyRows": "swarmnode.node.train.streamed",
+    "TorchModel": "swarmnode.node.train.torch_model",
+    "SwarmnodeError": "swarmnode.kernels.errors",
+    "UserCodeError": "swarmnode.node.train.errors",
+}
+
+__all__ = ["__version__", "run", *_EXPORTS]
+
+
+def run(model: Any = "mlp:512", data: Any = "digits", **settings: Any) -> Any:
+    """Start one peer, train it to its `steps` budget, stop it; its final metrics
+    (`Peer(model, data, **settings).run()`)."""
+    return __getattr__("Peer")(model, data, **settings).run()
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swarmnode' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

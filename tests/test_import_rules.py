@@ -129,6 +129,12 @@ RULES = [
         ),
     ),
     (
+        "node.web never imports node.peer or node.cli",
+        lambda s, d: (
+            not _within(s, "node.web") or not (_within(d, "node.peer") or _within(d, "node.cli"))
+        ),
+    ),
+    (
         "node.peer never imports node.cli",
         lambda s, d: not _within(s, "node.peer") or not _within(d, "node.cli"),
     ),
@@ -207,6 +213,27 @@ def test_the_project_keeps_its_import_rules():
 def test_the_project_has_no_import_circles():
     cycles = import_cycles(import_graph(ROOT))
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_scripts_have_no_import_circles():
+    graph = {}
+    for path in sorted((ROOT / "scripts").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text(), str(path))
+        deps = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("scripts")
+            ):
+                deps |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("scripts")}
+        graph[name] = [(d, 0) for d in sorted(deps) if d != name]
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles in scripts/:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_every_gossip_module_lives_in_a_room():

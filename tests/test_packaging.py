@@ -35,11 +35,14 @@ def _declared() -> tuple[dict[str, str], list[str]]:
 
 
 def _package_folders() -> set[str]:
-    """Every folder holding an __init__.py, as its import name under `swarmnode`."""
+    """Every folder Python could import (with an __init__.py, or data only, such as
+    node/train/datasets: setuptools warns about any it is not told of), as its name under
+    `swarmnode`."""
     names = {"swarmnode"}
     for folder in FOLDERS:
-        for init in (ROOT / folder).rglob("__init__.py"):
-            names.add("swarmnode." + ".".join(init.parent.relative_to(ROOT).parts))
+        for d in [ROOT / folder, *(ROOT / folder).rglob("*")]:
+            if d.is_dir() and d.name != "__pycache__" and any(f.is_file() for f in d.iterdir()):
+                names.add("swarmnode." + ".".join(d.relative_to(ROOT).parts))
     return names
 
 
@@ -56,7 +59,7 @@ def test_the_wheel_holds_only_the_swarmnode_namespace(tmp_path):
     # Built from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "swarmnode", *FOLDERS):
+    for name in ("pyproject.toml", "setup.py", "README.md", "swarmnode", *FOLDERS):
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
         copy(ROOT / name, src / name, **({"ignore": IGNORE} if copy is shutil.copytree else {}))
     subprocess.run(
@@ -74,6 +77,10 @@ def test_the_wheel_holds_only_the_swarmnode_namespace(tmp_path):
         "swarmnode/node/cli/command.py",
         "swarmnode/node/train/datasets/digits.npz",
         "swarmnode/fault/chaos/runner.py",
+        "swarmnode/node/web/static/index.html",  # the page ships in the wheel: no CDN, no build
+        "swarmnode/node/web/static/app.js",
+        "swarmnode/node/web/static/vendor/uPlot.iife.min.js",
+        "swarmnode/node/web/static/vendor/uPlot.LICENSE",
     ):
         assert must in names
     if extension_expected():  # the optional int8 kernel: compiled into the wheel where it can be

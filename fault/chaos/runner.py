@@ -149,6 +149,9 @@ class ChaosRunner:
                 initial = sum(not p.late for p in self.scenario.peers)
                 self._say(f"chaos: {self.scenario.name}: starting {initial} peers")
                 await self.supervisor.start_initial()
+                first = next((p.addr for p in self.peers.values() if p.addr), None)
+                if first is not None:  # every peer serves its page; the founder's is one
+                    self._say(f"chaos: watch the swarm live at http://{first}/")
                 self.clock.start()
                 assert self.clock.t0 is not None
                 durations["startup_s"] = self.clock.t0 - t_start

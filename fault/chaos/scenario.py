@@ -18,9 +18,10 @@ starts at once has written its ready file; every `at` is seconds after that.
                               # first start and passes `--admission trust --trust FILE` listing
                               # them (default: the peers' own default, by the secret)
 
-    [node]                    # `swarmnode start` flags shared by every peer: key = value gives
-    model = "mlp:64"          # `--key value`; `true` gives a bare `--key`, `false` leaves it out,
-    exchange = "robust"       # a list gives `--key a,b`. `_` and `-` are the same in keys.
+    [node]                    # `swarmnode start` options shared by every peer, the keys and
+    model = "mlp:64"          # values of `swarmnode start --config FILE` (checked by the same
+    exchange = "robust"       # loader: `swarmnode chaos` passes it in); each reaches the peer as
+                              # `--key value`, `true` a bare `--key`, a list `--key a,b`.
 
     [[peer]]                  # one table per peer, in shard order: peer i trains on shard i/N
     name = "a"                # required: [a-z0-9_-], unique; events and assertions use it
@@ -85,7 +86,7 @@ import dataclasses
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ from swarmnode.fault.chaos.scenario_events import Event, check_timeline, parse_e
 from swarmnode.fault.chaos.scenario_values import no_unknown, number, string, table
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
+from swarmnode.kernels.errors import SwarmnodeError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,23 +104,17 @@ else:  # pragma: no cover - pyproject pulls tomli for 3.10
     import tomli as tomllib
 
 
-# `swarmnode start` flags a scenario may set (with `-`), per docs/architecture.md.
-NODE_FLAGS = frozenset(
-    {
-        "model", "data", "partition", "steps", "batch-size", "lr", "optimizer", "momentum",
-        "weight-decay", "device", "seed", "eval-every", "checkpoint-every", "keep-checkpoints",
-        "join-timeout", "gossip-interval", "fanout", "exchange", "sync-every", "pull",
-        "aggregator", "byzantine-f", "exchange-timeout", "mix", "on-short", "fault", "byzantine",
-        "slowdown", "step-time", "group", "push-budget",
-    }
-)  # fmt: skip
-# Flags the runner sets itself for every peer.
+# Flags the runner sets itself for every peer (or, for the admin ones, for a chaos run).
 RUNNER_FLAGS = frozenset(
     {
         "listen", "advertise", "join", "ready-file", "checkpoint-dir", "shard", "peer-id", "name",
-        "secret", "admission", "trust",
+        "secret", "admission", "trust", "enable-admin", "admin-key", "config", "summary-json",
     }
 )  # fmt: skip
+# Checks a [node] or [[peer]] table as `swarmnode start --config` would (unknown keys with the
+# nearest valid one, bad values), refusing the keys given; raises a SwarmnodeError. fault/ does
+# not import node: the CLI passes `swarmnode start`'s loader in (node/cli/start_options.py).
+NodeCheck = Callable[[Mapping[str, Any], str, frozenset[str]], object]
 
 
 _SCENARIO_KEYS = {
@@ -201,32 +197,41 @@ class Scenario:
 # --- entry points ------------------------------------------------------------------------------
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; raise `ScenarioError` (one line) on any problem."""
+def load_scenario(path: str | Path, node_check: NodeCheck | None = None) -> Scenario:
+    """Read and validate a scenario file; raise `ScenarioError` (one line) on any problem.
+    Without `node_check`, the [node] and [[peer]] option tables are checked for form only."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_scenario_text(text, source=str(path), default_name=path.stem)
+    return parse_scenario_text(
+        text, source=str(path), default_name=path.stem, node_check=node_check
+    )
 
 
 def parse_scenario_text(
-    text: str, source: str = "<string>", default_name: str = "scenario"
+    text: str,
+    source: str = "<string>",
+    default_name: str = "scenario",
+    node_check: NodeCheck | None = None,
 ) -> Scenario:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{source}: not valid TOML: {exc}") from None
-    return parse_scenario(data, source=source, default_name=default_name)
+    return parse_scenario(data, source=source, default_name=default_name, node_check=node_check)
 
 
 def parse_scenario(
-    data: Mapping[str, Any], source: str = "<string>", default_name: str = "scenario"
+    data: Mapping[str, Any],
+    source: str = "<string>",
+    default_name: str = "scenario",
+    node_check: NodeCheck | None = None,
 ) -> Scenario:
     """Validate a decoded TOML document. Every error names the file and the offending key."""
     try:
-        return _parse(data, source, default_name)
+        return _parse(data, source, default_name, node_check)
     except ScenarioError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
 
@@ -234,7 +239,9 @@ def parse_scenario(
 # --- parsing -----------------------------------------------------------------------------------
 
 
-def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
+def _parse(
+    data: Mapping[str, Any], source: str, default_name: str, node_check: NodeCheck | None
+) -> Scenario:
     no_unknown(data, _TOP_KEYS, "top level")
     sc = table(data, "scenario", required=True)
     no_unknown(sc, _SCENARIO_KEYS, "[scenario]")
@@ -257,11 +264,11 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     if admission not in ("", "trust"):
         raise ScenarioError(f"[scenario]: admission = {admission!r}: only 'trust' is set here")
 
-    node = _flags(table(data, "node"), "[node]")
+    node = _flags(table(data, "node"), "[node]", node_check)
     raw_peers = data.get("peer")
     if not isinstance(raw_peers, list) or not raw_peers:
         raise ScenarioError("needs at least one [[peer]] table")
-    peers = [_peer(i, p) for i, p in enumerate(raw_peers)]
+    peers = [_peer(i, p, node_check) for i, p in enumerate(raw_peers)]
     names = [p.name for p in peers]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -275,7 +282,7 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     ids = [e.id for e in events if e.id is not None]
     if len(ids) != len(set(ids)):
         raise ScenarioError(f"event id {next(i for i in ids if ids.count(i) > 1)!r} is used twice")
-    control = _control(table(data, "control"), names)
+    control = _control(table(data, "control"), names, node_check)
     late = {e.peer for e in events if e.action == "join"}
     peers = [dataclasses.replace(p, late=p.name in late) for p in peers]
     if all(p.late for p in peers):
@@ -325,20 +332,22 @@ def _parse(data: Mapping[str, Any], source: str, default_name: str) -> Scenario:
     return dataclasses.replace(scenario, assertions=tuple(asserts))
 
 
-def _control(raw: Mapping[str, Any], names: list[str]) -> ControlSpec | None:
+def _control(
+    raw: Mapping[str, Any], names: list[str], node_check: NodeCheck | None
+) -> ControlSpec | None:
     if not raw:
         return None
     raw = dict(raw)
     peer = raw.pop("peer", None)
     if not isinstance(peer, str) or not _NAME_RE.match(peer):
         raise ScenarioError(f"[control]: 'peer' must match [a-z0-9][a-z0-9_-]*, got {peer!r}")
-    flags = _flags(raw, "[control]")
+    flags = _flags(raw, "[control]", node_check)
     if "byzantine" in flags:
         raise ScenarioError("[control]: the control's peer is honest: no 'byzantine'")
     return ControlSpec(peer=peer, flags=flags)
 
 
-def _peer(index: int, raw: Any) -> PeerSpec:
+def _peer(index: int, raw: Any, node_check: NodeCheck | None) -> PeerSpec:
     where = f"[[peer]] #{index + 1}"
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{where} must be a table")
@@ -346,17 +355,16 @@ def _peer(index: int, raw: Any) -> PeerSpec:
     name = raw.pop("name", None)
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ScenarioError(f"{where}: 'name' must match [a-z0-9][a-z0-9_-]*, got {name!r}")
-    return PeerSpec(name=name, index=index, flags=_flags(raw, f"[[peer]] {name!r}"))
+    where = f"[[peer]] {name!r}"
+    return PeerSpec(name=name, index=index, flags=_flags(raw, where, node_check))
 
 
-def _flags(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _flags(raw: Mapping[str, Any], where: str, node_check: NodeCheck | None) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     for key, value in raw.items():
         flag = key.replace("_", "-")
         if flag in RUNNER_FLAGS:
             raise ScenarioError(f"{where}: '{key}' is set by the chaos runner, not the scenario")
-        if flag not in NODE_FLAGS:
-            raise ScenarioError(f"{where}: unknown key '{key}' (not a swarmnode start flag)")
         if isinstance(value, list):
             if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
                 raise ScenarioError(f"{where}: '{key}' list items must be strings or numbers")
@@ -365,6 +373,11 @@ def _flags(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif not isinstance(value, (str, int, float, bool)):
             raise ScenarioError(f"{where}: '{key}' must be a string, number, boolean or list")
         flags[flag] = value
+    if node_check is not None:
+        try:
+            node_check(raw, where, RUNNER_FLAGS)
+        except SwarmnodeError as exc:
+            raise ScenarioError(str(exc)) from None
     _check_flag_values(flags, where)
     return flags
 

@@ -47,6 +47,9 @@ class ScenarioPeer:
     pids: list[int] = dataclasses.field(default_factory=list)
     exit_codes: list[int | None] = dataclasses.field(default_factory=list)
     logs: list[str] = dataclasses.field(default_factory=list)
+    # per start: where the peer writes its own final figures as it stops (`--summary-json`);
+    # a start that was killed writes none
+    summaries: list[str] = dataclasses.field(default_factory=list)
     argv: list[str] = dataclasses.field(default_factory=list)  # of the latest start
 
     @property
@@ -114,11 +117,13 @@ class Supervisor:
 
     def spawn(self, p: ScenarioPeer, seeds: list[str]) -> ScenarioPeer:
         n = self.scenario.shards
+        summary = self.peers_dir / p.name / f"summary-{len(p.logs)}.json"
         args = [
             *flag_argv(self.scenario.flags_for(p.name)),
             *("--checkpoint-dir", str(p.checkpoint_dir)),
             *("--shard", f"{p.spec.index}/{n}"),
             *("--name", p.name),  # the id is the key's: the name is what others see of it
+            *("--summary-json", str(summary)),
         ]
         if seeds:
             args += ["--join", ",".join(seeds)]
@@ -141,6 +146,7 @@ class Supervisor:
         )
         p.current = started
         p.logs.append(str(started.log_path))
+        p.summaries.append(str(summary))
         p.pids.append(started.pid)
         p.exit_codes.append(None)
         p.state = "starting"  # its address is unknown until the ready file appears

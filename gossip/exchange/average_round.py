@@ -18,7 +18,13 @@ import numpy as np
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
-from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
+from swarmnode.gossip.exchange.types import (
+    NO_PEER,
+    ParamStore,
+    PeerDirectory,
+    RoundIO,
+    RoundResult,
+)
 from swarmnode.gossip.robust.consensus import AWAY_LIMIT, bound_answers
 from swarmnode.gossip.robust.push_guard import PushGuard
 
@@ -43,7 +49,7 @@ class AverageRound:
     async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
         picked = self.peers.sample(self.cfg.group)
         if not picked:
-            result.note = "no live peer to average with"
+            result.note = NO_PEER
             return
         result.asked = [pid for pid, _ in picked]
         # pairs that speak compressed frames take that path; the others push-pull plain
@@ -58,8 +64,7 @@ class AverageRound:
             # my group's distances set my push bound; to my model now, not to `sent`: the bound
             # judges pushes against the model they land on (to `sent`, closer to the answers,
             # it clipped honest pushes on a busy box)
-            _, own = await self.store.snapshot()
-            await asyncio.to_thread(self.guard.observe, own, got)
+            self.guard.record([await self.store.distance(y) for y in got])  # no snapshot
             if self.cfg.push_budget:
                 got = await asyncio.to_thread(self._bounded, sent, got)
             weight = self.cfg.mix if k == 1 else k / (k + 1)

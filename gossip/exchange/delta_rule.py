@@ -80,11 +80,42 @@ async def land(
 
 
 def step(answers: list[np.ndarray], sent: np.ndarray, moved: Moved) -> np.ndarray:
-    """mean(answers) - sent - m: the update that `nudge` applies with the round's w."""
-    delta = mean_rows(answers) if len(answers) > 1 else answers[0].astype(np.float32)  # a copy
-    delta -= sent
+    """mean(answers) - sent - m: the update that `nudge` applies with the round's w.
+
+    One answer: written over the answer itself where its buffer is this peer's to write (a
+    received body: `HttpTransport` hands the caller a buffer it owns), else into one new
+    vector; either way one pass and no other temporary (it was a copy of the answer, then a
+    pass over it). Several: one chunked float64 pass over all of them (`_mean_minus`), not a
+    stacked copy of every answer and a float64 mean of model size."""
+    flat = sent.reshape(-1)
+    if len(answers) > 1:
+        delta = _mean_minus([a.reshape(-1) for a in answers], flat)
+    else:
+        answer = answers[0].reshape(-1)
+        writable = answer.dtype == np.float32 and answer.flags.writeable
+        delta = answer if writable else np.empty(answer.size, np.float32)
+        np.subtract(answer, flat, out=delta)
     moved.take_from(delta)
     return delta
+
+
+CHUNK = 1 << 18  # elements: 2 MB of float64 scratch, in cache beside one chunk of each row
+
+
+def _mean_minus(rows: list[np.ndarray], sent: np.ndarray) -> np.ndarray:
+    """mean(rows) - sent as float32, summed and subtracted in float64 chunk by chunk."""
+    out = np.empty(sent.size, np.float32)
+    scratch = np.empty(min(CHUNK, sent.size), np.float64)
+    for lo in range(0, sent.size, CHUNK):
+        hi = min(lo + CHUNK, sent.size)
+        acc = scratch[: hi - lo]
+        acc[...] = rows[0][lo:hi]
+        for row in rows[1:]:
+            acc += row[lo:hi]
+        acc /= len(rows)
+        acc -= sent[lo:hi]
+        out[lo:hi] = acc
+    return out
 
 
 def own_frame_params(frame: memoryview) -> np.ndarray:

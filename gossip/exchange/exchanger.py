@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -44,7 +45,13 @@ from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
 from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
-from swarmnode.gossip.exchange.types import Outgoing, ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.exchange.types import (
+    NO_PEER,
+    Outgoing,
+    ParamStore,
+    PeerDirectory,
+    RoundResult,
+)
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.robust.consensus import cut_away
@@ -107,7 +114,7 @@ class Exchanger:
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
-        self.robust = RobustRound(self.cfg, store, peers, self)
+        self.robust = RobustRound(self.cfg, store, peers, self, self.guard)
         self.average = AverageRound(self.cfg, store, peers, self, self.compression, self.guard)
 
     # --- serving -------------------------------------------------------------------------
@@ -189,25 +196,73 @@ class Exchanger:
         """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
         He et al. 2022), tau from my own rounds (gossip/robust/push_guard.py): a liar moves me by at
         most tau x weight per push; and per sender at most about one push per own round, and
-        `travel` x tau over eight own rounds (gossip/robust/push_budget.py). `own` is a snapshot
-        taken now, not the one the answer carried: the radius was tuned on distances to the
+        `travel` x tau over eight own rounds (gossip/robust/push_budget.py). `own` is my model
+        now, not the snapshot the answer carried: the radius was tuned on distances to the
         current model (with the answer's snapshot the worst of 4 iid peers on the signal task
         fell from ~78% to 75-77%)."""
         robust = self.cfg.mode == "robust"
-        _, own = await self.store.snapshot()
-        tau = (
-            self.robust.clip_tau if robust else self.guard.radius() or self.guard.first_radius(own)
-        )
+        if robust:
+            tau = self.robust.clip_tau
+        else:  # before my first round: factor x |own| (`PushGuard.first_radius`), read in place
+            tau = self.guard.radius() or self.guard.radius_of_norm(await self.store.norm())
         # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
         # about `pull` times per round of its own, and a liar pushing at every round of its own
         # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
         weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
         clip = None
-        if tau is not None and self.cfg.push_budget:  # no radius yet: `bound` refuses it
+        if tau is not None and self.cfg.push_budget:  # no radius yet: the bound refuses it
             clip = self.budget.allow(sender, tau, weight)
             if clip is None:
                 log.debug("a push from %s is answered, not mixed: over its budget", sender)
                 return
+        if not robust and await self._mix_measured(theirs, sender, tau, clip):
+            return
+        await self._mix_from_snapshot(theirs, sender, tau, weight, clip)
+
+    async def _mix_measured(
+        self, theirs: np.ndarray, sender: str, tau: float | None, clip: float | None
+    ) -> bool:
+        """The average mode's usual push, judged by its distances to my model (read in place,
+        `ParamStore.distance`: no snapshot of it) and mixed as it came, or refused; False
+        where the bound needs my model itself: a clip (by the radius or the sender's travel
+        left), a cut away from the consensus, or my own round in flight (the delta rule counts
+        what each push moved)."""
+        dist = await self.store.distance(theirs)
+        verdict = self.guard.judge(dist, tau, sender)
+        if verdict == "refuse":
+            return True
+        if verdict == "clip" or (clip is not None and not dist <= clip):
+            return False
+        if self.cfg.push_budget and not await self._within_consensus(theirs, dist):
+            return False
+        if self._pushed_in is not None:  # no await after this read: no round starts meanwhile
+            return False
+        await self.store.mix_in(theirs, self.cfg.mix, source=sender)
+        if self.cfg.push_budget:
+            self.budget.spend(sender, self.cfg.mix * dist)
+        return True
+
+    async def _within_consensus(self, theirs: np.ndarray, dist: float) -> bool:
+        """Whether `cut_away` would leave `theirs` as it is, from distances alone: its component
+        away from the consensus is <theirs - own, own - c> / |own - c|, and |theirs - c|^2 =
+        |theirs - own|^2 + 2 <theirs - own, own - c> + |own - c|^2 (no snapshot of my model)."""
+        consensus, limit = self.average.consensus, self.average.away_limit()
+        if consensus is None or not limit > 0:
+            return True
+        size = await self.store.distance(consensus)
+        if not (size > 0 and math.isfinite(size)):
+            return True
+        to_c = await asyncio.to_thread(chunked.distance, theirs, consensus)
+        away = (to_c * to_c - dist * dist - size * size) / (2.0 * size)
+        return away <= limit
+
+    async def _mix_from_snapshot(
+        self, theirs: np.ndarray, sender: str, tau: float | None, weight: float, clip: float | None
+    ) -> None:
+        """A push bounded against a snapshot of my model: clipped, cut (heading in robust mode,
+        consensus in average mode), its travel spent, counted by my round in flight."""
+        robust = self.cfg.mode == "robust"
+        _, own = await self.store.snapshot()
         if not robust and self.cfg.push_budget:  # away from where my group was: cut
             args = (own, theirs, self.average.consensus, self.average.away_limit())
             theirs = await asyncio.to_thread(cut_away, *args)
@@ -264,12 +319,10 @@ class Exchanger:
         self.max_round_s = max(self.max_round_s, result.duration_s)
         self.rounds += 1
         self.rounds_applied += result.applied
-        if failed:
-            level = logging.WARNING
-        elif result.failures or result.note or not result.applied:
-            level = logging.INFO
-        else:
-            level = logging.DEBUG
+        # one line a round: WARNING if it failed, INFO with a note (a robust round skipped or
+        # with a smaller f), DEBUG otherwise (a partner's 503 or absence is routine)
+        routine = not result.note or result.note == NO_PEER
+        level = logging.WARNING if failed else logging.DEBUG if routine else logging.INFO
         log.log(level, "exchange round: %s", describe(result))
         return result
 

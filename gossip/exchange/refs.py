@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import xxhash
 from swarmnode.gossip.errors import RefMismatch, WireError
+from swarmnode.gossip.wire import bufpool
 from swarmnode.gossip.wire.finite import count_nonfinite
 from swarmnode.kernels import compress, lowrank
 
@@ -211,9 +212,12 @@ class PairRefs:
             self.full_frames += 1
         else:
             codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
+            diff = _minus(x, ref.vec)
+            half = bufpool.halves(diff.size) if codec == "fp16" and _host(diff) else None
             packed = compress.encode(
-                x - ref.vec, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec)
+                diff, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec), out=half
             )
+            del diff  # back to the pool before `_plus` takes one
             new = Ref(ref.epoch, ref.ver + 1, _plus(ref.vec, packed))
             fields = {"ref": "delta", "ref_epoch": ref.epoch, "ref_ver": ref.ver}
             self.delta_frames += 1
@@ -294,7 +298,7 @@ class PairRefs:
         if theirs is None or mine is None:
             return None
         with np.errstate(over="ignore", invalid="ignore"):  # checked just below
-            d = theirs.vec - mine.vec
+            d = _minus(theirs.vec, mine.vec)
         if count_nonfinite(d):  # both copies stay finite, which `receive` relies on: a finite
             self.sent.pop(partner, None)  # d (w <= 1/2) keeps each between the two old copies
             self.recv.pop(partner, None)
@@ -311,15 +315,32 @@ class PairRefs:
             table.popitem(last=False)
 
 
+def _host(x: Any) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _minus(a: Any, b: Any) -> Any:
+    """a - b, float32, into a reused vector where numpy."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        out = bufpool.floats(a.size)
+        np.subtract(a.reshape(-1), b.reshape(-1), out=out)
+        return out.reshape(a.shape)
+    return a - b
+
+
 def _plus(base: np.ndarray, packed: compress.Packed) -> np.ndarray:
-    """base + decode(packed), a new vector: for topk a copy of base with the k values added at
-    their indices (what the dense sum gives, without decoding n zeros and adding them)."""
-    if packed.codec == "topk" and isinstance(base, np.ndarray):
+    """base + decode(packed), a new vector (a reused one: `bufpool.MODELS`): for topk a copy
+    of base with the k values added at their indices (what the dense sum gives, without
+    decoding n zeros and adding them)."""
+    host = isinstance(base, np.ndarray)
+    if packed.codec == "topk" and host:
         s = compress.topk_sparse(packed)
-        out = base.copy()
+        out = bufpool.floats(base.size)
+        np.copyto(out, base.reshape(-1))
         out[s.idx] += s.values  # the indices are unique: fancy-index += is exact (no add.at)
         return out
-    step = compress.decode(packed)
+    parts_on_host = all(isinstance(v, np.ndarray) for v in packed.parts.values())
+    step = compress.decode(packed, bufpool.floats(packed.n) if host and parts_on_host else None)
     step += base
     return step
 

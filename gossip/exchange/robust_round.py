@@ -15,6 +15,7 @@ from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
 from swarmnode.gossip.robust import aggregate
 from swarmnode.gossip.robust.heading import ss_clip_round
+from swarmnode.gossip.robust.push_guard import PushGuard
 
 
 class RobustRound:
@@ -22,9 +23,15 @@ class RobustRound:
     the aggregate by the delta rule, then the outer step."""
 
     def __init__(
-        self, cfg: ExchangeConfig, store: ParamStore, peers: PeerDirectory, io: RoundIO
+        self,
+        cfg: ExchangeConfig,
+        store: ParamStore,
+        peers: PeerDirectory,
+        io: RoundIO,
+        guard: PushGuard,
     ) -> None:
         self.cfg, self.store, self.peers, self.io = cfg, store, peers, io
+        self.guard = guard  # keeps my group's distances (read as the consensus distance)
         # a self-centered rule: the clip radius of my last round; a model pushed to me is
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
@@ -45,6 +52,9 @@ class RobustRound:
             result.received = [pid for pid, _, _ in models]
             received = [vec for _, _, vec in models]
         rows = [own, *received]
+        # the distances to my group, as the average round keeps them: read by the status page
+        # (how far apart the swarm's models are); robust rounds do not bound pushes by them
+        await asyncio.to_thread(self.guard.observe, own, received)
         f = self._fitting_f(len(rows), result)
         if f is None:
             return

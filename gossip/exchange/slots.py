@@ -31,8 +31,8 @@ class BulkSlot:
 class PushMixes:
     """A pushpull's mix (the push bound's pass over both models, then `mix_in`) runs after its
     answer is handed to the HTTP layer, so it overlaps sending the answer instead of delaying it
-    (~45 ms per 100 MB, docs/benchmarks.md "Signing cost"). At most `limit` run at once: each
-    holds one received model, so a handler waits for `room()` before taking another one."""
+    (~45 ms per 100 MB, docs/benchmarks-history.md "Signing cost"). At most `limit` run at once:
+    each holds one received model, so a handler waits for `room()` before taking another one."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

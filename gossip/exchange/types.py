@@ -26,6 +26,16 @@ class ParamStore(Protocol):
         one copy, straight from the model into the frame a push or an answer sends."""
         ...
 
+    async def distance(self, other: np.ndarray) -> float:
+        """|x - other| (float64 accumulation) for the model as it is now, read between two
+        updates without a copy of it: what the push bound and my round's group are measured
+        by. NaN/Inf when `other` holds a non-finite value."""
+        ...
+
+    async def norm(self) -> float:
+        """|x| now, read the same way (the push bound before my first round)."""
+        ...
+
     async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         """Queue x <- (1 - weight) x + weight other. A `snapshot()` taken right after may not
         contain it yet. The store keeps `other`: the caller must not change it afterwards.
@@ -93,6 +103,9 @@ class RoundIO(Protocol):
 # to ("" when unknown); the identity for honest peers, a poisoning behaviour for byzantine ones
 # (fault/; a dissensus liar crafts a model per recipient).
 Outgoing = Callable[[int, np.ndarray, str], Awaitable[np.ndarray]]
+
+
+NO_PEER = "no live peer to average with"  # a round's routine note (all partners backed off)
 
 
 @dataclass

@@ -8,6 +8,9 @@
 - throughput: an EWMA of (bytes out + bytes in) / duration over *bulk* requests (parameter
   exchanges), in bits per second.
 - bytes sent and received, requests, failures, and the requests in flight now;
+- exchanges (answered requests on a model route, `params` or `pushpull`) and when the last one
+  ended: who mixed with whom lately, whatever the model's size (a small model's exchange is
+  below `SMALL_BYTES` and counts as latency, not throughput);
 - failures in a row, which back the partner off (`backoff`, gossip/link/backoff.py).
 
 A first-answer deadline (issue 22): a `gossip` or `pushpull` request to a partner that is not
@@ -36,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from swarmnode.gossip.errors import TransportError
-from swarmnode.gossip.link.backoff import Backoff, kind_of
+from swarmnode.gossip.link.backoff import BULK, Backoff, kind_of
 from swarmnode.gossip.link.transport import Transport
 
 SMALL_BYTES = 64 * 1024
@@ -58,6 +61,8 @@ class LinkStat:
     failures: int = 0
     inflight: int = 0
     last_s: float = 0.0  # monotonic time of the last completed request
+    exchanges: int = 0  # answered requests on a model route (params, pushpull)
+    last_exchange_s: float = 0.0  # monotonic time the last of them ended
 
     def expected_exchange_s(self, nbytes: int) -> float | None:
         if self.rtt_s is None and self.throughput_bps is None:
@@ -76,8 +81,14 @@ class LinkStat:
             "requests": self.requests,
             "failures": self.failures,
             "inflight": self.inflight,
-            "last_s_ago": round(time.monotonic() - self.last_s, 1) if self.last_s else None,
+            "last_s_ago": _ago(self.last_s),
+            "exchanges": self.exchanges,
+            "exchange_s_ago": _ago(self.last_exchange_s),
         }
+
+
+def _ago(t: float) -> float | None:
+    return round(time.monotonic() - t, 1) if t else None
 
 
 def _ewma(old: float | None, new: float) -> float:
@@ -146,6 +157,9 @@ class MeasuringTransport:
         got = len(answer)
         s.bytes_received += got
         s.last_s = time.monotonic()
+        if kind_of(route) == BULK:
+            s.exchanges += 1
+            s.last_exchange_s = s.last_s
         if sent < SMALL_BYTES and got < SMALL_BYTES:
             s.rtt_s = _ewma(s.rtt_s, took)
         else:

@@ -105,7 +105,8 @@ class JoinLeave:
         peers = self.table.members(self._clock(), (ALIVE, SUSPECT))
         body = encode_control("leave", member=to_wire(self.table.self_entry()))
         acks = await asyncio.gather(*(self._announce_leave(m, body) for m in peers))
-        log.info("%s: left; %d of %d peers acknowledged", self.self_id, sum(acks), len(peers))
+        level = logging.INFO if peers else logging.DEBUG  # alone: nobody to tell
+        log.log(level, "%s: left; %d of %d peers acknowledged", self.self_id, sum(acks), len(peers))
         return sum(acks)
 
     async def _announce_leave(self, peer: Member, body: bytes) -> bool:

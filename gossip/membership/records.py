@@ -46,6 +46,7 @@ from swarmnode.gossip.auth.peer_key import (
 from swarmnode.gossip.errors import CodecError
 from swarmnode.gossip.membership.entries import MAX_COUNTER, Gossiped, Proof, parse_entry
 from swarmnode.gossip.membership.failure import ALIVE, LEFT, STATES
+from swarmnode.gossip.wire.control import unpack_bounded
 
 DOMAIN = b"swarmnode/member-record/2\x00"  # a member signature can sign nothing else
 MAX_RECORD_BYTES = 2048  # id 128 + addr 256 + meta 12 x (32 + 128) + key + tip, with room
@@ -174,18 +175,14 @@ class _Record(NamedTuple):
 
 def _open_record(record: bytes) -> _Record:
     """Unpack and check one record's bytes: form, bounds, and that the id is the key's."""
-    try:
-        fields = msgpack.unpackb(
-            record,
-            raw=False,
-            strict_map_key=True,
-            max_bin_len=MAX_RECORD_BYTES,
-            max_str_len=MAX_RECORD_BYTES,
-            max_array_len=_RECORD_FIELDS,
-            max_map_len=64,
-        )
-    except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise CodecError(f"malformed member record: {type(exc).__name__}") from None
+    fields = unpack_bounded(
+        record,
+        max_bytes=MAX_RECORD_BYTES,
+        max_array_len=_RECORD_FIELDS,
+        max_map_len=64,
+        error=CodecError,
+        what="member record",
+    )
     if not isinstance(fields, list) or len(fields) != _RECORD_FIELDS:
         raise CodecError(f"a member record must be an array of {_RECORD_FIELDS} fields")
     peer_id, addr, incarnation, base, signed_state, meta, public, tip = fields

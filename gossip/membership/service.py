@@ -58,6 +58,8 @@ from swarmnode.gossip.wire.control import (
 
 log = logging.getLogger(__name__)
 
+STALL_WARN_S = 1.0  # an event-loop stall this long is a warning; a shorter one is absorbed
+
 GOSSIP_TARGET_STATES = (ALIVE, SUSPECT)  # a suspect peer may only be slow: keep talking to it
 GOSSIP_BACKOFF_AFTER = 3  # failed gossips in a row before a live member is backed off
 # Members relayed per digest that never answered a gossip of ours (issue 22): a table full of
@@ -237,7 +239,7 @@ class Membership(JoinLeave):
         if self.verifier is not None and not self.verifier.check(joiner):
             raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
         self._absorb([joiner])
-        log.info("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        log.debug("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
         return self._encode("join-ack")
 
     async def _on_leave(self, req: Arrival) -> bytes:
@@ -321,7 +323,9 @@ class Membership(JoinLeave):
         interval = self.cfg.gossip_interval
         late = now - self._last_tick - interval
         if late > interval:
-            log.warning(
+            # absorbed either way; a stall of seconds is worth an operator's look (a loaded box)
+            log.log(
+                logging.WARNING if late >= STALL_WARN_S else logging.INFO,
                 "%s: event loop stalled for %.2f s; extending peers' silence timers",
                 self.self_id,
                 late,

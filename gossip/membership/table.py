@@ -348,6 +348,7 @@ class MemberTable:
                             self._refuse(g, "heartbeat jump")
                             continue
                     if state == LEFT:
+                        self._take_leave(e, g)
                         self._entomb(e, LEFT, now - age)
                     elif heartbeat > e.heartbeat:
                         if now - e.last_advance >= dead_after:
@@ -365,6 +366,7 @@ class MemberTable:
                 elif e.tomb == DEAD and state == LEFT:
                     if verify is not None and not verify(g, None, 0):
                         return 1
+                    self._take_leave(e, g)
                     e.tomb = LEFT  # it did say goodbye: keep the earlier start
             elif peer_id == self.self_id:
                 if not self._about_me(g, verify):
@@ -437,6 +439,13 @@ class MemberTable:
         oldest = min(tombs, key=lambda e: e.tomb_since)
         del self._entries[oldest.peer_id]
         return True
+
+    @staticmethod
+    def _take_leave(e: Entry, g: Gossiped) -> None:
+        """Keep the leave itself: the tombstone is relayed with what it holds, and a `left`
+        hint on the alive record it held before is malformed to every receiver (every peer
+        logged it several times a second after one clean leave)."""
+        e.addr, e.heartbeat, e.meta, e.proof = g.addr, g.heartbeat, g.meta, g.proof
 
     def _entomb(self, e: Entry, state: str, since: float) -> None:
         e.tomb, e.tomb_since = state, since

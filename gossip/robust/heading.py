@@ -4,14 +4,14 @@ The inner-product-manipulation liar (IPM, Xie et al. 2020) serves r - eps (mean 
 mean one period ago, pushed back along the swarm's progress. It sits inside the honest spread
 (1.8-4.2 clip radii on the signal task), so the distance rules clip it to tau but do not drop it,
 and every accepted answer or push pulls the honest peers back by up to tau / n — along the same
-direction each time, which the outer momentum adds up (docs/benchmarks.md, "Robust mode against
-IPM").
+direction each time, which the outer momentum adds up (docs/benchmarks-history.md, "Robust mode
+against IPM").
 
 What tells it apart is the direction. The peer's outer momentum m (node/train/mixes.py
 `OuterStep`, taken after mixing) is mostly the swarm's progress as this peer saw it; an honest
 model's difference x_j - x differs from it mostly sideways (the non-iid spread: shards pull
 apart, not back), an IPM model's points eps periods of progress back. Measured on the signal task
-(scripts/sim_robust.py, eps = 10): cos(x_j - x, m) has median 0.70 for the liar, 0.11 for honest
+(scripts/sim/robust.py, eps = 10): cos(x_j - x, m) has median 0.70 for the liar, 0.11 for honest
 models (90th percentile 0.48). The receiver's own last update is no such reference: honest
 differences undo its shard drift, so they point back against it too.
 
@@ -35,8 +35,8 @@ import numpy as np
 from swarmnode.gossip.robust import aggregate, chunked
 from swarmnode.gossip.robust.push_guard import PushGuard
 
-# In units of |m| (the heading's norm). Chosen in scripts/sim_robust.py (signal task, 5 peers,
-# dirichlet:0.5): see docs/benchmarks.md "Robust mode against IPM".
+# In units of |m| (the heading's norm). Chosen in scripts/sim/robust.py (signal task, 5 peers,
+# dirichlet:0.5): see docs/benchmarks-history.md "Robust mode against IPM".
 BACKWARD_LIMIT = 0.5
 
 

@@ -52,6 +52,7 @@ GROWTH = 0.2  # the radius grows by at most this fraction a round
 RADIUS_FACTOR = 4.0
 LOG_EVERY_S = 60.0  # one refusal line per sender per minute (a liar may push at every round)
 MAX_SENDERS_LOGGED = 256  # the rate limiter's memory; the oldest sender is forgotten first
+REPEAT_WARN = 3  # refusals of one sender before its line is a WARNING
 
 
 class PushGuard:
@@ -80,16 +81,20 @@ class PushGuard:
         self._long: deque[float] = deque(maxlen=max(window, LONG_WINDOW))
         self._tau: float | None = None  # the anchored radius, set by `observe`
         self._last_logged: OrderedDict[str, float] = OrderedDict()
+        self._refusals: OrderedDict[str, int] = OrderedDict()  # per sender, for the log level
         self.refused = 0  # pushes farther than `reject` x tau: not mixed
 
     # --- the radius ------------------------------------------------------------------------
 
     def observe(self, own: np.ndarray, answers: Iterable[np.ndarray]) -> None:
-        """Record |x_j - own| for each model of my own round's group (average mode), and move
-        the radius: factor x min(short median, ANCHOR_SLACK x long median), up by at most
-        GROWTH since the last round."""
-        for other in answers:
-            d = chunked.distance(own, other)  # no 100 MB temporaries (gossip/robust/chunked.py)
+        """Record |x_j - own| for each model of my own round's group (average mode)."""
+        self.record(chunked.distance(own, other) for other in answers)
+
+    def record(self, distances: Iterable[float]) -> None:
+        """Record my group's distances |x_j - own|, measured by the caller (`ParamStore.distance`:
+        no snapshot of my model), and move the radius: factor x min(short median, ANCHOR_SLACK x
+        long median), up by at most GROWTH since the last round."""
+        for d in distances:
             if np.isfinite(d):
                 self._dists.append(d)
                 self._long.append(d)
@@ -106,7 +111,7 @@ class PushGuard:
         self._tau = tau
 
     def radius(self) -> float | None:
-        """tau (see `observe`); None before any distance (or all zero: a group identical to
+        """tau (see `record`); None before any distance (or all zero: a group identical to
         me says nothing about how far an honest peer may be)."""
         return self._tau if self._tau is not None and self._tau > 0 else None
 
@@ -118,8 +123,12 @@ class PushGuard:
     def first_radius(self, own: np.ndarray) -> float | None:
         """The bound before my first round: factor x |own| (None for an all-zero model: it
         has no scale to bound by)."""
-        norm = self.factor * chunked.norm(own)
-        return norm if norm > 0 and np.isfinite(norm) else None
+        return self.radius_of_norm(chunked.norm(own))
+
+    def radius_of_norm(self, norm: float) -> float | None:
+        """`first_radius` of a model whose norm the caller measured."""
+        tau = self.factor * norm
+        return tau if tau > 0 and np.isfinite(tau) else None
 
     # --- one push --------------------------------------------------------------------------
 
@@ -151,22 +160,45 @@ class PushGuard:
                 out = chunked.toward(own, out, clip / dist)
         return out
 
+    def judge(self, dist: float, tau: float | None, sender: str) -> str:
+        """What `bound` does with a push `dist` from my model, without the models: "mix" it as
+        it came (within tau), "refuse" it (no radius, or beyond the drop bound: counted and
+        logged as `bound` does), or "clip" it (only `bound`, with my model, can)."""
+        if tau is None:
+            log.debug("a push from %s is not mixed: no clip radius before my first round", sender)
+            return "refuse"
+        if not dist <= SS_CLIP_REJECT * tau:  # NaN too: never mixed (as clip_toward)
+            self.refused += 1
+            self._log_refusal(sender, dist, tau)
+            return "refuse"
+        return "mix" if dist <= tau else "clip"
+
     def _log_refusal(self, sender: str, dist: float, tau: float) -> None:
+        """One line per sender per period. INFO for a sender's first refusals: an honest
+        partner that trained far ahead while this peer joined or synced is refused once or
+        twice and then mixes again (seen at full speed right after a join). WARNING once the
+        same sender has been refused REPEAT_WARN times: that one an operator should look at."""
         now = self._clock()
+        count = self._refusals.pop(sender, 0) + 1
+        self._refusals[sender] = count  # most recent last: the oldest sender is forgotten first
+        while len(self._refusals) > MAX_SENDERS_LOGGED:
+            self._refusals.popitem(last=False)
         last = self._last_logged.get(sender)
-        if last is not None and now - last < self.log_every_s:
+        if count != REPEAT_WARN and last is not None and now - last < self.log_every_s:
             return
         self._last_logged[sender] = now
         self._last_logged.move_to_end(sender)
         while len(self._last_logged) > MAX_SENDERS_LOGGED:
             self._last_logged.popitem(last=False)
-        log.warning(
+        log.log(
+            logging.WARNING if count >= REPEAT_WARN else logging.INFO,
             "a model pushed by %s is %.3g away, more than %.0f clip radii (tau %.3g): not mixed "
-            "(%d refused so far; next line for this sender in %.0f s at the earliest)",
+            "(%d from it, %d refused so far; next line for this sender in %.0f s at the earliest)",
             sender,
             dist,
             self.reject,
             tau,
+            count,
             self.refused,
             self.log_every_s,
         )

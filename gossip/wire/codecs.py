@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.wire import bufpool
 from swarmnode.kernels import compress, lowrank
 from swarmnode.kernels.errors import ShapeError
 
@@ -105,7 +106,8 @@ def decode_payload(
     try:
         if codec == "f16":
             values = np.frombuffer(payload, dtype="<f2", count=count)
-            return compress.fp16_decode(compress.Packed("fp16", count, {"values": values}))
+            packed = compress.Packed("fp16", count, {"values": values})
+            return compress.fp16_decode(packed, out=bufpool.floats(count))
         if codec == "i8":
             block = header["block"]
             nb = -(-count // block)
@@ -114,7 +116,8 @@ def decode_payload(
                 raise WireError("i8 payload has a non-finite block scale")
             q = np.frombuffer(payload, dtype=np.int8, count=count, offset=4 * nb)
             parts = {"scales": scales, "q": q}
-            return compress.int8_decode(compress.Packed("int8", count, parts, block=block))
+            packed = compress.Packed("int8", count, parts, block=block)
+            return compress.int8_decode(packed, out=bufpool.floats(count))
         if codec == "lr16":
             return _decode_lowrank(header, payload, count)
         s = _decode_topk(header["k"], payload, count)
@@ -129,7 +132,8 @@ def _decode_lowrank(header: dict[str, Any], payload: memoryview, count: int) -> 
     if not np.isfinite(values).all():
         raise WireError("lr16 payload has a non-finite value")
     # finite fp16 factors give a finite product: r <= 64 terms of at most 65504^2 each
-    return lowrank.decode(compress.Packed("lowrank", count, {"values": values}, segs=tuple(segs)))
+    packed = compress.Packed("lowrank", count, {"values": values}, segs=tuple(segs))
+    return lowrank.decode(packed, out=bufpool.floats(count))
 
 
 def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:

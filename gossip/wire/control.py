@@ -23,6 +23,33 @@ def encode_control(msg_type: str, **fields: Any) -> bytes:
     return msgpack.packb(body, use_bin_type=True)
 
 
+def unpack_bounded(
+    data: Any,
+    *,
+    max_bytes: int,
+    max_array_len: int,
+    max_map_len: int,
+    error: type[Exception],
+    what: str,
+) -> Any:
+    """`msgpack.unpackb` with every string, binary, array and map capped and no ext types: the
+    most an insider's bytes may unpack to, bounded before anything is allocated. msgpack raises
+    several unrelated types for bad input; each becomes one `error` naming `what`."""
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            max_bin_len=max_bytes,
+            max_str_len=max_bytes,
+            max_array_len=max_array_len,
+            max_map_len=max_map_len,
+            max_ext_len=0,
+        )
+    except Exception as exc:
+        raise error(f"malformed {what}: {type(exc).__name__}: {exc}") from None
+
+
 def decode_control(
     data: bytes | bytearray | memoryview,
     expected_type: str | tuple[str, ...] | None = None,
@@ -32,18 +59,14 @@ def decode_control(
     """Unpack and validate a control message; raise `CodecError` on anything unexpected."""
     if len(data) > max_bytes:
         raise CodecError(f"control message of {len(data)} bytes exceeds the {max_bytes}-byte cap")
-    try:
-        msg = msgpack.unpackb(
-            data,
-            raw=False,
-            strict_map_key=True,
-            max_bin_len=max_bytes,
-            max_str_len=max_bytes,
-            max_array_len=max_bytes // 2,
-            max_map_len=max_bytes // 4,
-        )
-    except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise CodecError(f"malformed msgpack: {type(exc).__name__}: {exc}") from None
+    msg = unpack_bounded(
+        data,
+        max_bytes=max_bytes,
+        max_array_len=max_bytes // 2,
+        max_map_len=max_bytes // 4,
+        error=CodecError,
+        what="msgpack",
+    )
     if not isinstance(msg, dict):
         raise CodecError(f"control message must be a map, got {type(msg).__name__}")
     version = msg.get("version")

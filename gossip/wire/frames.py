@@ -19,7 +19,7 @@ and the checksum is verified. `validate_params` then rejects NaN/Inf and wrong s
 malformed payload never reaches the model.
 
 Why xxh3 (XXH3-64, `xxhash`): ~33 GB/s on 100 MB here, against ~5.6 GB/s for zlib.crc32 and
-~1.6 GB/s for sha256 (scripts/bench_wire.py); it runs twice per frame on every exchange's
+~1.6 GB/s for sha256 (scripts/bench/wire.py); it runs twice per frame on every exchange's
 critical path. It guards against corruption, not an adversary (with `--secret` the HMAC of
 `swarmnode.gossip.auth.signer` covers every byte). The header names it; an unknown one is refused.
 A frame that an envelope's verified BLAKE3 digest covered (`gossip.wire.covered`) is not checked
@@ -38,6 +38,7 @@ import xxhash
 from swarmnode.gossip.errors import WireError
 from swarmnode.gossip.wire import bufpool, covered
 from swarmnode.gossip.wire import codecs as wire_codecs
+from swarmnode.gossip.wire.control import unpack_bounded
 from swarmnode.gossip.wire.finite import count_nonfinite
 from swarmnode.kernels.compress import Packed, Sparse
 
@@ -305,19 +306,14 @@ def _read_header(view: memoryview, caps: WireCaps) -> dict[str, Any]:
     if LEN_BYTES + header_len > len(view):
         raise WireError(f"header of {header_len} bytes overruns the {len(view)}-byte payload")
     limit = caps.max_header_bytes
-    try:
-        header = msgpack.unpackb(
-            view[LEN_BYTES : LEN_BYTES + header_len],
-            raw=False,
-            strict_map_key=True,
-            max_bin_len=limit,
-            max_str_len=limit,
-            max_array_len=limit,
-            max_map_len=64,
-            max_ext_len=0,
-        )
-    except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise WireError(f"malformed payload header: {type(exc).__name__}: {exc}") from None
+    header = unpack_bounded(
+        view[LEN_BYTES : LEN_BYTES + header_len],
+        max_bytes=limit,
+        max_array_len=limit,
+        max_map_len=64,
+        error=WireError,
+        what="payload header",
+    )
     if not isinstance(header, dict):
         raise WireError(f"payload header must be a map, got {type(header).__name__}")
     _check_header_fields(header)

@@ -24,6 +24,7 @@ from swarmnode.fault.chaos.plot import PLOT_NAME, PlotUnavailable, write_plot
 from swarmnode.fault.chaos.report import final_table, write_report
 from swarmnode.fault.chaos.runner import ChaosError, ChaosRunner
 from swarmnode.fault.chaos.scenario import Scenario, load_scenario
+from swarmnode.node.cli.start_options import check_node_table
 
 HELP = "run a fault scenario (kill, freeze, partition, byzantine...) against local peer processes"
 
@@ -69,9 +70,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(
-        args.scenario
-    )  # a ScenarioError becomes exit code 2 in swarmnode.node.cli.command
+    # a ScenarioError becomes exit code 2 in swarmnode.node.cli.command; [node] and [[peer]]
+    # are checked by `swarmnode start --config`'s loader
+    scenario = load_scenario(args.scenario, node_check=check_node_table)
     code, _ = run_scenario(
         scenario,
         args.report or default_report_dir(scenario.name),

@@ -1,29 +1,30 @@
-"""`swarmnode start`: the training half of the command line.
+"""`swarmnode start`: run one peer.
 
 Every `start` runs a swarm peer (`swarmnode.node.cli.run_peer`): alone it trains like a single
-node, with `--join` it joins a swarm. This module owns the training options
-(`add_training_options`, `config_from_args`); the peer half is `peer_options`. What the options
-build (data shard, model, optimizer, resume) is `swarmnode.node.train.build`.
+node, with `--join` it joins a swarm. Its options are written once, in `start_options`: flags,
+`--config` file keys, `SWARMNODE_<OPTION>` variables and `--print-config` all come from there.
+What the options build (data shard, model, optimizer, resume) is `swarmnode.node.train.build`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
-from swarmnode.node.train.config import NodeConfig
+from swarmnode.node.cli.logs import setup_logging
+from swarmnode.node.cli.options import Resolved
+from swarmnode.node.cli.start_options import build_config, start_options
+from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.shard import parse_partition, parse_shard
 from swarmnode.node.train.worker import TRAIN_THREAD
 
-# Every default comes from the config dataclass, the one place that keeps it.
-_NODE = NodeConfig()
-
 HELP = "train one peer on the bundled digits (or any data set) and report test accuracy"
+CONFIG_ENV = "SWARMNODE_CONFIG"
 
 DESCRIPTION = """\
 Start one peer. With no options it trains alone: an MLP on the bundled UCI digits, reaching
@@ -32,6 +33,10 @@ With --join HOST:PORT it joins a running swarm and exchanges parameters with it.
 With --checkpoint-dir the run checkpoints every --checkpoint-every steps and resumes from the
 newest readable checkpoint there. SIGINT/SIGTERM stop cleanly: the peer leaves the swarm, saves
 a final checkpoint and exits 0.
+
+Every option can also be a key of a TOML file (--config FILE: `batch-size = 64`) or an
+environment variable (SWARMNODE_BATCH_SIZE=64); flags win over the environment, which wins over
+the file. --print-config shows the result and where each value came from.
 """
 
 
@@ -40,163 +45,61 @@ def register(subparsers: Any) -> None:
         "start",
         help=HELP,
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_training_options(p)
-    from swarmnode.node.cli.peer_options import (
-        add_peer_options,  # late: peer_options imports this module's deps
+    c = p.add_argument_group("configuration")
+    c.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"read options from a TOML file of `key = value` lines, keys as the options "
+        f"below without -- (default: ${CONFIG_ENV})",
     )
-
-    add_peer_options(p)
+    c.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective configuration (a valid --config file), each value with "
+        "where it came from, check it, and exit",
+    )
+    start_options().add_to(p)
     p.set_defaults(func=run)
 
 
-def add_training_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model and data")
-    g.add_argument(
-        "--model",
-        default=_NODE.model,
-        help="model spec, e.g. mlp:128 or mlp:256,128 (grammar: README 'Model spec grammar')",
-    )
-    g.add_argument(
-        "--data",
-        default=_NODE.data,
-        help="'digits' (bundled), 'synthetic:N,D,C[,SEED]', 'signal:N,L,C[,SEED]' (a harder "
-        "seeded task: 1-D signals of length L, C classes, 10%% label noise, where a shard "
-        "alone overfits), or a path to an .npz with X_train, y_train, X_test, y_test",
-    )
-    g.add_argument(
-        "--shard",
-        type=_arg_type(parse_shard),
-        default="/".join(map(str, _NODE.shard)),
-        metavar="INDEX/COUNT",
-        help="train on shard INDEX of COUNT (0/1: the whole train set)",
-    )
-    g.add_argument(
-        "--partition",
-        type=_arg_type(parse_partition),
-        default=str(_NODE.partition),
-        metavar="iid|dirichlet:ALPHA",
-        help="how the train set is split into shards: iid, or non-iid by label with "
-        "Dirichlet concentration ALPHA (small = skewed)",
-    )
-    t = p.add_argument_group("training")
-    t.add_argument(
-        "--steps",
-        type=int,
-        default=_NODE.steps,
-        help="total optimizer steps (a resumed run continues up to this count)",
-    )
-    t.add_argument("--batch-size", type=int, default=_NODE.batch_size, help="minibatch size")
-    t.add_argument("--lr", type=float, default=_NODE.lr, help="learning rate")
-    t.add_argument("--optimizer", default=_NODE.optimizer, help="sgd or adamw")
-    t.add_argument(
-        "--momentum",
-        type=float,
-        default=_NODE.momentum,
-        help="SGD momentum (ignored by adamw)",
-    )
-    t.add_argument(
-        "--weight-decay",
-        type=float,
-        default=_NODE.weight_decay,
-        help="weight decay (L2 for sgd, decoupled for adamw)",
-    )
-    t.add_argument(
-        "--logit-adjust",
-        type=float,
-        default=_NODE.logit_adjust,
-        metavar="TAU",
-        help="on a --shard whose labels are skewed (dirichlet), train on logits + TAU x "
-        "log(shard prior / whole set's prior), so that the model does not learn its shard's "
-        "class mix and stays close to the swarm's between mixes; 0: off, 1: the full "
-        "adjustment (no effect alone or on all of the data)",
-    )
-    t.add_argument(
-        "--device",
-        default=_NODE.device,
-        help="auto, cpu, cuda or cuda:N (auto: cuda when cupy and a GPU are present)",
-    )
-    t.add_argument(
-        "--seed",
-        type=int,
-        default=_NODE.seed,
-        help="seed for initialisation, shuffling and sharding",
-    )
-    o = p.add_argument_group("output and checkpoints")
-    o.add_argument(
-        "--eval-every",
-        type=int,
-        default=_NODE.eval_every,
-        help="evaluate on the test split and print a line every N steps",
-    )
-    o.add_argument(
-        "--checkpoint-dir",
-        default=None,
-        help="directory for checkpoints; the run resumes from the newest one found there",
-    )
-    o.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=_NODE.checkpoint_every,
-        help="checkpoint every N steps (needs --checkpoint-dir)",
-    )
-    o.add_argument(
-        "--keep-checkpoints",
-        type=int,
-        default=_NODE.keep_checkpoints,
-        help="how many checkpoints to keep",
-    )
-    o.add_argument(
-        "--summary-json",
-        default=None,
-        metavar="PATH",
-        help="write the final metrics (test_accuracy, test_loss, steps, samples_per_s, device, wall_s) to PATH",
-    )
+def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Resolved:
+    """Every option's value: defaults < --config file < SWARMNODE_* < flags."""
+    env = os.environ if env is None else env
+    file = getattr(args, "config", None) or env.get(CONFIG_ENV) or None
+    return start_options().resolve(args, env, file)
 
 
-def _arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """Wrap a parser so argparse reports its ConfigError as a usage error (exit 2)."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__.removeprefix("parse_")
-    return convert
+def config_from(resolved: Resolved) -> PeerConfig:
+    """The validated config; a bad value set outside the flags is named with its source."""
+    cfg = build_config(resolved)
+    try:
+        return cfg.validate()
+    except ConfigError as exc:
+        raise ConfigError(_with_source(str(exc), resolved)) from None
 
 
-def config_from_args(args: argparse.Namespace) -> NodeConfig:
-    return NodeConfig(
-        model=args.model,
-        data=args.data,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        optimizer=args.optimizer,
-        momentum=args.momentum,
-        weight_decay=args.weight_decay,
-        logit_adjust=args.logit_adjust,
-        device=args.device,
-        seed=args.seed,
-        eval_every=args.eval_every,
-        checkpoint_dir=args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints,
-        summary_json=args.summary_json,
-        shard=args.shard,
-        partition=args.partition,
-    ).validate()
+def _with_source(text: str, resolved: Resolved) -> str:
+    flag = re.search(r"--([a-z][a-z0-9-]*)", text)
+    source = resolved.sources.get(flag.group(1)) if flag else None
+    if source is None or source.startswith("--") or source == "default":
+        return text
+    return f"{text} (set by {source})"
 
 
 def run(args: argparse.Namespace) -> int:
     """Every `start` is a swarm peer: alone it trains like a single node, with --join it joins."""
-    from swarmnode.node.cli.peer_options import peer_config_from_args
+    resolved = resolve(args)
+    setup_logging(resolved.values["log-level"], resolved.values["log-json"])
+    if args.print_config:
+        print(start_options().describe(resolved), flush=True)
+        config_from(resolved)  # a bad value: one line and exit 2, after the listing
+        return 0
     from swarmnode.node.cli.run_peer import run_peer
 
-    run_peer(peer_config_from_args(args, config_from_args(args)))
+    run_peer(config_from(resolved))
     _exit_now_if_a_step_was_abandoned()
     return 0
 

@@ -1,4 +1,9 @@
-"""`swarmnode status --peer HOST:PORT`: ask any live peer for its view of the swarm."""
+"""`swarmnode status --peer HOST:PORT`: ask any live peer for its view of the swarm.
+
+`--watch` redraws the swarm in place once per `--interval` from the peer's `GET /v1/watch/now`:
+each member's own figures, fetched fresh by that peer (node/web/watch.py), each with its age,
+and the swarm figures and newest events of its web page.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,13 @@ import argparse
 import json
 import math
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from swarmnode.node.cli.status_table import format_status_table
+from swarmnode.node.cli.watch_view import format_watch
 from swarmnode.node.peer.config import parse_hostport
 from swarmnode.node.train.errors import ConfigError
 
@@ -31,13 +38,43 @@ def register(subparsers: Any) -> None:
         "--timeout", type=_positive_seconds, default=5.0, help="seconds to wait for the answer"
     )
     p.add_argument("--json", action="store_true", help="print the raw status JSON instead")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw in place until Ctrl-C: every member's fresh figures with their age, the "
+        "swarm figures and the newest events (what the peer's web page at / shows)",
+    )
+    p.add_argument(
+        "--interval", type=_positive_seconds, default=1.0, help="--watch: seconds between redraws"
+    )
+    p.add_argument(
+        "--count", type=int, default=0, metavar="N", help="--watch: stop after N redraws (0: never)"
+    )
     p.set_defaults(func=run)
 
 
 def fetch_status(peer: str, timeout: float) -> dict[str, Any]:
     """GET http://peer/v1/status; raises ConfigError with a one-line reason on failure."""
+    status = fetch_json(peer, "/v1/status", timeout)
+    if not _looks_like_status(status):
+        raise ConfigError(
+            f"{peer} answered JSON that is not a peer status (expected a map with 'self' and "
+            "'members'): is it a swarmnode peer?"
+        )
+    return status
+
+
+def fetch_watch(peer: str, timeout: float) -> dict[str, Any]:
+    """GET http://peer/v1/watch/now (the page's snapshot); ConfigError on failure."""
+    snap = fetch_json(peer, "/v1/watch/now", timeout)
+    if not (isinstance(snap, dict) and isinstance(snap.get("members"), list)):
+        raise ConfigError(f"{peer} answered JSON that is not a swarm snapshot: too old a peer?")
+    return snap
+
+
+def fetch_json(peer: str, path: str, timeout: float) -> Any:
     host, port = parse_hostport(peer, "--peer")
-    url = f"http://{host}:{port}/v1/status"
+    url = f"http://{host}:{port}{path}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             status = json.loads(resp.read(16 * 2**20))
@@ -48,11 +85,6 @@ def fetch_status(peer: str, timeout: float) -> dict[str, Any]:
         raise ConfigError(f"no answer from {peer}: {reason}") from None
     except ValueError as exc:
         raise ConfigError(f"{peer} sent a status that is not JSON: {exc}") from None
-    if not _looks_like_status(status):
-        raise ConfigError(
-            f"{peer} answered JSON that is not a peer status (expected a map with 'self' and "
-            "'members'): is it a swarmnode peer?"
-        )
     return status
 
 
@@ -77,6 +109,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.watch:
+        return watch(args)
     status = fetch_status(args.peer, args.timeout)
     if args.json:
         json.dump(status, sys.stdout, indent=2)
@@ -84,3 +118,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_status_table(status))
     return 0
+
+
+CLEAR = "\x1b[H\x1b[J"  # cursor home, erase below: the screen is redrawn in place
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Redraw until Ctrl-C (exit 0) or `--count` redraws. The first fetch must succeed; a later
+    failure keeps the last screen, says why on top, and tries again (a peer may restart)."""
+    if args.count < 0:
+        raise ConfigError(f"--count must be >= 0, got {args.count}")
+    snap = fetch_watch(args.peer, args.timeout)
+    in_place = sys.stdout.isatty()
+    drawn = 0
+    try:
+        while True:
+            note = ""
+            if drawn:
+                try:
+                    snap = fetch_watch(args.peer, args.timeout)
+                except ConfigError as exc:
+                    note = f"(not refreshed: {exc}; showing the last answer)"
+            screen = format_watch(snap, note=note)
+            sys.stdout.write(CLEAR + screen + "\n" if in_place else screen + "\n\n")
+            sys.stdout.flush()
+            drawn += 1
+            if args.count and drawn >= args.count:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0

@@ -18,13 +18,13 @@ thread and 2,300 samples/s with two. Set `OMP_NUM_THREADS=N` to give a big CPU m
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
-import logging
 import os
 import sys
+from typing import NoReturn
 
 from swarmnode.kernels.errors import SwarmnodeError  # numpy-free: nothing above has loaded BLAS yet
-from swarmnode.node.cli.flags import field_flags, name_flags
 
 _BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -38,6 +38,12 @@ def _default_to_one_blas_thread() -> None:
 
 _default_to_one_blas_thread()
 
+# After the BLAS default: these import numpy.
+from swarmnode.node.cli.flags import field_flags, name_flags  # noqa: E402
+from swarmnode.node.cli.logs import setup_logging  # noqa: E402
+from swarmnode.node.cli.start_options import log_options  # noqa: E402
+from swarmnode.node.cli.version import version_text  # noqa: E402
+
 VERB_MODULES = (
     "swarmnode.node.cli.cmd_start",
     "swarmnode.node.cli.cmd_status",
@@ -49,35 +55,67 @@ VERB_MODULES = (
 EXIT_USAGE = 2
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line, as every other error of the CLI
+    (with the nearest flag to an unknown one), not the usage text and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = _nearest_flag(message, self)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
+
+
+def _nearest_flag(message: str, parser: argparse.ArgumentParser) -> str:
+    unknown = [w for w in message.split() if w.startswith("--")]
+    if "unrecognized" not in message or not unknown:
+        return ""
+    flag = unknown[0].split("=")[0]
+    close = difflib.get_close_matches(flag, sorted(field_flags_of(parser)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def field_flags_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of `parser` and its sub-parsers."""
+    out: set[str] = set()
+    for action in parser._actions:  # argparse exposes no public walk over its actions
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= field_flags_of(sub)
+        out.update(o for o in action.option_strings if o.startswith("--"))
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="swarmnode",
         description="Peer-to-peer decentralized deep-learning training node.",
     )
     parser.add_argument(
-        "--log-level",
-        default="WARNING",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="verbosity of log messages on stderr",
+        "--version",
+        action="version",
+        version=version_text(),
+        help="print the release and its envelope version (every peer of a swarm must speak "
+        "the same envelope version) and exit",
     )
+    log_options().add_to(parser)
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name in VERB_MODULES:
         importlib.import_module(name).register(subparsers)
+    for sub in subparsers.choices.values():  # --log-level/--log-json after the verb too
+        if "--log-level" not in sub._option_string_actions:
+            log_options().add_to(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="swarmnode: %(levelname)s: %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging()
     try:
+        logs = log_options().resolve(args)  # the flags and SWARMNODE_LOG_*; start adds its file
+        setup_logging(logs.values["log-level"], logs.values["log-json"])
         return int(args.func(args) or 0)
     except SwarmnodeError as exc:
-        text = name_flags(_one_line(exc), field_flags(parser))
+        text = name_flags(_one_line(exc), field_flags())
         print(f"swarmnode {args.verb}: error: {text}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     except KeyboardInterrupt:  # a second Ctrl-C: abort without the clean-shutdown path

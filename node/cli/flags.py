@@ -2,30 +2,25 @@
 
 The layers below the CLI (gossip/, the config dataclasses) name a setting by its field, in
 backquotes (`` `sync_every` ``): they know no flags. The CLI, the only room that does, turns each
-such name into the flag that sets it (`--sync-every`) before it prints the error.
+such name into the flag that sets it (`--sync-every`) before it prints the error. The map comes
+from the options themselves (node/cli/start_options.py): a field of `ExchangeConfig` is named by
+its own name (`timeout`), and its option knows its flag (`--exchange-timeout`).
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import re
-
-# Fields whose flag is not the field name with dashes: the flag carries its group's name.
-FIELD_ALIASES = {"timeout": "exchange_timeout", "mode": "exchange"}
 
 _FIELD = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
-def field_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """{dest: its first long option} over the parser and all its sub-parsers."""
-    flags: dict[str, str] = {}
-    for action in parser._actions:  # argparse exposes no public walk over its actions
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                flags.update(field_flags(sub))
-        elif action.option_strings:
-            flags.setdefault(action.dest, action.option_strings[-1])
-    return flags
+@functools.cache
+def field_flags() -> dict[str, str]:
+    """{field name (the last part of its path): the flag that sets it}."""
+    from swarmnode.node.cli.start_options import START_OPTIONS  # late: it imports the configs
+
+    return {o.path.rpartition(".")[2]: o.flag for o in START_OPTIONS if not o.hidden}
 
 
 def name_flags(text: str, flags: dict[str, str]) -> str:
@@ -33,6 +28,6 @@ def name_flags(text: str, flags: dict[str, str]) -> str:
 
     def flag(m: re.Match[str]) -> str:
         name = m.group(1)
-        return flags.get(FIELD_ALIASES.get(name, name), name)
+        return flags.get(name, name)
 
     return _FIELD.sub(flag, text)

@@ -67,8 +67,16 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"done: {steps}, test_acc {acc_s} (at step {summary.get('eval_step', summary['steps'])}), "
         f"test_loss {_num(summary.get('test_loss', float('nan')), '.4f')}, "
         f"{_num(summary.get('samples_per_s', float('nan')), ',.0f')} samples/s on "
-        f"{summary['device']}, wall {summary['wall_s']:.1f}s"
+        f"{summary['device']}, wall {summary['wall_s']:.1f}s{_utilization(summary)}"
     )
+
+
+def _utilization(summary: dict[str, Any]) -> str:
+    """', compute 62% busy (waited 12.3s for exchange rounds)' when the peer waited at all."""
+    util, waited = summary.get("utilization"), summary.get("waited_s")
+    if not isinstance(util, float) or not isinstance(waited, float) or waited <= 0:
+        return ""
+    return f", compute {100 * util:.0f}% busy (waited {waited:.1f}s for exchange rounds)"
 
 
 def write_summary_json(path: str | Path, summary: dict[str, Any]) -> None:

@@ -10,8 +10,10 @@ import time
 from typing import Any, TextIO
 
 from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
+from swarmnode.node.cli.version import version_text
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.train.user_code import describe
 
 
 def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:
@@ -95,8 +97,10 @@ async def _create_unless_stopped(cfg: PeerConfig, out: TextIO, stopper: _Stopper
 
 def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     n_params = int(node.trainer.model.params.size)
+    say(version_text(), out)
+    shard = f"; shard {node.shard}" if node.shard else ""
     say(
-        f"model {cfg.model} ({n_params:,} parameters) on {node.data.describe()}",
+        f"model {describe(cfg.model)} ({n_params:,} parameters) on {node.data.describe()}{shard}",
         out,
     )
     adjusted = _logit_adjust(node, cfg)
@@ -108,7 +112,9 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     if node.resumed is not None:
         say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
     named = f" ({node.name})" if node.name else ""
-    say(f"listening on {node.addr} as {node.peer_id}{named}", out)
+    how = f" ({node.addr_how})" if node.addr_how else ""
+    say(f"listening on {node.addr}{how} as {node.peer_id}{named}", out)
+    say(f"the swarm live, read-only: http://{node.addr}/", out)
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:
@@ -132,16 +138,22 @@ async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> d
         "steps_this_run": w.steps_run,
         "resumed_from_step": node.start_step if node.resumed is not None else None,
         "joined_at_step": node.synced_step,
-        "model": cfg.model,
-        "data": cfg.data,
+        "model": describe(cfg.model),
+        "data": describe(cfg.data),
         "n_params": int(node.trainer.model.params.size),
         "samples_per_s": _rate(node),
+        # share of the training thread's life spent training, not waiting for an exchange
+        # round (--max-lead): below 1, the network set the pace, not the compute
+        "utilization": w.utilization(),
+        "waited_s": w.waited_s,
         "device": m.device,
         "wall_s": wall_s,
         "exchange_rounds": ex.rounds,
         "exchange_applied": ex.rounds_applied,
         # how often this peer's own rounds mixed its model (--sync-every is only the minimum)
         "steps_per_exchange": w.steps_run / ex.rounds_applied if ex.rounds_applied else None,
+        # between the ends of two consecutive own rounds: <= --max-lead x --sync-every
+        "max_steps_between_rounds": node.max_steps_between_rounds,
         "exchange_served": ex.served,
         "exchange_bytes_sent": ex.bytes_sent,
         "outer_steps": w.outer.steps,

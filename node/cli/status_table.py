@@ -10,7 +10,8 @@ from typing import Any
 
 from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S
 
-COLUMNS = (
+# who each member is and how far it got: the plain table and the watch view (watch_view.py) both
+MEMBER_COLUMNS = (
     ("peer", "peer_id"),
     ("name", "name"),
     ("address", "addr"),
@@ -19,6 +20,10 @@ COLUMNS = (
     ("step", "step"),
     ("loss", "loss"),
     ("acc", "acc"),
+)
+COLUMNS = (
+    *MEMBER_COLUMNS,
+    ("util", "utilization"),  # this peer only: the share of its time spent training
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
     ("link", "mbit_s"),
@@ -55,11 +60,7 @@ def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 def format_status_table(status: dict[str, Any]) -> str:
     rows = [[_cell(key, row.get(key)) for _, key in COLUMNS] for row in status_rows(status)]
-    header = [title for title, _ in COLUMNS]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = render_table([title for title, _ in COLUMNS], rows)
     if (
         len(rows) > 1
     ):  # other members' progress rides their signed records (gossip.membership.records)
@@ -67,13 +68,22 @@ def format_status_table(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell, a rule under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return lines
+
+
 def _cell(key: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or key not in ("acc", "loss", "last_heard_s", "rtt_ms", "mbit_s"):
+    if not number or key not in ("acc", "loss", "utilization", "last_heard_s", "rtt_ms", "mbit_s"):
         return str(value)  # also a value of the wrong type from a peer: shown, not a crash
-    if key == "acc":
+    if key in ("acc", "utilization"):
         return f"{100 * value:.1f}%"
     if key == "loss":
         return f"{value:.4f}"

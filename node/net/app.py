@@ -5,7 +5,7 @@ same ones the in-memory network calls). This module adds what HTTP needs around 
 caps checked before reading, errors mapped to status codes with one log line each, a server that
 keeps running whatever a peer sends, and a bulk path for 100 MB parameter bodies.
 
-Bulk path (measured with scripts/bench_exchange.py; aiohttp's defaults reach 10-25% of raw
+Bulk path (measured with scripts/bench/exchange.py; aiohttp's defaults reach 10-25% of raw
 loopback TCP for a 100 MB push-pull):
 - bodies are read into ONE preallocated, huge-page-backed buffer of the declared size
   (`swarmnode.node.net.transport.read_sized_body`), not collected and joined: handlers receive `bytes`
@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from swarmnode.gossip.errors import AuthError, NotAMember
 from swarmnode.gossip.link.transport import (
     Arrival,
     Handler,
@@ -51,6 +52,11 @@ STREAM_ABOVE = 256 << 10  # answers larger than this take the sliced path
 DEFAULT_CAP = 1 << 20  # a route missing from a per-route cap mapping (and no "*") gets this
 
 _LOGGER = web.AppKey("swarmnode_logger", logging.Logger)
+# A refusal that is part of a healthy swarm's life, not a fault: a handler's 503 (joining: state
+# sync not finished, leaving) at DEBUG; a stranger (a request signed by no live member: a joiner
+# we have not heard of yet, a peer that has just left) at INFO once per address a minute.
+STRANGER_QUIET_S = 60.0
+_STRANGERS_KEPT = 1024
 
 
 def build_app(
@@ -92,6 +98,7 @@ def build_app(
     app[_LOGGER] = logger
     app.add_routes(list(extra_routes))
     gates = {route: asyncio.Semaphore(n) for route, n in (admission or {}).items()}
+    strangers = _Strangers()
     budget = ByteBudget(limits.budget_bytes)
     remotes = RemoteSlots(limits.per_remote)
 
@@ -139,7 +146,7 @@ def build_app(
             remote=request.remote or "?",
             local=local_addr(request),
             at=time.monotonic(),
-            tap=watch,  # gossip.auth takes the digest the tap computed while the body arrived
+            tap=watch,  # gossip.auth.signer takes the digest the tap computed while the body arrived
         )
         return await _admit_then_handle(request, route, handler, arrival)
 
@@ -164,7 +171,12 @@ def build_app(
         try:
             answer = await handler(arrival)
         except SwarmnodeError as exc:
-            return _reject(logger, request, route, int(getattr(exc, "status", 400)), str(exc))
+            status = int(getattr(exc, "status", 400))
+            stranger = isinstance(exc, AuthError) and status == NotAMember.status
+            if status == 503 or (stranger and not strangers.first(request.remote or "?")):
+                # not now (joining, leaving): the join or leave itself is logged, once
+                return _reject(logger, request, route, status, str(exc), level=logging.DEBUG)
+            return _reject(logger, request, route, status, str(exc), info=stranger)
         except Exception:  # a bug: log it with its traceback, answer 500, keep serving
             logger.exception(
                 "handler for /v1/%s failed on a request from %s", route, request.remote
@@ -292,11 +304,13 @@ def _reject(
     why: str,
     *,
     info: bool = False,
+    level: int | None = None,
 ) -> web.Response:
     """One log line and a 4xx/5xx answer. `info`: routine (a slow or unbudgeted body is cut
     off many times a second under attack; a warning each would flood the log)."""
     one_line = _one_line(why)
-    level = logging.INFO if info else logging.WARNING
+    if level is None:
+        level = logging.INFO if info else logging.WARNING
     logger.log(level, "rejected /v1/%s from %s: %s %s", route, request.remote, status, one_line)
     return web.Response(status=status, text=one_line)
 
@@ -313,7 +327,10 @@ def _log_unrouted(logger: logging.Logger) -> Any:
             return await handler(request)
         except web.HTTPException as exc:
             if 400 <= exc.status < 500:
-                logger.warning(
+                # outside /v1/ (a browser's GET /, a scanner): nothing a peer sent, nothing to fix
+                ours = request.path.startswith("/v1/")
+                logger.log(
+                    logging.WARNING if ours else logging.INFO,
                     "rejected %s %s from %s: %s %s",
                     request.method,
                     request.path[:200],
@@ -324,6 +341,23 @@ def _log_unrouted(logger: logging.Logger) -> Any:
             raise
 
     return middleware
+
+
+class _Strangers:
+    """Which addresses had a stranger's refusal logged in the last `STRANGER_QUIET_S`."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+
+    def first(self, remote: str) -> bool:
+        now = time.monotonic()
+        last = self._last.get(remote)
+        if last is not None and now - last < STRANGER_QUIET_S:
+            return False
+        if len(self._last) >= _STRANGERS_KEPT:
+            self._last.clear()  # a flood of addresses: forget, log again (bounded memory)
+        self._last[remote] = now
+        return True
 
 
 _server_log = logging.getLogger("aiohttp.server")

@@ -1,7 +1,7 @@
 """`PeerConfig`: a training peer's settings plus how it joins, gossips and exchanges.
 
 It extends `NodeConfig` (the single-peer training settings) so everything the trainer needs stays
-in one place, and adds the network side. The CLI flags live in `swarmnode.node.cli.peer_options`.
+in one place, and adds the network side. The CLI options live in `swarmnode.node.cli.start_options`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from swarmnode.node.train.lr_scale import RULES as LR_RULES
 from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
+SHARD_AUTO = "auto"  # `--shard auto`: a joiner takes a shard no live member holds (shard_pick.py)
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
 
 
@@ -30,19 +31,14 @@ def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def dialable(host: str) -> str:
-    """The address to advertise for a listen host: a wildcard bind is dialled on loopback."""
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-
-
-def parse_seeds(text: str | None) -> list[str]:
+def parse_seeds(text: str | None, what: str = "--join seed") -> list[str]:
     if not text:
         return []
     seeds = [s.strip() for s in text.split(",") if s.strip()]
     for s in seeds:
-        _, port = parse_hostport(s, "--join seed")
+        _, port = parse_hostport(s, what)
         if port == 0:
-            raise ConfigError(f"--join seed {s!r}: port 0 cannot be dialled")
+            raise ConfigError(f"{what} {s!r}: port 0 cannot be dialled")
     return seeds
 
 
@@ -71,6 +67,10 @@ class PeerConfig(NodeConfig):
     byzantine: str | None = None
     slowdown: float = 1.0
     step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
+    # Bounded staleness: a peer in a swarm takes at most max_lead x sync_every steps past its
+    # last completed (or failed) round, then waits for the next (0: no bound, the old
+    # behaviour, where a peer faster than its network trained alone between rare rounds).
+    max_lead: float = 2.0
     # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
     # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; gain.py),
     # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
@@ -88,13 +88,21 @@ class PeerConfig(NodeConfig):
     # the operator key whose public half is in `admin_key` (node/peer/admin_routes.py).
     enable_admin: bool = False
     admin_key: str | None = None
-    # False only for the unsigned baseline of scripts/bench_exchange.py: params and pushpull
+    # False only for the unsigned baseline of scripts/bench/exchange.py: params and pushpull
     # then take requests from anyone, in any member's name, as before issue 10 item 3.
     sign_exchange: bool = True
     # A request body must arrive within body_grace_s + size / body_min_rate seconds, else it is
     # cut off (node/net/intake.py: a trickled body once held the exchange slots).
     body_grace_s: float = 5.0
     body_min_rate: float = float(1 << 20)
+    # `shard = "auto"` sets this (and a placeholder shard): the Node asks the swarm before it
+    # builds its trainer, and takes the lowest shard of the swarm's count no live member holds
+    shard_auto: bool = False
+
+    def __post_init__(self) -> None:
+        if self.shard == SHARD_AUTO:
+            self.shard, self.shard_auto = (0, 1), True
+        super().__post_init__()
 
     def membership(self) -> MembershipConfig:
         """The gossip and failure-detector settings these options give."""
@@ -119,6 +127,11 @@ class PeerConfig(NodeConfig):
                 )
         if isinstance(self.join, str):
             self.join = parse_seeds(self.join)
+        if self.shard_auto and not self.join:
+            raise ConfigError(
+                "--shard auto needs --join: it takes a shard that no live member of the swarm "
+                "holds (start the swarm's first peer with --shard 0/COUNT)"
+            )
         checks = {
             "join-timeout": self.join_timeout > 0,
             "gossip-interval": self.gossip_interval > 0,
@@ -127,6 +140,8 @@ class PeerConfig(NodeConfig):
             "max-members-per-prefix": self.max_members_per_prefix >= 0,
             "slowdown": self.slowdown >= 1,
             "step-time": 0 <= self.step_time <= MAX_STEP_S,
+            # below 1 the bound would fall before the next round's start step: a deadlock
+            "max-lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
             "lr-scale": self.lr_scale in LR_RULES,
             "lr-scale-max": 1 <= self.lr_scale_max <= 1024,
             "lr-warmup": self.lr_warmup >= 0,

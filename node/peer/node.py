@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -27,20 +29,26 @@ from swarmnode.gossip.auth.operator import OperatorVerifier
 from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
 from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 from swarmnode.gossip.exchange.exchanger import Exchanger
+from swarmnode.gossip.exchange.types import RoundResult
 from swarmnode.gossip.link.stats import MeasuringTransport
 from swarmnode.gossip.membership.service import Membership
 from swarmnode.kernels.backend import to_numpy
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.app import build_app, serve
 from swarmnode.node.net.transport import HttpTransport
+from swarmnode.node.peer.address import advertised, check_reachable
 from swarmnode.node.peer.admin_routes import admin_routes
 from swarmnode.node.peer.aio import quietly, threadsafe_setter
 from swarmnode.node.peer.announce import meta_loop, rejoin_loop, update_meta, write_ready_file
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
-from swarmnode.node.peer.config import PeerConfig, dialable, parse_hostport
+from swarmnode.node.peer.config import PeerConfig, parse_hostport
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
+from swarmnode.node.peer.log_name import set_log_name
+from swarmnode.node.peer.page import EventLog, log_member_changes, page_routes, probe_loop
 from swarmnode.node.peer.param_store import WorkerStore
+from swarmnode.node.peer.shard_pick import pick_shard, shard_clash, shard_text
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
@@ -53,6 +61,7 @@ from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 log = logging.getLogger(__name__)
 
 STEP_POLL_S = 1.0  # fallback only: the worker wakes the exchange loop at its target step
+LATE_POLL_S = 0.05  # held while every partner is suspect: how often to look again
 FAILED_LINGER_S = 60.0  # a failed peer answers /v1/status this long, then exits (code 2)
 LEAVE_DEADLINE_S = 1.0
 BULK_ROUTES = ("params", "pushpull")  # a model crosses the wire: admitted once the body is read
@@ -66,13 +75,19 @@ class Node:
     """One swarm peer. Build with `await Node.create(cfg)`; always `await node.close()`."""
 
     def __init__(
-        self, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+        self,
+        cfg: PeerConfig,
+        on_eval: Callable[[WorkerMetrics], None] | None = None,
+        on_exchange: Callable[[RoundResult], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.on_eval = on_eval
+        self.on_exchange = on_exchange
         self.addr = ""
         self.peer_id = ""
         self.name = cfg.name
+        self.addr_how = ""  # why this address (node/peer/address.py), for the start banner
+        self.shard = shard_text(cfg.shard)  # in our member meta: `--shard auto` reads it
         self.incarnation = 0
         self.started_at = time.monotonic()
         self._stop = asyncio.Event()
@@ -82,15 +97,23 @@ class Node:
         self.crashed: BaseException | None = None  # an owned task died of a bug: see _spawn
         self.worker_stopped = False  # close() saw the training thread end (final checkpoint)
         self.state = "starting"
+        self.events = EventLog()  # what the page shows happening (node/web/events.py)
+        self.watch: Any = None  # the page's fan-out (node/web/watch.py), built with the server
+        self.max_steps_between_rounds = 0  # the largest gap between two own rounds' ends
 
     # --- lifecycle -----------------------------------------------------------------------
 
     @classmethod
     async def create(
-        cls, cfg: PeerConfig, on_eval: Callable[[WorkerMetrics], None] | None = None
+        cls,
+        cfg: PeerConfig,
+        on_eval: Callable[[WorkerMetrics], None] | None = None,
+        on_exchange: Callable[[RoundResult], None] | None = None,
     ) -> Node:
-        """A started peer; `on_eval` is called on the training thread after every evaluation."""
-        node = cls(cfg.validate(), on_eval)
+        """A started peer; `on_eval` is called on the training thread after every evaluation,
+        `on_exchange` on the event loop after each of this peer's exchange rounds (both must
+        be quick)."""
+        node = cls(cfg.validate(), on_eval, on_exchange)
         try:
             await node._start()
         except BaseException:
@@ -119,6 +142,11 @@ class Node:
         cfg = self.cfg
         ident = await asyncio.to_thread(load_identity, cfg.checkpoint_dir, cfg.peer_id)
         self.peer_id, self.incarnation, self.key = ident.peer_id, ident.incarnation, ident.key
+        set_log_name(cfg.name or self.peer_id)
+        if cfg.shard_auto:  # before the trainer: the shard decides its data
+            shard = await pick_shard(cfg.join, self.peer_id, cfg.checkpoint_dir, cfg.join_timeout)
+            cfg = self.cfg = dataclasses.replace(cfg, shard=shard, shard_auto=False)
+            self.shard = shard_text(shard)
         self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")
         self.trainer, self.data, self.backend = await asyncio.to_thread(self._build_trainer)
         self.resumed = await asyncio.to_thread(resume, self.trainer, cfg)
@@ -142,13 +170,20 @@ class Node:
         app = build_app(
             self._handlers,
             max_body_bytes=body_caps(cfg, self.store.size),
-            extra_routes=status_routes(self) + (admin_routes(self) if self.operator else []),
+            extra_routes=[
+                *status_routes(self),
+                *page_routes(self),  # GET /, the live page; read-only
+                *(admin_routes(self) if self.operator else []),
+            ],
             admission={route: cfg.exchange.max_inflight for route in BULK_ROUTES},
             intake=intake_limits(cfg, self.store.size),
             tap=self.signer.tap,  # envelopes are hashed while they arrive
         )
         self._runner, bound = await serve(app, host, port, shutdown_timeout=HTTP_SHUTDOWN_S)
-        self.addr = cfg.advertise or f"{dialable(host)}:{bound}"
+        self.addr, self.addr_how = await asyncio.to_thread(
+            advertised, host, bound, cfg.advertise, cfg.join
+        )
+        check_reachable(self.addr, cfg.join, "the seed")
         for named in filter(None, (self.signer, self.operator)):
             named.name = self.addr
 
@@ -173,6 +208,7 @@ class Node:
             admission=build_admission(cfg, self.key, self.addr),
             backoff=transport.backoff,
         )
+        log_member_changes(self)
         self.byzantine = ByzantineServing(cfg.byzantine, self)
         peers = MembershipPeers(self.membership, self.rng, self.links, cfg.prefer_fast)
         self.signer.keys = peers.public_key
@@ -200,6 +236,8 @@ class Node:
         self._handlers.update(auth_handlers(handlers, self.signer))
         if self.name is not None:  # signed with the rest of our record: nobody can rename us
             self.membership.set_meta(name=self.name)
+        if self.shard is not None:
+            self.membership.set_meta(shard=self.shard)
         update_meta(self.worker, self.membership)
 
     async def _enter_swarm(self) -> None:
@@ -210,10 +248,24 @@ class Node:
             # sync has loaded the swarm's model they must not mix in our fresh random one.
             self.exchanger.stop_serving(JOINING)
             await self.membership.join(cfg.join, timeout=cfg.join_timeout)
+            self._check_swarm()
         await self.membership.start()
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
             self.exchanger.resume_serving()
+
+    def _check_swarm(self) -> None:
+        """Once joined: the others can dial us (ConfigError, exit 2, if not), and say so if a
+        live member trains on our shard too (`--shard auto` raced another joiner)."""
+        live = self.membership.live_peers()
+        check_reachable(self.addr, [m.addr for m in live], "a member")
+        clash = shard_clash(self.cfg.shard, live)
+        if clash:
+            log.warning(
+                "shard %s is also trained by %s: give one of them another --shard",
+                self.shard,
+                ", ".join(clash),
+            )
 
     async def _start_training(self) -> None:
         """First evaluation (the start model's accuracy), the training thread, the loops."""
@@ -224,6 +276,7 @@ class Node:
         self._spawn(meta_loop(self.worker, self.membership), "meta")
         self._spawn(self._watch_worker(), "watch-worker")
         self._spawn(self.byzantine.run(), "byzantine-views")
+        self._spawn(probe_loop(self), "events")
         if self.cfg.join:
             alive = lambda: self.state == "alive"  # noqa: E731 - a failed peer left on purpose
             self._spawn(rejoin_loop(self.membership, self.cfg.join, alive), "rejoin")
@@ -263,6 +316,11 @@ class Node:
         """Until a stop is requested, or the step budget is spent."""
         await self._stop.wait()
 
+    async def training_ended(self) -> None:
+        """Until the training thread has ended: its step budget, a stop, or an error
+        (`worker.error`); a failed peer lingers in the swarm after this (see `_fail`)."""
+        await self._worker_done.wait()
+
     async def close(self) -> None:
         """Leave the swarm, stop every owned task and the training thread, checkpoint, unbind.
 
@@ -295,6 +353,8 @@ class Node:
             await store.close()
         if worker is not None:
             await self._stop_worker(deadline - time.monotonic() - HTTP_SHUTDOWN_S)
+        if self.watch is not None:  # its streams never end by themselves
+            await self.watch.close()
         if self._runner is not None:
             await self._runner.cleanup()
         faults = getattr(self, "faults", None)
@@ -335,24 +395,60 @@ class Node:
         self._stop.set()
 
     async def _exchange_loop(self) -> None:
-        """A round every `sync_every` steps, or as soon after as the previous round allows:
-        `sync_every` is a minimum; a round that takes longer than that many steps delays the
-        next (the summary's `steps_per_exchange` says how often mixing really happened)."""
+        """A round every `sync_every` steps, or as soon after as the previous round allows
+        (`sync_every` is a minimum). Bounded staleness: after each round, failed ones included,
+        the worker may take at most `max_lead x sync_every` more steps before the next round
+        ends, and waits otherwise (`TrainingWorker.set_step_limit`); so a peer faster than its
+        network waits for it rather than trains alone, and says so in its `utilization`. A
+        failed round counts as done, so a dead or partitioned partner costs one round's
+        deadline, never a frozen peer; alone (no live peer), a peer never waits."""
         every = self.cfg.exchange.sync_every
+        lead = math.ceil(self.cfg.max_lead * every)  # validated: 0 or >= every
         target = self.trainer.step_count + every
         reached = asyncio.Event()
         wake = threadsafe_setter(reached)
+        last_end: int | None = None  # the step at which the previous round (in a swarm) ended
         while self.worker.running:
-            self.worker.lr_scale.set_size(len(self.membership.live_peers()) + 1)  # elastic
+            live = self.membership.live_peers()
+            self.worker.lr_scale.set_size(len(live) + 1)  # elastic
+            if not live and not self._partners_late():
+                self.worker.set_step_limit(None)  # nobody to wait for
+                last_end = None
+            elif last_end is None and lead:  # bounded from the start, not from a first round
+                self.worker.set_step_limit(self.trainer.step_count + lead)  # >= target
+                last_end = self.trainer.step_count
             reached.clear()
             self.worker.notify_at(target, wake)
             if self.trainer.step_count < target:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(reached.wait(), STEP_POLL_S)
                 continue
-            if self.membership.live_peers():
-                await self.exchanger.round()
+            if not live and last_end is not None:
+                # Partners only suspect (late heartbeats, a busy host): hold at the limit until
+                # one answers again or is declared dead, rather than train alone meanwhile.
+                # The target stays (it must not pass the limit: the loop would wait for it).
+                await asyncio.sleep(LATE_POLL_S)
+                continue
+            if live:
+                result = await self.exchanger.round()
+                if self.on_exchange is not None:
+                    self.on_exchange(result)
+                end = self.trainer.step_count
+                if last_end is not None:  # what the bound holds: steps from round to round
+                    self.max_steps_between_rounds = max(
+                        self.max_steps_between_rounds, end - last_end
+                    )
+                last_end = end
+                if lead:  # the next round starts at most `every` steps on: below the limit
+                    self.worker.set_step_limit(end + lead)
             target = max(target + every, self.trainer.step_count + 1)
+
+    def _partners_late(self) -> bool:
+        """Some other member is suspect: most likely alive with its heartbeat late (a busy
+        host), and declared dead within seconds if not. Alone at full speed, a peer takes
+        hundreds of steps in a second: on a loaded box one of 4 signal-task peers did just
+        that while the others were suspect, and ended 7 points below them (dirichlet:0.5)."""
+        return any(str(m.state) == "suspect" for m in self.membership.members())
 
     async def _watch_worker(self) -> None:
         """The step budget is spent: stop like on SIGTERM. Training failed: see `_fail`."""
@@ -388,7 +484,10 @@ class Node:
             error,
             FAILED_LINGER_S,
         )
-        await asyncio.to_thread(self.worker.evaluate_now)
+        try:  # a user's model that failed may fail its evaluation too: report what we have
+            await asyncio.to_thread(self.worker.evaluate_now)
+        except SwarmnodeError as exc:
+            log.error("evaluating the failed model: %s", exc)
         update_meta(self.worker, self.membership)
         await quietly(self.membership.leave(), LEAVE_DEADLINE_S, "leave announcement")
         # Bounded: long enough for `swarmnode status` and the other peers' operators to see

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -47,12 +48,14 @@ RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_M
 RETRY_MAX_S = 2.0
 MIN_PULL_S = 1.0  # a last try near the join deadline still gets this long
 JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
+# what gossip.wire.frames says of a model of another size: no retry will change that
+_OTHER_MODEL = re.compile(r"payload holds (\d+) parameters, this model has (\d+)")
 
 
 async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     """Load the swarm's current parameters into `node` before it starts training."""
     if not node.membership.live_peers():
-        log.warning("joined, but no live peer to copy the model from: starting from my own")
+        log.info("joined, but no live peer to copy the model from: starting from my own")
         return
     got, failures = await _fetch_donors(node, timeout)
     if not got:
@@ -101,10 +104,11 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         got = await node.exchanger.pull_many(picked, failures, timeout=wait)
         if got:
             return got, failures
+        _refuse_another_model(failures)
         if picked and all(JOINING in why for why in failures.values()):
             # peers that started at once, each joining through the others: nobody has a
             # swarm model yet, so ours is as good as any (the exchange will average them)
-            log.warning("state sync: every donor is joining too: starting from my own model")
+            log.info("state sync: every donor is joining too: starting from my own model")
             return [], failures
         if loop.time() + pause > deadline or not picked:
             detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
@@ -116,6 +120,22 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
         await asyncio.sleep(pause)
         pause = min(2 * pause, RETRY_MAX_S)
+
+
+def _refuse_another_model(failures: dict[str, str]) -> None:
+    """Every donor asked serves a model of another size: the swarm trains another model, and
+    waiting out --join-timeout would not change it (one lying donor among several cannot end
+    the join: all must say so)."""
+    sizes = [_OTHER_MODEL.search(why) for why in failures.values()]
+    if not sizes or not all(sizes):
+        return
+    theirs = sorted({int(m.group(1)) for m in sizes if m})
+    mine = sizes[0].group(2) if sizes[0] else "?"
+    raise JoinError(
+        f"the swarm trains another model: its peers serve {' or '.join(map(str, theirs))} "
+        f"parameters, this peer's --model has {mine}; start it with the swarm's --model "
+        "(and --data)"
+    )
 
 
 def shared_start(trainer: Trainer, compress: str) -> np.ndarray | None:

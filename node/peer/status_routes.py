@@ -16,6 +16,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
+
+from swarmnode import __version__
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
@@ -34,6 +37,7 @@ class StatusSource(Protocol):
     peer_id: str
     name: str | None
     addr: str
+    shard: str | None
     state: str
     started_at: float
     worker: TrainingWorker
@@ -49,12 +53,26 @@ class StatusSource(Protocol):
 
 
 def status_json(node: StatusSource) -> dict[str, Any]:
+    others = [
+        {**m.as_status(), "shard": m.meta.get("shard")}
+        for m in node.membership.members()
+        if m.peer_id != node.peer_id
+    ]
+    return {"self": self_status(node, others), "members": others}
+
+
+def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """This peer's own figures: the `self` of /v1/status (and of /v1/figures, node/web/).
+    `others`: the members' rows, if the caller has them (they name the links' partners)."""
     m = node.worker.metrics()
     ex = node.exchanger
     me = {
         "peer_id": node.peer_id,
         "name": node.name,
         "addr": node.addr,
+        "version": __version__,
+        "envelope": ENVELOPE_VERSION,  # every peer of a swarm must speak the same
+        "shard": node.shard,  # I/N, or None on the whole set (`--shard auto` reads it)
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
         "device": m.device,
@@ -63,26 +81,43 @@ def status_json(node: StatusSource) -> dict[str, Any]:
         "acc": _num(m.test_acc),
         "test_loss": _num(m.test_loss),
         "samples_per_s": _num(m.samples_per_s),
+        # share of the training thread's time spent training, not waiting for a round: below
+        # 1 the network, not the compute, sets the pace (--max-lead)
+        "utilization": _num(node.worker.utilization()),
+        "waited_s": node.worker.waited_s,
         "byzantine": node.byzantine.kind,
         "error": None if node.worker.error is None else str(node.worker.error),
         "faults": node.faults.config.to_spec(),
         "uptime_s": time.monotonic() - node.started_at,
+        "consensus_dist": consensus_distance(ex),
         "exchange": {
             "mode": ex.cfg.mode,
             "rounds": ex.rounds,
             "applied": ex.rounds_applied,
             "served": ex.served,
             "rejected": ex.rejected,
+            "bytes_sent": ex.bytes_sent,
             "last_round_s": ex.last_round_s,
             "max_round_s": ex.max_round_s,
             "compress": ex.cfg.compress,
             **ex.compression.frame_counts(),
         },
     }
-    others = [m.as_status() for m in node.membership.members() if m.peer_id != node.peer_id]
-    known = {m["addr"]: m["peer_id"] for m in others}
+    if others is None:
+        members = node.membership.members()
+        known = {mem.addr: mem.peer_id for mem in members if mem.peer_id != node.peer_id}
+    else:
+        known = {m["addr"]: m["peer_id"] for m in others}
     me["links"] = node.links.snapshot(known)  # what this peer measured of each partner's link
-    return {"self": me, "members": others}
+    return me
+
+
+def consensus_distance(ex: Exchanger) -> float | None:
+    """How far this peer's model lies from those it mixes with: the median of its distances
+    |x_j - own| to the models its own last rounds gathered (the push guard keeps the last 16,
+    gossip/robust/push_guard.py). None before its first round."""
+    tau = ex.guard.radius()  # factor x that median
+    return None if tau is None else _num(tau / ex.guard.factor)
 
 
 def _num(x: float | None) -> float | None:
@@ -105,10 +140,28 @@ class PeerMetricsCollector:
             ("swarmnode_test_accuracy", "acc", "test accuracy at the last evaluation"),
             ("swarmnode_test_loss", "test_loss", "test loss at the last evaluation"),
             ("swarmnode_samples_per_second", "samples_per_s", "training throughput"),
+            (
+                "swarmnode_consensus_distance",
+                "consensus_dist",
+                "median L2 distance to the models of this peer's last exchange rounds",
+            ),
+            (
+                "swarmnode_compute_utilization",
+                "utilization",
+                "share of the training thread's time spent training, not waiting for an "
+                "exchange round (below 1: the network sets the pace)",
+            ),
         ):
             g = GaugeMetricFamily(name, doc, labels=labels)
             g.add_metric(pid, math.nan if s[key] is None else s[key])
             yield g
+        waited = CounterMetricFamily(
+            "swarmnode_exchange_wait_seconds",
+            "time the training thread waited for an exchange round (--max-lead)",
+            labels=labels,
+        )
+        waited.add_metric(pid, s["waited_s"])
+        yield waited
         ex = s["exchange"]
         for name, key, doc in (
             ("swarmnode_exchange_rounds", "rounds", "exchange rounds started"),

@@ -7,6 +7,7 @@ import logging
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.membership.admission import Admission
 from swarmnode.gossip.membership.service import MembershipConfig
+from swarmnode.node.peer.address import is_loopback
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import read_trust_file
 
@@ -14,10 +15,13 @@ log = logging.getLogger(__name__)
 
 
 def build_admission(cfg: PeerConfig, key: PeerKey, addr: str) -> Admission:
-    """`open` warns once at start; `trust` reads the trust file (and always lists ourselves)."""
+    """`open` warns once at start (says, on loopback); `trust` reads the trust file (and always lists ourselves)."""
     mode = cfg.admission_mode
     if mode == "open":
-        log.warning(
+        # on loopback only local users reach us: worth knowing, not acting on
+        level = logging.INFO if is_loopback(addr.rpartition(":")[0]) else logging.WARNING
+        log.log(
+            level,
             "admission is open: anyone who reaches %s can join and list members; "
             "use --secret or --trust FILE for a closed swarm",
             addr,

@@ -1,6 +1,8 @@
 """Build a peer's trainer from its `NodeConfig`: data shard, backend, model, optimizer, resume.
 
 On a label-skewed shard the trainer gets its logit offsets here (node/train/label_prior.py).
+`--model` and `--data` may name the user's own code (node/train/sources.py): their model is
+checked by a dry run on a few samples here, before the peer serves or joins anyone.
 
 `build_trainer` (data shard, backend, model, optimizer), `resume` (the newest readable
 checkpoint, refused if written for another model/data/shard) and `run_meta` (what a checkpoint
@@ -14,24 +16,28 @@ from typing import Any
 
 from swarmnode.node.train.checkpoint import load_latest, lock_checkpoint_dir
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data import Dataset, load_dataset
+from swarmnode.node.train.data import Dataset
 from swarmnode.node.train.errors import CheckpointError
 from swarmnode.node.train.label_prior import logit_offsets
 from swarmnode.node.train.shard import shard_indices
+from swarmnode.node.train.streamed import take_rows
 from swarmnode.node.train.trainer import Trainer
+from swarmnode.node.train.user_code import describe
 
 # Fields recorded in each checkpoint; a resume with a different value would silently mix runs.
 _RESUME_MUST_MATCH = ("model", "data", "shard", "partition")
 
 
 def load_shard(cfg: NodeConfig) -> tuple[Dataset, Any, Any]:
-    """The data set and this peer's (X_train, y_train) shard."""
-    data = load_dataset(cfg.data)
+    """The data set and this peer's (X_train, y_train) shard (a view, for streamed inputs)."""
+    from swarmnode.node.train.sources import resolve_data  # lazy: imports the layers
+
+    data = resolve_data(cfg.data, cfg.seed)
     index, count = cfg.shard
     if count == 1:
         return data, data.X_train, data.y_train
     idx = shard_indices(data.y_train, count, index, cfg.partition, cfg.seed)
-    return data, data.X_train[idx], data.y_train[idx]
+    return data, take_rows(data.X_train, idx), data.y_train[idx]
 
 
 def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
@@ -40,13 +46,20 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
 
     from swarmnode.kernels.backend import select_backend  # lazy: keeps `swarmnode --help` fast
     from swarmnode.kernels.optim import make_optimizer
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.sources import check_device, resolve_model
+    from swarmnode.node.train.user_model import UserModel
 
     backend = select_backend(cfg.device)
-    model = build_model(cfg.model, data.input_shape, data.n_classes, backend, cfg.seed)
+    model = resolve_model(cfg.model, data, backend, cfg.seed)
+    user = isinstance(model, UserModel)
+    if user:  # it lives where its params are; a dry run before anything else is started
+        check_device(model, backend, cfg.device)
+        backend = model.backend
+        model.check(X, y, data.X_test, data.y_test)
     optimizer = make_optimizer(cfg.optimizer, model.params, cfg.lr, **_optimizer_kwargs(cfg))
     trainer = Trainer(model, optimizer, X, y, cfg.batch_size, cfg.seed, backend=backend)
-    trainer.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust))
+    if not user:  # the logit-adjusted loss is the built-in softmax classifier's
+        trainer.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust))
     return trainer, data, backend
 
 
@@ -60,8 +73,8 @@ def _optimizer_kwargs(cfg: NodeConfig) -> dict[str, float]:
 def run_meta(cfg: NodeConfig) -> dict[str, Any]:
     """What a checkpoint records about the run that wrote it."""
     return {
-        "model": cfg.model,
-        "data": cfg.data,
+        "model": describe(cfg.model),
+        "data": describe(cfg.data),
         "shard": f"{cfg.shard[0]}/{cfg.shard[1]}",
         "partition": str(cfg.partition),
         "seed": cfg.seed,

@@ -8,13 +8,14 @@ defaults, so a config built for a single-peer run stays valid.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.label_prior import check_tau
 from swarmnode.node.train.shard import Partition, parse_partition, parse_shard
+from swarmnode.node.train.user_code import describe
 
 # Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled
 # digits in under a second of training on one CPU core. Swept over 12 seeds: the final test
@@ -37,8 +38,10 @@ DEFAULT_LOGIT_ADJUST = 0.5
 class NodeConfig:
     """Settings of one training peer. `validate()` raises `ConfigError` on the first bad value."""
 
-    model: str = DEFAULT_MODEL
-    data: str = "digits"
+    # A spec string (`mlp:512`, `own_model:build`: node/train/sources.py); from Python also a
+    # model object or factory, and a data function or arrays (`swarmnode.Peer`).
+    model: Any = DEFAULT_MODEL
+    data: Any = "digits"
     steps: int = DEFAULT_STEPS
     batch_size: int = DEFAULT_BATCH_SIZE
     lr: float = DEFAULT_LR
@@ -101,7 +104,8 @@ class NodeConfig:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (for summaries and for recording in checkpoints)."""
-        d = asdict(self)
+        # model and data may be objects (a user's model, arrays): named, never copied
+        d = asdict(replace(self, model=describe(self.model), data=describe(self.data)))
         d["partition"] = str(self.partition)
         d["shard"] = f"{self.shard[0]}/{self.shard[1]}"
         for key in ("checkpoint_dir", "summary_json"):

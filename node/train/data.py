@@ -17,7 +17,13 @@ Spec grammar:
   from a small shared dictionary, seen at a random shift, gain and noise, with 10% of the *train*
   labels flipped at random. Few samples per class and label noise make a small shard easy to
   overfit (what exposes a swarm that mixes too rarely); the shift makes `cnn1d` the right model.
+- a folder — four `.npy` files of those names, the inputs streamed from disk a batch at a time
+  (node/train/streamed.py): a set larger than memory trains.
 - anything else — a path to an `.npz` with arrays `X_train, y_train, X_test, y_test`.
+
+A user's data source (`--data MODULE:FUNCTION`, or arrays given to `swarmnode.Peer`) is turned
+into a `Dataset` by `dataset_from_arrays`: the same checks, except that its targets may be
+floats (a regression for a user's model; `n_classes` is then 0).
 
 Input scaling: integer inputs are divided by the largest value in `X_train` (digits: pixels 0..16
 become 0..1); float inputs are kept as they are (the file's author chose their scale).
@@ -32,9 +38,11 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from swarmnode.node.train.errors import DataError
+from swarmnode.node.train.streamed import is_streamed, load_npy_dir
 
 REQUIRED_ARRAYS = ("X_train", "y_train", "X_test", "y_test")
 SYNTHETIC_MAX_VALUES = 50_000_000  # N*D cap: a typo must not allocate tens of gigabytes
@@ -43,14 +51,15 @@ MAX_CLASSES = 65_536  # a stray huge label would otherwise size the output layer
 
 @dataclass(frozen=True)
 class Dataset:
-    """A validated train/test split held in host memory (numpy)."""
+    """A validated train/test split: labels in host memory (numpy), inputs there too or
+    streamed (an `NpyRows`, a memmap: read a batch at a time, node/train/streamed.py)."""
 
     name: str
-    X_train: np.ndarray  # float32, shape (n_train, *input_shape)
-    y_train: np.ndarray  # int64, shape (n_train,)
-    X_test: np.ndarray  # float32, shape (n_test, *input_shape)
-    y_test: np.ndarray  # int64, shape (n_test,)
-    n_classes: int
+    X_train: Any  # float32, shape (n_train, *input_shape); or streamed
+    y_train: np.ndarray  # int64 (or float32 targets of a user's data), shape (n_train,)
+    X_test: Any  # float32, shape (n_test, *input_shape); or streamed
+    y_test: np.ndarray  # like y_train, shape (n_test,)
+    n_classes: int  # 0: the targets are not classes (a user's regression)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -73,6 +82,8 @@ def load_dataset(spec: str) -> Dataset:
         return make_synthetic(*parse_synthetic_spec(spec))
     if spec.startswith("signal:"):
         return make_signal(*parse_synthetic_spec(spec, kind="signal"))
+    if Path(spec).is_dir():
+        return dataset_from_arrays(load_npy_dir(spec), spec)
     return load_npz(spec)
 
 
@@ -114,7 +125,8 @@ def _read_npz(raw: bytes, name: str) -> dict[str, np.ndarray]:
             # A .npy holds one bare array: there is no split to read from it.
             raise DataError(
                 f"{name}: is a single .npy array, not an .npz archive of "
-                f"{', '.join(REQUIRED_ARRAYS)} (save them with numpy.savez)"
+                f"{', '.join(REQUIRED_ARRAYS)} (save them with numpy.savez, or as four "
+                ".npy files of those names in a folder, which streams them: give the folder)"
             )
         with loaded as npz:
             return _take_required(npz, name)
@@ -144,14 +156,63 @@ def _take_required(npz: np.lib.npyio.NpzFile, name: str) -> dict[str, np.ndarray
     return {k: npz[k] for k in REQUIRED_ARRAYS}
 
 
-def validate_arrays(arrays: dict[str, np.ndarray], name: str) -> Dataset:
-    """Check shapes, dtypes, label range and finiteness; return float32 / int64 arrays."""
-    X_train, y_train = arrays["X_train"], arrays["y_train"]
-    X_test, y_test = arrays["X_test"], arrays["y_test"]
-    for key in ("X_train", "X_test"):
-        _check_inputs(arrays[key], f"{name}: {key}")
-    for key in ("y_train", "y_test"):
-        _check_labels(arrays[key], f"{name}: {key}")
+def dataset_from_arrays(arrays: Any, name: str, *, any_targets: bool = False) -> Dataset:
+    """A `Dataset` of a mapping (or 4-sequence) of `X_train, y_train, X_test, y_test`, with
+    inputs in memory or streamed; `any_targets`: float targets allowed (a user's data)."""
+    if isinstance(arrays, tuple | list) and len(arrays) == 4:
+        arrays = dict(zip(REQUIRED_ARRAYS, arrays, strict=True))
+    if not hasattr(arrays, "keys") or not hasattr(arrays, "__getitem__"):
+        raise DataError(
+            f"{name}: expected X_train, y_train, X_test, y_test (a dict or a 4-tuple), "
+            f"got a {type(arrays).__name__}"
+        )
+    missing = [k for k in REQUIRED_ARRAYS if k not in arrays]
+    if missing:
+        raise DataError(f"{name}: missing {', '.join(missing)}")
+    # plain Python sequences are data in memory; only an array-like reader is streamed
+    arrays = {
+        k: np.asarray(v) if isinstance(v, list | tuple) else v
+        for k, v in ((k, arrays[k]) for k in REQUIRED_ARRAYS)
+    }
+    if is_streamed(arrays["X_train"]) or is_streamed(arrays["X_test"]):
+        return _streamed_dataset(arrays, name, any_targets)
+    plain = {k: np.asarray(arrays[k]) for k in REQUIRED_ARRAYS}
+    return validate_arrays(plain, name, any_targets=any_targets)
+
+
+def _streamed_dataset(arrays: Any, name: str, any_targets: bool) -> Dataset:
+    """Shapes, dtypes and labels checked now; the inputs' values as each batch is read."""
+    X_train, X_test = arrays["X_train"], arrays["X_test"]
+    for key, X in (("X_train", X_train), ("X_test", X_test)):
+        shape, dtype = tuple(getattr(X, "shape", ())), np.dtype(getattr(X, "dtype", object))
+        if len(shape) < 2 or dtype.kind != "f":
+            raise DataError(
+                f"{name}: streamed {key} must be floats with a sample axis and a feature axis, "
+                f"got {dtype}{list(shape)}"
+            )
+    y_train, y_test = (np.asarray(arrays[k]) for k in ("y_train", "y_test"))
+    n_classes = _check_splits(X_train, y_train, X_test, y_test, name, any_targets)
+    return Dataset(
+        name=name,
+        X_train=X_train,
+        y_train=_targets(y_train),
+        X_test=X_test,
+        y_test=_targets(y_test),
+        n_classes=n_classes,
+    )
+
+
+def _targets(y: np.ndarray) -> np.ndarray:
+    return y.astype(np.int64) if y.dtype.kind in "iu" else y.astype(np.float32)
+
+
+def _check_splits(
+    X_train: Any, y_train: np.ndarray, X_test: Any, y_test: np.ndarray, name: str, any_targets: bool
+) -> int:
+    """Labels, lengths and per-sample shapes of both splits; the number of classes (0 for
+    float targets, allowed only with `any_targets`)."""
+    for key, y in (("y_train", y_train), ("y_test", y_test)):
+        _check_labels(y, f"{name}: {key}", any_targets)
     for split, X, y in (("train", X_train, y_train), ("test", X_test, y_test)):
         if len(X) != len(y):
             raise DataError(
@@ -161,27 +222,42 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str) -> Dataset:
         raise DataError(f"{name}: the train split is empty")
     if len(y_test) == 0:
         raise DataError(f"{name}: the test split is empty")
-    if X_train.shape[1:] != X_test.shape[1:]:
+    if tuple(X_train.shape[1:]) != tuple(X_test.shape[1:]):
         raise DataError(
-            f"{name}: train inputs have shape {X_train.shape[1:]} per sample "
-            f"but test inputs have {X_test.shape[1:]}"
+            f"{name}: train inputs have shape {tuple(X_train.shape[1:])} per sample "
+            f"but test inputs have {tuple(X_test.shape[1:])}"
         )
+    if y_train.dtype.kind == "f" or y_test.dtype.kind == "f":
+        return 0
     n_classes = int(max(y_train.max(), y_test.max())) + 1
     if n_classes > MAX_CLASSES:
         raise DataError(
             f"{name}: largest label is {n_classes - 1}; at most {MAX_CLASSES} classes are supported"
         )
-    if n_classes < 2:
+    if n_classes < 2 and not any_targets:
         raise DataError(f"{name}: labels name only one class; a classifier needs at least two")
+    return n_classes
+
+
+def validate_arrays(
+    arrays: dict[str, np.ndarray], name: str, *, any_targets: bool = False
+) -> Dataset:
+    """Check shapes, dtypes, label range and finiteness; return float32 / int64 arrays
+    (float32 targets too, with `any_targets`)."""
+    X_train, y_train = arrays["X_train"], arrays["y_train"]
+    X_test, y_test = arrays["X_test"], arrays["y_test"]
+    for key in ("X_train", "X_test"):
+        _check_inputs(arrays[key], f"{name}: {key}")
+    n_classes = _check_splits(X_train, y_train, X_test, y_test, name, any_targets)
     Xtr, Xte = _scale(X_train, X_test)
     _check_cast(Xtr, f"{name}: X_train")
     _check_cast(Xte, f"{name}: X_test")
     return Dataset(
         name=name,
         X_train=Xtr,
-        y_train=y_train.astype(np.int64),
+        y_train=_targets(y_train),
         X_test=Xte,
-        y_test=y_test.astype(np.int64),
+        y_test=_targets(y_test),
         n_classes=n_classes,
     )
 
@@ -205,9 +281,13 @@ def _check_cast(X: np.ndarray, what: str) -> None:
         raise DataError(f"{what} has values too large for float32 (|x| > {limit:.3g})")
 
 
-def _check_labels(y: np.ndarray, what: str) -> None:
+def _check_labels(y: np.ndarray, what: str, any_targets: bool = False) -> None:
     if y.ndim != 1:
         raise DataError(f"{what} must be a 1-D vector of class labels, got shape {y.shape}")
+    if any_targets and y.dtype.kind == "f":
+        if not np.isfinite(y).all():
+            raise DataError(f"{what} contains NaN or Inf values")
+        return
     if y.dtype.kind not in "iu":
         raise DataError(f"{what} must hold integer class labels, got dtype {y.dtype}")
     if len(y) and int(y.min()) < 0:

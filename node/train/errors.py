@@ -19,3 +19,9 @@ class DataError(ConfigError):
 
 class CheckpointError(SwarmnodeError):
     """A checkpoint cannot be written or read back."""
+
+
+class UserCodeError(SwarmnodeError):
+    """The user's own model or data code (`--model MODULE:FUNCTION`, `--data MODULE:FUNCTION`, a
+    model object given to `swarmnode.Peer`) raised, or returned something unusable; the message
+    names the user's function and the file and line where it went wrong."""

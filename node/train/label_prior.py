@@ -5,9 +5,9 @@ whole training set holds them. Plain cross-entropy then teaches its model the sh
 prior: within a few steps of a mix, the output layer leans towards the peer's own classes and
 its accuracy on the (balanced) test set falls far below the swarm's mean model. Measured on the
 signal task (4 peers, dirichlet:0.5, full average every 10 steps, lock-step simulator;
-docs/benchmarks.md, "Sixth session (2026-11-27): logit adjustment on the lab"): 5 steps after a
-mix, the peers' own models stood 20-30 points below their mean; every evaluation of a peer's
-own model lands somewhere in that swing.
+docs/benchmarks-history.md, "Sixth session (2026-11-27): logit adjustment on the lab"): 5 steps
+after a mix, the peers' own models stood 20-30 points below their mean; every evaluation of a
+peer's own model lands somewhere in that swing.
 
 The logit-adjusted loss (Menon et al. 2021, "Long-tail learning via logit adjustment"; used for
 federated label skew by FedLC, Zhang et al. 2022) trains on logits + tau log(pi_shard / pi_all):

@@ -2,7 +2,7 @@
 
 A swarm of n peers that average their models every few steps computes like one peer with an
 n times larger batch; at the same learning rate it also moves like one, taking no larger steps
-for the extra samples (measured in scripts/sim_swarm.py: the worst peer reached the single
+for the extra samples (measured in scripts/sim/swarm.py: the worst peer reached the single
 peer's accuracy in as many steps as the single peer). The linear scaling rule (Goyal et al.
 2017, "Accurate, large minibatch SGD") scales the lr by n, `sqrt` by sqrt(n) (gentler, for
 models that do not take the linear rule). `adaptive` scales it by the gain ratio measured from

@@ -22,6 +22,9 @@ class WorkerMetrics:
     device: str
     running: bool
     elapsed_s: float  # since start()
+    # share of the thread's time spent training, not held waiting for an exchange round
+    utilization: float = 1.0
+    waited_s: float = 0.0  # held at the step limit (TrainingWorker.set_step_limit), in total
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

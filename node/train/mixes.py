@@ -10,15 +10,42 @@ memory would grow with the swarm. Instead each arriving model is folded at once 
 by mix(y, w):  s <- (1 - w) s,  acc <- (1 - w) acc + w y  — which is exactly the composition of
 the queued mixes in arrival order. Memory is one extra model, allocated once and reused, and the
 received buffer is freed as soon as it is folded in. The training thread calls `apply_to(x)`
-between two steps (two passes over x, no temporaries).
+between two steps. Each fold and the apply are one pass (`axpby`: x <- a x + b y in NumKong's
+`blend`), no temporaries; numpy took three passes for a fold onto a pending one, two for
+the apply.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
 import numpy as np
+
+
+@functools.cache
+def _nk() -> Any:
+    import numkong  # a dependency (kernels/compress.py's codecs); imported on first use
+
+    return numkong
+
+
+def axpby(x: Any, y: Any, a: float, b: float) -> None:
+    """x <- a x + b y in place: one pass (NumKong's `blend`, GIL released) for contiguous
+    float32 numpy vectors, where numpy takes two or three and a temporary for b y."""
+    if (
+        type(x) is np.ndarray
+        and type(y) is np.ndarray
+        and x.dtype == y.dtype == np.float32
+        and x.flags.c_contiguous
+        and y.flags.c_contiguous
+    ):
+        _nk().blend(x, y, alpha=float(a), beta=float(b), out=x)
+        return
+    if a != 1.0:
+        x *= a
+    x += y * y.dtype.type(b) if b != 1.0 else y
 
 
 class MixAccumulator:
@@ -52,13 +79,10 @@ class MixAccumulator:
                 self._acc = xp.empty(self._size, dtype=xp.float32)
             if not self._pending:
                 xp.multiply(y, weight, out=self._acc)
-            else:  # acc <- (1 - w) acc + w y, in place: ((1 - w) / w * acc + y) * w
-                if weight < 1.0:
-                    self._acc *= (1.0 - weight) / weight
-                    self._acc += y
-                    self._acc *= weight
-                else:
-                    self._acc[...] = y
+            elif weight < 1.0:  # acc <- (1 - w) acc + w y, in place, one pass
+                axpby(self._acc, y, 1.0 - weight, weight)
+            else:
+                self._acc[...] = y
             self._scale *= 1.0 - weight
             self._pending = True
             self.folded += 1
@@ -87,7 +111,7 @@ class MixAccumulator:
                 xp.multiply(d, weight, out=self._acc)
                 self._scale = 1.0
             else:
-                self._acc += xp.float32(weight) * d
+                axpby(self._acc, d, 1.0, weight)  # acc <- acc + w d, no temporary
             self._pending = True
             self.folded += 1
 
@@ -96,8 +120,7 @@ class MixAccumulator:
         with self._lock:
             if not self._pending:
                 return False
-            x *= self._scale
-            x += self._acc.astype(x.dtype, copy=False)
+            axpby(x, self._acc.astype(x.dtype, copy=False), self._scale, 1.0)  # one pass
             self._scale, self._pending = 1.0, False
             return True
 
@@ -120,7 +143,7 @@ class OuterStep:
 
     lr = 1, beta = 0 is plain averaging. Why: a plain average of N peers' local steps moves the
     model as far as *one* peer's steps would, with N times the samples behind it; the measured
-    effect (scripts/sim_swarm.py) is a swarm that learns like one peer with an N times larger
+    effect (scripts/sim/swarm.py) is a swarm that learns like one peer with an N times larger
     batch at an unscaled learning rate — below the single peer. The momentum turns the extra
     samples into progress. Memory: three extra copies of the model (anchor, momentum, scratch),
     allocated at the first step (never with the outer step off). The first step only sets the

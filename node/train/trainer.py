@@ -2,7 +2,11 @@
 
 `Trainer` is plain and blocking on purpose: one `step()` is one minibatch forward/backward plus one
 optimizer update. It is driven from a worker thread (`swarmnode.node.train.worker.TrainingWorker`), never from the
-asyncio event loop. The training data is moved to the model's device once; each epoch's shuffle
+asyncio event loop. The model is any `TrainableModel` (node/train/protocol.py): the built-in
+`Sequential`, or a user's model behind `UserModel`. The training data is moved to the model's
+device once, unless it is streamed (inputs that are not an in-memory array, e.g. rows read
+from a .npy file on demand: node/train/streamed.py): then each batch is read, and moved, when
+it is drawn. Each epoch's shuffle
 order is drawn from a seeded RNG, so two trainers built with the same seed produce bit-identical
 parameters on the same backend, and `state()` / `load_state()` carry everything (parameters,
 optimizer state, counters, RNG and position inside the epoch) needed to resume exactly.
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.train.errors import CheckpointError
+from swarmnode.node.train.streamed import is_streamed
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
 # What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.
@@ -67,8 +72,12 @@ class Trainer:
         self.grad_probe: Any = None
         # set (node/train/label_prior.py) on a label-skewed shard: added to the logits in the loss
         self.logit_offset: Any = None
-        self._X = self._to_device(np.ascontiguousarray(X, dtype=np.float32))
-        self._y = self._to_device(np.ascontiguousarray(y, dtype=np.int64))
+        # Streamed inputs stay where they are (host, disk) and their labels on the host with
+        # them: a batch is gathered, then moved (`_batch`). A memmap counts as streamed too:
+        # converting it would read the whole file into memory.
+        self.streamed = is_streamed(X)
+        self._X = X if self.streamed else self._to_device(np.ascontiguousarray(X, dtype=np.float32))
+        self._y = self._place(_labels(y))
         self._rng = np.random.default_rng([seed, 0x7261696E])  # own stream: not the init's
         self.epoch = 0
         self._new_epoch()
@@ -85,17 +94,18 @@ class Trainer:
         if self._pos + self.batch_size > self.n_samples:
             self.epoch += 1
             self._new_epoch()
-        idx = self._perm_dev[self._pos : self._pos + self.batch_size]
+        perm = self._perm if self.streamed else self._perm_dev
+        idx = perm[self._pos : self._pos + self.batch_size]
         probe = self.grad_probe
         if probe is None or self.batch_size < 2:
-            loss = float(self.model.loss_and_grad(self._X[idx], self._y[idx], self.logit_offset))
+            loss = float(self.model.loss_and_grad(*self._batch(idx), self.logit_offset))
         else:
             loss = self._probed_loss_and_grad(idx, probe)
         if not math.isfinite(loss):
             # Checked before the update, so the parameters stay finite for a checkpoint or a peer.
+            hint = getattr(self.model, "divergence_hint", "try a smaller --lr")
             raise DivergedError(
-                f"training diverged: loss is {loss} at step {self.step_count + 1} "
-                f"(try a smaller --lr)"
+                f"training diverged: loss is {loss} at step {self.step_count + 1} ({hint})"
             )
         with self.update_lock:
             self.optimizer.step()
@@ -109,9 +119,9 @@ class Trainer:
         difference (the gradient noise); the result is the full batch's, up to rounding."""
         h = self.batch_size // 2
         a, b = idx[:h], idx[h:]
-        loss_a = float(self.model.loss_and_grad(self._X[a], self._y[a], self.logit_offset))
+        loss_a = float(self.model.loss_and_grad(*self._batch(a), self.logit_offset))
         probe.hold(self.model.params.grad)
-        loss_b = float(self.model.loss_and_grad(self._X[b], self._y[b], self.logit_offset))
+        loss_b = float(self.model.loss_and_grad(*self._batch(b), self.logit_offset))
         probe.merge(self.model.params.grad, h, self.batch_size - h)
         return (h * loss_a + (self.batch_size - h) * loss_b) / self.batch_size
 
@@ -120,13 +130,14 @@ class Trainer:
         n = len(y)
         if n == 0:
             return float("nan"), float("nan")
-        X, y = self._to_device(X), self._to_device(y)
         total_loss = 0.0
         total_correct = 0.0
         with self.on_device():  # the peer evaluates from threads other than the training one
             for lo in range(0, n, EVAL_BATCH):
                 hi = min(lo + EVAL_BATCH, n)
-                loss, acc = self.model.evaluate(X[lo:hi], y[lo:hi])
+                # a no-op for arrays already on the device; a streamed split is read here
+                xb, yb = self._to_device(X[lo:hi]), self._to_device(y[lo:hi])
+                loss, acc = self.model.evaluate(xb, yb)
                 total_loss += float(loss) * (hi - lo)
                 total_correct += float(acc) * (hi - lo)
         return total_loss / n, total_correct / n
@@ -255,10 +266,10 @@ class Trainer:
 
     def set_labels(self, y: Any) -> None:
         """Replace the training labels (same count); the data and epoch order stay as they are."""
-        y = np.ascontiguousarray(y, dtype=np.int64)
+        y = _labels(y)
         if y.shape != (self.n_samples,):
             raise ValueError(f"need {self.n_samples} labels, got shape {y.shape}")
-        self._y = self._to_device(y)
+        self._y = self._place(y)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -271,10 +282,32 @@ class Trainer:
         # The order lives on the device too, so a step slices it there (no per-step transfer).
         self._perm_dev = self._to_device(perm)
 
+    def _batch(self, idx: Any) -> tuple[Any, Any]:
+        """The inputs and labels of the samples `idx` (a slice of the epoch order), on the
+        device. A streamed batch is read in ascending sample order (a disk, or an h5py-like
+        reader, wants that; the mean loss does not care) and cast to float32 here."""
+        if not self.streamed:
+            return self._X[idx], self._y[idx]
+        idx = np.sort(idx)
+        x = np.ascontiguousarray(self._X[idx], dtype=np.float32)
+        return self._to_device(x), self._to_device(self._y[idx])
+
+    def _place(self, a: np.ndarray) -> Any:
+        """Where the training arrays live: the device, or the host for streamed inputs."""
+        return a if self.streamed else self._to_device(a)
+
     def _to_device(self, a: Any) -> Any:
+        if is_streamed(a):  # read a batch at a time (`_batch`, `evaluate`), never whole
+            return a
         if self.backend is None:
             return np.asarray(a)
         return self.backend.asarray(a)
+
+
+def _labels(y: Any) -> np.ndarray:
+    """Class labels as int64; other targets (a user model's regression) as float32."""
+    y = np.asarray(y)
+    return np.ascontiguousarray(y, dtype=np.int64 if y.dtype.kind in "iub" else np.float32)
 
 
 def _count(state: dict[str, Any], key: str) -> int:

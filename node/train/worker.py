@@ -3,7 +3,8 @@
 How the asyncio peer trains without blocking its event loop. The thread is the only code that
 touches the model; everyone else talks to it through a thread-safe API:
 
-- `snapshot()` — a host copy of the flat parameters, taken between two steps;
+- `snapshot()` — a host copy of the flat parameters, taken between two steps; `read(fn)` —
+  fn(parameters) between two updates, without a copy (a distance);
 - `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
   (`swarmnode.node.train.mixes.MixAccumulator`) that the thread applies between two steps;
 - `submit(fn)` — run `fn(params.data)` on the training thread between two steps (load received
@@ -12,6 +13,9 @@ touches the model; everyone else talks to it through a thread-safe API:
 - `metrics()` — the latest counters, cheap to call often (a status route, a progress line);
 - `set_throttle()` — slow this peer down on purpose (tests, chaos scenarios), or pace it as a
   compute-bound peer (`step_s`: every step takes at least that long);
+- `set_step_limit(n)` — take no step past step `n` until a new limit (the exchange's bounded
+  staleness: a peer may not run far ahead of its last round); `waited_s` / `utilization()` say
+  how much of the thread's time that waiting took;
 - `lr_scale` — a `SwarmLR` (replace it to pick a rule; `set_size(n)` from any thread): the
   optimizer's lr at construction scaled with the swarm size (or its measured gain), per step.
 
@@ -45,6 +49,7 @@ log = logging.getLogger(__name__)
 MIX_BLAME_STEPS = 50
 CALM_EVERY = 10  # steps between two looks at the dead units of a calm step (collapse guard)
 TRAIN_THREAD = "swarmnode-train"  # the training thread's name (the CLI looks for it at exit)
+HELD_POLL_S = 0.1  # a thread held at the step limit re-checks this often (a missed wake-up)
 
 
 class TrainingWorker:
@@ -90,12 +95,17 @@ class TrainingWorker:
         self._outer_pending: tuple[float, float] | None = None  # (lr, momentum) to apply
         self._outer_lock = threading.Lock()  # guards _outer_pending and _notify
         self._notify: tuple[int, Callable[[], None]] | None = None
+        self._limit: int | None = None  # no step starts at or past it (None: no limit)
+        self._unblock = threading.Event()  # wakes a thread held at the limit: work or release
+        self.waited_s = 0.0  # held at the step limit, in total (the current wait not yet)
+        self._held_since: float | None = None  # the current wait's start
         self._last_mix_step: int | None = None  # the step before which a mix was last applied
         # the collapse guard (node/train/collapse.py): None, off; set by the node
         self.collapse: CollapseGuard | None = None
         # called on the training thread with the senders of a rolled-back mix (thread-safe!)
         self.on_collapse: Callable[[set[str]], None] | None = None
-        self._premix: Any = None  # what the mix being judged changed (one model, reused)
+        self._premix: Any = None  # what the mixes being judged changed (one model, reused)
+        self._judged: set[str] | None = None  # their pushers; None: no mix since the last step
         self.mixes_dropped = 0  # received after the last step: not in the reported model
         self._finished = False
         self._running = False
@@ -106,6 +116,7 @@ class TrainingWorker:
         self.lr_scale = SwarmLR()  # rule "none": the base lr, unless the peer sets another
         self._base_lr = float(getattr(trainer.optimizer, "lr", 0.0))
         self._t_start = 0.0
+        self._end_elapsed: float | None = None  # the thread's life, once it ended
         # Window since the last evaluation, for loss and throughput.
         self._win_loss = 0.0
         self._win_steps = 0
@@ -130,11 +141,11 @@ class TrainingWorker:
         """Ask the thread to stop after the current step; returns at once (signal-handler safe)."""
         self._stop.set()
         self._wake.set()
+        self._unblock.set()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop and join. True if the thread has ended (False: still busy after `timeout`)."""
-        self._stop.set()
-        self._wake.set()
+        self.request_stop()
         return self.join(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
@@ -165,6 +176,16 @@ class TrainingWorker:
                 params.get(out=out)
             return self.trainer.step_count
 
+    def read(self, fn: Callable[[np.ndarray], Any]) -> Any:
+        """fn(flat parameters), between two updates, without a copy of them (a distance to a
+        received model: one pass instead of a snapshot copy and a pass). `fn` must only read.
+        A device model is copied to the host first, as a snapshot (cupy: one transfer)."""
+        with self._params_lock, self._device():  # waits for an update, not a whole step
+            params = self.trainer.model.params.data
+            if isinstance(params, np.ndarray):
+                return fn(params)
+        return fn(self.snapshot()[1])
+
     def state(self) -> dict[str, Any]:
         """A checkpoint state (`Trainer.state()`), taken between two steps."""
         with self._lock, self._device():
@@ -181,6 +202,7 @@ class TrainingWorker:
         with self._lock:
             if self._running:
                 self._pending.append((fn, fut))
+                self._unblock.set()  # a thread held at the step limit serves it at once
                 return fut
             with self._params_lock, self._device():
                 self._call(fn, fut)
@@ -200,6 +222,7 @@ class TrainingWorker:
                 self.mixes.nudge(other, weight)
             else:
                 self.mixes.add(other, weight, source)
+        self._unblock.set()  # a thread held at the step limit applies it at once
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.
         if not self._running:
@@ -234,6 +257,29 @@ class TrainingWorker:
         store's fold thread, after the round's mix: its FIFO order puts the step after it)."""
         with self._outer_lock:  # not the training lock: a fold must never wait for a step
             self._outer_pending = (float(lr), float(momentum))
+        self._unblock.set()
+
+    def set_step_limit(self, limit: int | None) -> None:
+        """Take no step while the step counter is at or past `limit` (None: no limit).
+
+        The exchange's bounded staleness: after each round the peer allows itself a bounded
+        number of steps, so a peer faster than its network waits for its next round instead
+        of training alone. While held, the thread still serves `submit`, mixes and outer steps
+        (a round may wait for them), and wakes at once on a new limit or a stop."""
+        self._limit = None if limit is None else int(limit)
+        self._unblock.set()
+
+    def utilization(self) -> float:
+        """The share of the training thread's time spent training (steps, evaluations, the
+        pacing of `set_throttle`), not held at the step limit: 1.0 when the compute sets the
+        pace, lower when the exchange (the network) does."""
+        now = time.perf_counter()
+        elapsed = (now - self._t_start) if self._t_start else 0.0
+        if self._end_elapsed is not None:
+            elapsed = self._end_elapsed
+        since = self._held_since  # read once: the thread may end the wait meanwhile
+        waited = self.waited_s + (now - since if since is not None else 0.0)
+        return 1.0 - min(1.0, waited / elapsed) if elapsed > 0 else 1.0
 
     def set_throttle(
         self, delay_s: float = 0.0, slowdown: float = 1.0, step_s: float = 0.0
@@ -271,6 +317,7 @@ class TrainingWorker:
                     self.mixes_dropped += 1
                     self.mixes.discard()
                 self._outer_pending = None
+            self._end_elapsed = time.perf_counter() - self._t_start
             self._metrics = self._make_metrics_now()
             self._fire_notify(force=True)
             self._done.set()
@@ -280,15 +327,12 @@ class TrainingWorker:
     def _loop(self) -> None:
         trainer = self.trainer
         while not self._stop.is_set() and not self._budget_reached():
+            if self._held():
+                self._wait_at_limit()
+                continue
             t0 = time.perf_counter()
             with self._lock:
-                with self._params_lock:
-                    if self._pending:
-                        self._drain_pending()
-                    judged = self._apply_mixes()
-                loss = self._step()  # takes _params_lock for its update (Trainer.update_lock)
-                if self.collapse is not None:
-                    self._guard_collapse(loss, judged)
+                loss = self._turn()
             dt = time.perf_counter() - t0
             self._win_loss += loss
             self._win_steps += 1
@@ -305,30 +349,64 @@ class TrainingWorker:
                     self._on_checkpoint(trainer.state())
             self.pacer.pause(dt)
 
-    def _apply_mixes(self) -> set[str] | None:
+    def _turn(self) -> float:
+        """One turn of the loop (under `_lock`): what is pending, one step, and the collapse
+        guard's judgement of the mixes that step saw."""
+        with self._params_lock:
+            if self._pending:
+                self._drain_pending()
+            self._apply_mixes()
+            judged, self._judged = self._judged, None
+        loss = self._step()  # takes _params_lock for its update (Trainer.update_lock)
+        if self.collapse is not None:
+            self._guard_collapse(loss, judged)
+        return loss
+
+    def _held(self) -> bool:
+        limit = self._limit
+        return limit is not None and self.trainer.step_count >= limit
+
+    def _wait_at_limit(self) -> None:
+        """Held at the step limit: serve submits, mixes and outer steps until released (the
+        collapse guard judges the mixes applied meanwhile at the next step, all together)."""
+        t0 = self._held_since = time.perf_counter()
+        while self._held() and not self._stop.is_set():
+            with self._lock, self._params_lock:
+                if self._pending:
+                    self._drain_pending()
+                self._apply_mixes()
+            # the timeout only bounds a missed wake-up; every release sets the event
+            self._unblock.wait(HELD_POLL_S)
+            self._unblock.clear()
+        self.waited_s += time.perf_counter() - t0
+        self._held_since = None
+
+    def _apply_mixes(self) -> None:
         """Pending mixes, then a pending outer step (under the lock, between two steps). With
-        the collapse guard on, what the mixes changed is kept (`_premix`) and the senders of
-        the pushed models among them returned (an empty set: a round's own mix): the next step
-        judges them; None when nothing was mixed (or the guard is off)."""
+        the collapse guard on, what the mixes changed since the last step is kept (`_premix`,
+        the outer step's change left out) and the senders of the pushed models among them
+        gathered in `_judged` (an empty set: a round's own mix): the next step judges them."""
         x = self.trainer.model.params.data
         guarded = self.collapse is not None and self.mixes.pending
         if guarded:
             if self._premix is None:
                 self._premix = array_module(x).empty_like(x)
-            self._premix[...] = x
-        sources = self.mixes.take_sources() if guarded else None
+            if self._judged is None:  # premix <- -x before the first mix since the last step
+                array_module(x).negative(x, out=self._premix)
+            else:  # premix holds (what the earlier mixes changed); minus x now: -x before them
+                self._premix -= x
+        sources = self.mixes.take_sources() if guarded else set()
         if self.mixes.apply_to(x):
             self._last_mix_step = self.trainer.step_count
-            if guarded:  # premix <- x after - x before
-                self._premix *= -1
+            if guarded:  # premix <- x after - x before (the earlier mixes' change included)
                 self._premix += x
-        else:
-            sources = None
+                self._judged = (self._judged or set()) | sources
+        elif guarded and self._judged is not None:  # nothing applied: undo the subtraction
+            self._premix += x
         with self._outer_lock:
             pending, self._outer_pending = self._outer_pending, None
         if pending is not None:
             self.outer.apply(x, *pending)
-        return sources
 
     def _guard_collapse(self, loss: float, judged: set[str] | None) -> None:
         """Judge the step right after a mix (`judged`: the senders of the pushed models in it,
@@ -338,9 +416,9 @@ class TrainingWorker:
         step = self.trainer.step_count
         if judged is None:
             if step % CALM_EVERY == 0:
-                self.collapse.calm(dead_fraction(self.trainer.model.layers))
+                self.collapse.calm(self._dead_share())
             return
-        why = self.collapse.judge(loss, dead_fraction(self.trainer.model.layers))
+        why = self.collapse.judge(loss, self._dead_share())
         if why is None:
             return
         with self._params_lock:
@@ -356,6 +434,11 @@ class TrainingWorker:
         )
         if judged and self.on_collapse is not None:
             self.on_collapse(judged)
+
+    def _dead_share(self) -> float | None:
+        """The hidden units dead in the last forward pass; None for a model that does not show
+        its layers (a user's model, node/train/user_model.py: the guard judges its loss only)."""
+        return dead_fraction(getattr(self.trainer.model, "layers", ()))
 
     def _step(self) -> float:
         """One training step; a divergence soon after a mix says that the mix is the likely
@@ -451,4 +534,6 @@ class TrainingWorker:
             device=self.device,
             running=self._running,
             elapsed_s=time.perf_counter() - self._t_start if self._t_start else 0.0,
+            utilization=self.utilization(),
+            waited_s=self.waited_s,
         )

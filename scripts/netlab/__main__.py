@@ -47,7 +47,14 @@ def _stop_on_signals() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except net.NetLabError as exc:  # a peer that exited, a bad option: one line, not a traceback
+        print(f"netlab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     start_args: list[str] = []
     if "--" in argv:
         at = argv.index("--")

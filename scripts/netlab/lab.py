@@ -169,7 +169,13 @@ class Lab:
 
     def wait_ready(self, p: PeerProc) -> None:
         deadline = time.monotonic() + self.ready_timeout
+        seed = self.peers[0]
         while not p.ready_file.exists():
+            if p is not seed and seed.proc.poll() is not None:
+                raise NetLabError(
+                    f"the seed p0 exited ({seed.proc.returncode}) before p{p.index} was up: it "
+                    "trained its --steps alone; use --hold (peers start together) or more --steps"
+                )
             if p.proc.poll() is not None:
                 raise NetLabError(f"peer p{p.index} exited ({p.proc.returncode}): {self.tail(p)}")
             if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ from swarmnode.fault.chaos.scenario import (
     load_scenario,
     parse_scenario_text,
 )
+from swarmnode.node.cli.start_options import check_node_table
 
 from tests.fault.scenario_text import BASE, KILL_A, SCENARIOS, parse
 
@@ -197,7 +198,7 @@ def test_invalid_timeline_and_assertions_one_line(extra, fragment):
 )
 def test_invalid_files_one_line(text, fragment):
     with pytest.raises(ScenarioError) as info:
-        parse_scenario_text(text, source="bad.toml")
+        parse_scenario_text(text, source="bad.toml", node_check=check_node_table)
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -255,7 +256,7 @@ def test_every_documented_scenario_is_shipped_and_docs_name_no_missing_one():
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
 def test_every_shipped_scenario_parses(path):
-    sc = load_scenario(path)
+    sc = load_scenario(path, node_check=check_node_table)  # as `swarmnode chaos` loads it
     assert sc.name == path.stem and sc.description and sc.assertions
     assert sc.duration <= 120, f"{path.name} runs longer than 2 minutes"
     if path.stem.endswith("-short"):

@@ -151,7 +151,18 @@ def test_demo_quick_runs_and_prints_the_final_table(tmp_path):
     assert [r.split()[0] for r in rows[:4]] == ["a", "b", "c", "d"]
     assert all(r.split()[2] == "running" for r in rows[:4])
     assert "[pass] final_accuracy" in out and "[pass] catch_up" in out
-    assert "result: PASS" in out and "the swarm as peer a last saw it:" in out
+    assert "result: PASS" in out and "chaos: watch the swarm live at http://127.0.0.1:" in out
+    # each peer's own final figures, from the summary it wrote as it stopped (not gossip)
+    own = out[out.index("each peer's own final figures") :].splitlines()[1:]
+    header, rule, *rows = own
+    assert header.split()[:3] == ["peer", "peer", "id"] and set(rule) <= {"-", " "}
+    by_name = {r.split()[0]: r.split() for r in rows[:4]}
+    assert list(by_name) == ["a", "b", "c", "d"]
+    for name, cells in by_name.items():
+        summary = json.loads((run_dir / "peers" / name / "summary-0.json").read_text())
+        assert cells[1] == summary["peer_id"][:12] and cells[2] == str(summary["steps"])
+        assert cells[5] == f"{summary['test_accuracy']:.1%}"
+    assert by_name["d"][4] != "-"  # d joined: the step it copied the swarm's model at
 
     report = json.loads((run_dir / "report.json").read_text())
     assert check_report(report) == [] and report["result"] == "pass"

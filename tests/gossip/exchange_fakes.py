@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import numpy as np
+from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.wire import frames
 
 
@@ -22,6 +23,12 @@ class PlainStore:
     async def snapshot_frame(self, sender: str) -> memoryview:
         step, x = await self.snapshot()
         return frames.encode_params(x, sender=sender, step=step)
+
+    async def distance(self, other: np.ndarray) -> float:
+        return chunked.distance(self.x, other)
+
+    async def norm(self) -> float:
+        return chunked.norm(self.x)
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:
         self.x = (self.x + np.float32(weight) * delta).astype(np.float32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from swarmnode.gossip.wire import bufpool
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.bufpool import BufferPool
 
@@ -42,3 +43,19 @@ def test_a_decoded_frame_outlives_later_frames_unchanged() -> None:
     assert mine[0] == 1.0 and mine[-1] == 1.0
     _, arr = wire.decode_params(later)
     assert arr[0] == 2.0
+
+
+def test_pooled_float_vectors_come_back_only_once_every_view_is_gone() -> None:
+    """`bufpool.floats`: a model-sized float32 vector (a snapshot, a decoded payload, a pair's
+    reference) is reused only after its last view, however derived, is dropped."""
+    n = bufpool.MIN_POOLED_BYTES // 4
+    first = bufpool.floats(n)
+    assert first.dtype == np.float32 and first.size == n
+    addr = first.ctypes.data
+    kept = first.reshape(-1)[5:]  # a reference still holding it: a pair's `sent`, say
+    del first
+    second = bufpool.floats(n)
+    assert second.ctypes.data != addr
+    addrs = {addr, second.ctypes.data}
+    del kept, second
+    assert bufpool.floats(n).ctypes.data in addrs  # one of the two, not a fresh allocation

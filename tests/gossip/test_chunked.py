@@ -41,3 +41,31 @@ def test_clip_toward_returns_the_push_itself_within_tau_and_clips_beyond() -> No
     bad = other.copy()
     bad[7] = np.inf
     assert clip_toward(own, bad, 1e30) is None  # never mixed, whatever the radius
+
+
+def _strided(x: np.ndarray) -> np.ndarray:
+    """The same values in a non-contiguous view: the chunked numpy loop's input."""
+    return np.repeat(x, 2)[::2]
+
+
+@pytest.mark.parametrize("edge", ["none", "nan", "inf", "huge"])
+def test_the_one_pass_kernel_and_the_chunked_loop_agree(edge: str) -> None:
+    """Contiguous float32 takes NumKong's one pass, anything else the chunked float64 loop:
+    the same distance and norm, NaN and Inf alike, and no float32 overflow of a difference
+    of two finite extremes (its square is computed in float64)."""
+    own, other = _pair()
+    if edge == "nan":
+        other[N // 2] = np.nan
+    elif edge == "inf":
+        other[3] = -np.inf
+    elif edge == "huge":
+        own[5], other[5] = np.float32(-3e38), np.float32(3e38)
+    one = chunked.distance(own, other)
+    loop = chunked.distance(_strided(own), _strided(other))
+    if edge in ("nan", "inf"):
+        assert not np.isfinite(one) and not np.isfinite(loop)
+    else:
+        assert np.isfinite(one) and one == pytest.approx(loop, rel=1e-12)
+    assert chunked.norm(other) == pytest.approx(
+        chunked.norm(_strided(other)), rel=1e-12, nan_ok=True
+    )

@@ -7,6 +7,7 @@ import asyncio
 
 import numpy as np
 import pytest
+from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
@@ -146,3 +147,31 @@ async def test_a_robust_round_lands_as_its_aggregate_plus_the_steps_trained_mean
     assert (await e_old.round()).applied and (await e_new.round()).applied
     assert np.abs(old[0].x - xs[0]).max() > 0.05  # the round moved the model: the test shows it
     np.testing.assert_allclose(new[0].x, old[0].x + g, rtol=1e-5, atol=1e-6)
+
+
+def test_the_step_overwrites_a_received_answer_and_never_a_buffer_it_may_not_write() -> None:
+    """mean(answers) - sent - m in one pass: over the answer itself where it is writable (a
+    received body the caller owns), into a new vector where it is not (the in-memory network's
+    `bytes`) or where there are several (a float64 mean, chunk by chunk)."""
+    rng = np.random.default_rng(3)
+    n = 2 * delta_rule.CHUNK + 77  # a ragged last chunk
+    sent = rng.standard_normal(n, dtype=np.float32)
+    rows = [sent + np.float32(0.01) * rng.standard_normal(n, dtype=np.float32) for _ in range(3)]
+    moved = delta_rule.Moved()
+    moved.add(sent + np.float32(1.0), sent, 0.25)  # m = 0.25 everywhere
+    want = np.mean(np.stack(rows).astype(np.float64), axis=0) - sent - 0.25
+    got = delta_rule.step(rows, sent, moved)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert not any(np.shares_memory(got, r) for r in rows)
+
+    received = rows[0].copy()
+    got = delta_rule.step([received], sent, moved)
+    assert np.shares_memory(got, received)  # no copy of the answer
+    np.testing.assert_allclose(got, rows[0] - sent - np.float32(0.25), rtol=0, atol=1e-6)
+
+    frozen = rows[1].copy()
+    frozen.flags.writeable = False  # np.frombuffer over `bytes`
+    got = delta_rule.step([frozen], sent, moved)
+    assert not np.shares_memory(got, frozen)
+    np.testing.assert_array_equal(frozen, rows[1])
+    np.testing.assert_allclose(got, rows[1] - sent - np.float32(0.25), rtol=0, atol=1e-6)

@@ -1,5 +1,6 @@
 """A pushpull over HTTP (the node: `mix_after_answer`) answers first, then bounds and mixes the
-pushed model (against a snapshot of its own, taken after the answer's); the bound still holds."""
+pushed model (against its own model as it is after the answer's snapshot, read in place); the
+bound still holds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
+from swarmnode.gossip.robust.consensus import cut_away
 from swarmnode.gossip.wire import frames as wire
 
 from tests.gossip.exchange_fakes import PlainStore
@@ -24,6 +26,7 @@ class FramedStore(PlainStore):
         self.x = x.astype(np.float32)
         self.size = D
         self.snapshots = 0
+        self.reads = 0  # distances and norms of the model, read in place
         self.mixed: list[tuple[np.ndarray, float]] = []
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
@@ -33,6 +36,14 @@ class FramedStore(PlainStore):
     async def snapshot_frame(self, sender: str) -> memoryview:
         self.snapshots += 1
         return wire.encode_params(self.x, sender=sender, step=0)
+
+    async def distance(self, other: np.ndarray) -> float:
+        self.reads += 1
+        return await super().distance(other)
+
+    async def norm(self) -> float:
+        self.reads += 1
+        return await super().norm()
 
     async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.mixed.append((np.array(other), weight))
@@ -67,7 +78,8 @@ async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
     np.testing.assert_array_equal(mine, 1.0)
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 2  # the answer's, then the bound's own
+    assert store.snapshots == 1  # the answer's; the bound measures my model in place
+    assert store.reads >= 1  # its norm (no radius yet) and the distance of the push
     assert len(store.mixed) == 1 and store.mixed[0][1] == 0.5
     np.testing.assert_array_equal(store.mixed[0][0], theirs)
 
@@ -79,3 +91,83 @@ async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
     assert wire.decode_params(reply)[1][0] == 1.0
     await ex.settle()
     assert ex.store.mixed == [] and ex.guard.refused == 1
+
+
+async def test_a_push_to_clip_is_clipped_against_a_snapshot_of_my_model() -> None:
+    """Within tau a push is mixed as it came and beyond the drop bound refused, both judged by
+    its distance to my model read in place; between the two, the clip needs my model itself."""
+    ex = _node(np.ones(D))
+    tau = 4 * np.sqrt(D)  # before my first round: 4 |own|
+    pushed = np.full(D, 9.0, np.float32)  # |pushed - own| = 8 sqrt(D) = 2 tau: clipped to tau
+    await ex.handlers()["pushpull"](Arrival(wire.encode_params(pushed, sender="p1", step=3)))
+    await ex.settle()
+    store = ex.store
+    assert store.snapshots == 2  # the answer's, then my own for the clip
+    ((mixed, weight),) = store.mixed
+    assert weight == 0.5 and ex.guard.refused == 0
+    np.testing.assert_allclose(mixed, 1.0 + 8.0 * tau / (8 * np.sqrt(D)), rtol=1e-6)
+
+
+async def _push(ex: Exchanger, theirs: np.ndarray, sender: str) -> None:
+    await ex.handlers()["pushpull"](Arrival(wire.encode_params(theirs, sender=sender, step=3)))
+    await ex.settle()
+
+
+async def test_the_push_budget_holds_on_the_in_place_path() -> None:
+    """A sender's second push in one own round is answered, not mixed, and costs no snapshot;
+    a mixed push spends its travel (issue 22's budget on issue 25's in-place path)."""
+    ex = _node(np.ones(D))
+    close = np.full(D, 1.5, np.float32)
+    await _push(ex, close, "p1")
+    await _push(ex, close, "p1")  # the burst: two pushes banked
+    await _push(ex, close, "p1")  # no credit left this round
+    store = ex.store
+    assert len(store.mixed) == 2 and store.snapshots == 3  # the three answers' snapshots only
+    assert ex.budget.over_rate == 1
+    assert ex.budget.travelled("p1") == pytest.approx(2 * 0.5 * 0.5 * np.sqrt(D), rel=1e-5)
+    ex.budget.own_round()
+    await _push(ex, close, "p1")
+    assert len(store.mixed) == 3
+
+
+async def test_a_push_away_from_the_consensus_is_cut_against_a_snapshot() -> None:
+    """Where the swarm was (the consensus) is behind me, along e0: a push that goes on past me
+    along e0 is cut (my model is needed: a snapshot); one that moves sideways is mixed in place.
+    The decision is made from three distances, without my model."""
+    x = np.zeros(D, np.float32)
+    x[0] = 1.0
+    ex = _node(x)
+    ex.average.consensus = np.zeros(D, np.float32)  # 1.0 behind me along e0
+    ex.guard.record([2.0, 2.0, 2.0])  # typical distance 2: away limit 0.5 x 2 = 1, tau 8
+    sideways = x.copy()
+    sideways[1] = 3.0
+    await _push(ex, sideways, "p1")
+    store = ex.store
+    assert store.snapshots == 1 and len(store.mixed) == 1  # in place: the answer's snapshot only
+    np.testing.assert_array_equal(store.mixed[0][0], sideways)
+    onward = x.copy()
+    onward[0] = 4.0  # 3 past me, away from the consensus: cut to 1
+    await _push(ex, onward, "p2")
+    assert store.snapshots == 3 and len(store.mixed) == 2  # my own snapshot for the cut
+    np.testing.assert_allclose(store.mixed[1][0][0], 2.0, rtol=1e-5)
+
+
+async def test_the_in_place_consensus_test_agrees_with_the_cut() -> None:
+    """Random models, pushes along and against the line from the consensus to me: the in-place
+    test says "cut" exactly where `cut_away` cuts (both outcomes met)."""
+    seen = set()
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        own = rng.standard_normal(D).astype(np.float32)
+        ex = _node(own)
+        consensus = own - rng.standard_normal(D).astype(np.float32) * rng.uniform(0.01, 0.1)
+        ex.average.consensus = consensus
+        ex.guard.record([float(rng.uniform(0.5, 4))] * 3)
+        along = rng.uniform(-2, 30) * (own - consensus)
+        theirs = own + along + 0.02 * rng.standard_normal(D).astype(np.float32)
+        dist = float(np.linalg.norm((theirs - own).astype(np.float64)))
+        inside = await ex._within_consensus(theirs, dist)
+        cut = cut_away(own, theirs, consensus, ex.average.away_limit())
+        assert inside == (cut is theirs), seed
+        seen.add(inside)
+    assert seen == {True, False}

@@ -34,6 +34,19 @@ async def test_small_requests_measure_latency_bulk_ones_throughput() -> None:
     assert row["peer_id"] == "peer-b" and row["rtt_ms"] >= 10 and row["mbit_s"] > 0
 
 
+async def test_exchanges_are_counted_by_route_whatever_their_size() -> None:
+    # a small model's pushpull is below SMALL_BYTES: the route, not the size, makes it one
+    net = InMemoryNetwork()
+    net.register("b:1", {"echo": echo, "pushpull": echo})
+    t = MeasuringTransport(net.transport("a:1"))
+    await t.request("b:1", "echo", b"x" * 100, timeout=1.0)
+    row = t.snapshot()[0]
+    assert row["exchanges"] == 0 and row["exchange_s_ago"] is None
+    await t.request("b:1", "pushpull", b"x" * 100, timeout=1.0)
+    row = t.snapshot()[0]
+    assert row["exchanges"] == 1 and 0 <= row["exchange_s_ago"] < 1
+
+
 async def test_failures_are_counted_and_raised() -> None:
     t = MeasuringTransport(InMemoryNetwork().transport("a:1"))
     with pytest.raises(PeerUnreachable):

@@ -129,3 +129,29 @@ def test_a_valid_signature_glued_to_other_record_bytes_is_not_taken_from_the_cac
     glued = other._replace(proof=other.proof._replace(signature=good.proof.signature))
     assert not verifier.check(relayed(glued))
     assert verifier.forged == 1
+
+
+def test_a_leave_is_relayed_with_its_own_signed_record() -> None:
+    """A peer that learns a leave relays the leaver's signed `left` record, not its alive one
+    with a `left` hint (malformed to every receiver: one clean leave flooded the others' logs)."""
+    key, signer = owner()
+    relay, relay_check = receiver()
+    relay.merge([relayed(signer.entry(entry(key, 3)))], 0.0, relay_check.check)
+    gone = signer.entry(entry(key, 4, state=LEFT))
+    assert relay.merge([relayed(gone)], 0.1, relay_check.check) == 0
+    tomb = [g for g in relay.digest(0.2) if g.peer_id == key.peer_id]
+    assert len(tomb) == 1 and tomb[0].state == LEFT
+    onward, onward_check = receiver()
+    assert onward.merge([relayed(tomb[0])], 0.3, onward_check.check) == 0  # opens cleanly
+    assert onward.get(key.peer_id, 0.3).state == LEFT
+
+
+def test_a_leave_after_a_local_death_is_relayed_with_its_signed_record() -> None:
+    key, signer = owner()
+    relay, relay_check = receiver()
+    relay.merge([relayed(signer.entry(entry(key, 3)))], 0.0, relay_check.check)
+    relay.sweep(10.0)  # silent past dead_after: dead by our own timer
+    assert relay.get(key.peer_id, 10.0).state == "dead"
+    relay.merge([relayed(signer.entry(entry(key, 4, state=LEFT)))], 10.1, relay_check.check)
+    tomb = [g for g in relay.digest(10.2) if g.peer_id == key.peer_id]
+    assert open_entry(to_wire(tomb[0])).state == LEFT

@@ -2,7 +2,7 @@
 
 Real processes: a single peer on the whole digits train set gives the baseline; four peers, each
 on a quarter (`--shard i/4`), exchange with `--exchange average` for as many steps.
-Figures for more settings (and the no-exchange contrast): scripts/bench_convergence.py.
+Figures for more settings (and the no-exchange contrast): scripts/bench/convergence.py.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def relative_spread(peers: list[Peer]) -> float:
 
 
 # dirichlet:0.5 only: the harder of the two for both bounds (iid passed every run and took 50 s
-# of the suite's 10 minutes; scripts/bench_convergence.py measures both)
+# of the suite's 10 minutes; scripts/bench/convergence.py measures both)
 @pytest.mark.parametrize("partition", ["dirichlet:0.5"])
 def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, single):
     # `--steps 0` and a window of STEPS steps, measured while every peer is still in the swarm:
@@ -105,7 +105,7 @@ def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, 
 
 
 # The harder task: a seeded 1-D signal set with few samples per class and 10% label noise, on
-# which a quarter of the data alone overfits (node/data.py). Measured in scripts/sim_swarm.py
+# which a quarter of the data alone overfits (node/data.py). Measured in scripts/sim/swarm.py
 # (same trainer code, lock-step): one peer 77.8%; the old exchange (pairwise, plain averaging,
 # one round per ~60 steps as at full speed) left the worst of 4 dirichlet:0.5 peers at 63.7%;
 # the current one (group of 3 + outer step, a round per 10 steps) 77.0%.
@@ -119,7 +119,7 @@ SIGNAL_STEPS = 2500
 # or beside three busy loops. iid ends 0.5-1 point below the single peer on an idle box, but 1-2.5
 # below under CPU contention (75.6-77.6% in 10 loaded runs; 76.0% in a CI run, which failed the
 # 2-point bar this test had): cause not found (neither the push clip, off in 2 runs, nor round
-# latency: a slower pace, 20 ms a step, did worse), docs/benchmarks.md "CI flake".
+# latency: a slower pace, 20 ms a step, did worse), docs/benchmarks-history.md "CI flake".
 BAR = {"iid": 0.03, "dirichlet:0.5": 0.02}
 # Paced by a fixed step time (a compute-bound peer), not a multiple of the measured step: other
 # processes' CPU use then does not change the pace, nor the rounds per step.
@@ -138,17 +138,23 @@ def single_signal() -> float:
     return mean(_accuracies(out.stdout)[-LAST:])
 
 
-@pytest.mark.parametrize("partition", ["iid", "dirichlet:0.5"])
+# Full speed on iid shards only: dirichlet:0.5 at full speed failed 2 of 10 loaded runs (one
+# peer at 71.3% and 73.0%, the others 76.5-78.6%; docs/benchmarks.md, "Learning: the portfolio").
+@pytest.mark.parametrize(
+    ("partition", "pace"), [("iid", "paced"), ("iid", "full"), ("dirichlet:0.5", "paced")]
+)
 def test_a_swarm_of_four_does_not_fall_behind_one_peer_on_the_signal_task(
-    tmp_path, partition, single_signal
+    tmp_path, partition, pace, single_signal
 ):
     """The regression guard of issue 12: with the defaults (`--exchange average`), the worst of
-    4 peers on their shards ends within BAR of one peer on all the data, same steps each."""
+    4 peers on their shards ends within BAR of one peer on all the data, same steps each.
+    `full`: released at full speed, where a peer used to take 50-480 steps per round and train
+    mostly alone (issue 21); the step limit (`--max-lead`) now bounds that at 2 x 10."""
     common = [*SIGNAL_TRAIN, *HOLD, "--steps", "0", "--partition", partition]
     peers = start_swarm(tmp_path, [[*common, "--shard", f"{i}/4"] for i in range(4)])
     evals: dict[str, dict[int, float]] = {p.name: {} for p in peers}
     try:
-        set_slowdown(peers, 1, step_s=STEP_S)
+        set_slowdown(peers, 1, step_s=STEP_S if pace == "paced" else 0.0)
         start = {p.name: p.status()["self"]["step"] for p in peers}
 
         def window_done() -> bool:
@@ -168,6 +174,8 @@ def test_a_swarm_of_four_does_not_fall_behind_one_peer_on_the_signal_task(
         n: mean([a for s, a in sorted(e.items()) if s <= start[n] + SIGNAL_STEPS][-LAST:])
         for n, e in evals.items()
     }
-    print(f"signal {partition}: one peer {single_signal:.2%}, swarm of 4 {sorted(accs.values())}")
+    print(
+        f"signal {partition} {pace}: one peer {single_signal:.2%}, swarm of 4 {sorted(accs.values())}"
+    )
     assert mean(accs.values()) >= single_signal - BAR[partition], (single_signal, accs)
     assert min(accs.values()) >= single_signal - BAR[partition] - WORST_SLACK, (single_signal, accs)

@@ -17,8 +17,10 @@ from swarmnode.fault.hostile.insider import admit
 from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import decode_params, encode_params
 from swarmnode.node.peer import node as peer_module
+from swarmnode.node.peer.address import is_loopback, route_source
 from swarmnode.node.peer.config import PeerConfig
-from swarmnode.node.peer.node import Node
+from swarmnode.node.peer.node import JoinError, Node
+from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.member_client import MemberClient
 from tests.waiting import eventually, free_port
@@ -147,25 +149,74 @@ def _info_logs(caplog):
     caplog.set_level(logging.INFO)
 
 
-async def test_port_zero_and_advertise_give_the_address_others_dial():
-    # listening on every interface with port 0: the peer picks a port and offers a dialable one
+async def test_a_wildcard_listen_advertises_an_address_the_others_can_dial():
+    # a founder on every interface advertises the host's own address (default route, or its
+    # only one), never 0.0.0.0; a joiner on every interface the source of its route to the seed
     a = await Node.create(peer_config(listen="0.0.0.0:0"))
-    port = free_port()
-    # behind a NAT or on 0.0.0.0: --advertise is what the others must dial, and what they learn
-    b = await Node.create(
-        peer_config(listen=f"0.0.0.0:{port}", advertise=f"localhost:{port}", join=[a.addr])
-    )
+    b = await Node.create(peer_config(listen="0.0.0.0:0", join=[a.addr]))
     try:
-        host, bound = a.addr.rsplit(":", 1)
-        assert host == "127.0.0.1" and int(bound) > 0
-        assert b.addr == f"localhost:{port}"
+        host = a.addr.rpartition(":")[0]
+        assert host not in ("0.0.0.0", "") and a.addr_how
+        assert b.addr.rpartition(":")[0] == route_source(host, 1)  # what a sees b come from
+        assert b.addr_how == f"the route to {a.addr}"
         seen = await eventually(
             lambda: {m.peer_id: m.addr for m in a.membership.live_peers()}, 10, "b"
         )
-        assert seen == {b.peer_id: f"localhost:{port}"}
+        assert seen == {b.peer_id: b.addr}
         pull = encode_control("pull", sender=a.peer_id)
         status, _ = await post(b.addr, "params", pull, MemberClient(key=a.key))
         assert status == 200  # the advertised address really reaches b
     finally:
         await b.close()
         await a.close()
+
+
+async def test_advertise_wins_over_what_a_wildcard_listen_finds():
+    port = free_port()
+    a = await Node.create(peer_config(listen=f"0.0.0.0:{port}", advertise=f"127.0.0.1:{port}"))
+    try:
+        assert (a.addr, a.addr_how) == (f"127.0.0.1:{port}", "--advertise")
+    finally:
+        await a.close()
+
+
+async def test_a_loopback_address_is_never_advertised_to_a_swarm_off_loopback():
+    a = await Node.create(peer_config(listen="0.0.0.0:0"))
+    try:
+        if is_loopback(a.addr.rpartition(":")[0]):
+            pytest.skip("this host has no address but loopback")
+        with pytest.raises(ConfigError, match="loopback address"):
+            await Node.create(peer_config(join=[a.addr]))  # listens on 127.0.0.1
+        assert a.membership.live_peers() == []  # refused before it joined
+    finally:
+        await a.close()
+
+
+async def test_shard_auto_takes_the_lowest_shard_no_live_member_holds():
+    founder = await Node.create(peer_config(shard="0/2"))
+    joiner = None
+    try:
+        joiner = await Node.create(peer_config(shard="auto", join=[founder.addr]))
+        assert joiner.cfg.shard == (1, 2) and joiner.shard == "1/2"
+        status = await eventually(
+            lambda: [m for m in founder.membership.live_peers() if m.meta.get("shard")],
+            10,
+            "the joiner's shard in the founder's table",
+        )
+        assert status[0].meta["shard"] == "1/2"
+        with pytest.raises(ConfigError, match="all 2 shards are held"):
+            await Node.create(peer_config(shard="auto", join=[founder.addr]))
+    finally:
+        if joiner is not None:
+            await joiner.close()
+        await founder.close()
+
+
+async def test_a_joiner_with_another_model_is_told_at_once_not_after_the_join_timeout():
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        joining = Node.create(peer_config(model="mlp:16", join=[founder.addr], join_timeout=120))
+        with pytest.raises(JoinError, match=r"another model: its peers serve \d+ parameters"):
+            await asyncio.wait_for(joining, 30)  # not the 120 s of --join-timeout
+    finally:
+        await founder.close()

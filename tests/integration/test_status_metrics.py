@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
 
+from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV
 from tests.waiting import eventually
@@ -46,12 +47,22 @@ SELF_SCHEMA: dict[str, Any] = {
     "acc": OPT_NUMBER,
     "test_loss": OPT_NUMBER,
     "samples_per_s": OPT_NUMBER,
+    "utilization": NUMBER,
+    "waited_s": NUMBER,
     "byzantine": (str, type(None)),
     "faults": str,
+    "consensus_dist": OPT_NUMBER,
     "exchange": dict,
     "links": list,
 }
-EXCHANGE_SCHEMA = {"mode": str, "rounds": int, "applied": int, "served": int, "rejected": int}
+EXCHANGE_SCHEMA = {
+    "mode": str,
+    "rounds": int,
+    "applied": int,
+    "served": int,
+    "rejected": int,
+    "bytes_sent": int,
+}
 MEMBER_SCHEMA: dict[str, Any] = {
     "peer_id": str,
     "name": (str, type(None)),
@@ -74,23 +85,8 @@ def peer_config(**kw: Any) -> PeerConfig:
 @pytest.fixture
 async def swarm() -> AsyncIterator[list[Node]]:
     """Three peers that see each other alive and have each evaluated once while training."""
-    nodes: list[Node] = []
-    try:
-        nodes.append(await Node.create(peer_config(name="a")))
-        for name in ("b", "c"):
-            nodes.append(await Node.create(peer_config(join=[nodes[-1].addr], name=name)))
-        for n in nodes:
-            others = {o.peer_id for o in nodes if o is not n}
-            await eventually(
-                lambda n=n, o=others: {m.peer_id for m in n.membership.live_peers()} == o,
-                20,
-                f"{n.peer_id} to see the others alive",
-            )
-            await eventually(lambda n=n: n.worker.metrics().eval_step > 0, 30, "an evaluation")
+    async with evaluated_swarm(peer_config) as nodes:
         yield nodes
-    finally:
-        for n in reversed(nodes):
-            await n.close()
 
 
 async def freeze(nodes: list[Node]) -> None:
@@ -168,6 +164,8 @@ async def test_status_schema_and_metrics_agree(swarm):
             me = status["self"]
             assert me["step"] == node.trainer.step_count > 0
             assert me["acc"] is not None and me["exchange"]["mode"] == "average"
+            # its distance to the models its rounds gathered (rounds ran: the peers are alive)
+            assert me["consensus_dist"] is None or me["consensus_dist"] >= 0
             assert {m["peer_id"] for m in status["members"]} == {
                 o.peer_id for o in swarm if o is not node
             }
@@ -188,6 +186,7 @@ async def test_status_schema_and_metrics_agree(swarm):
                 ("swarmnode_test_accuracy", "acc"),
                 ("swarmnode_test_loss", "test_loss"),
                 ("swarmnode_train_loss", "loss"),
+                ("swarmnode_compute_utilization", "utilization"),  # fixed once training ended
             ]:
                 assert fam[metric].type == "gauge"
                 assert same_number(value_of(fam, metric, **pid), me[key]), (metric, me[key])
@@ -204,6 +203,9 @@ async def test_status_schema_and_metrics_agree(swarm):
                 got = value_of(fam, metric + "_total", **pid)
                 before, after = me["exchange"][key], after_me["exchange"][key]
                 assert before <= got <= after, (metric, before, got, after)
+            assert 0.0 <= me["utilization"] <= 1.0 and me["waited_s"] >= 0.0
+            waited = value_of(fam, "swarmnode_exchange_wait_seconds_total", **pid)
+            assert waited == me["waited_s"]
             for state in MEMBER_STATES:
                 want = sum(m["state"] == state for m in status["members"])
                 assert value_of(fam, "swarmnode_members", state=state, **pid) == want, state

@@ -14,17 +14,28 @@ from swarmnode.kernels.layers import (
     GELU,
     AddChannel,
     Conv1d,
+    Conv2d,
     Flatten,
     Linear,
     MaxPool1d,
+    MaxPool2d,
     ReLU,
+    Reshape,
     Tanh,
 )
 from swarmnode.kernels.model import Sequential
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(120)]
 
-SPECS = ["linear", "mlp:64,32", "mlp:32/gelu", "mlp:16/tanh", "cnn1d:8k5,p2,16k3,p2,32"]
+SPECS = [
+    "linear",
+    "mlp:64,32",
+    "mlp:32/gelu",
+    "mlp:16/tanh",
+    "cnn1d:8k5,p2,16k3,p2,32",
+    "cnn2d:8k3,p2,16k3,p2,32",
+    "cnn2d:4x16,4k5,p3/tanh",
+]
 
 LAYER_STACKS = {
     "linear": (lambda: [Linear(7)], (5,)),
@@ -40,6 +51,24 @@ LAYER_STACKS = {
     "stack": (
         lambda: [AddChannel(), Conv1d(4, 3), ReLU(), MaxPool1d(2), Flatten(), Linear(5)],
         (12,),
+    ),
+    # conv2d runs the same im2col (as_strided view + one copy) and GEMMs on cupy as on numpy
+    "conv2d_k1": (lambda: [Conv2d(4, 1)], (5, 6, 3)),
+    "conv2d_k3": (lambda: [Conv2d(4, 3)], (5, 6, 3)),
+    "conv2d_k5": (lambda: [Conv2d(3, 5)], (4, 7, 2)),
+    "maxpool2d": (lambda: [MaxPool2d(2)], (6, 6, 3)),
+    "maxpool2d_3": (lambda: [MaxPool2d(3)], (7, 8, 2)),
+    "conv2d_stack": (
+        lambda: [
+            Reshape((6, 6, 1)),
+            Conv2d(4, 3),
+            ReLU(),
+            MaxPool2d(2),
+            Conv2d(3, 3),
+            Flatten(),
+            Linear(5),
+        ],
+        (36,),
     ),
 }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.kernels.layers import Conv1d, MaxPool1d, ReLU
+from swarmnode.kernels.layers import Conv1d, MaxPool1d, MaxPool2d, ReLU
 from swarmnode.kernels.model import Sequential
 
 # 0 * Inf in the masks' products is NaN by design (the old code did the same): not a failure.
@@ -110,3 +110,45 @@ def test_conv_output_is_contiguous_and_unchanged():
     layer = model.layers[0]
     old = (layer.cols @ layer.p["W"].T + layer.p["b"]).reshape(5, 9, 6).transpose(0, 2, 1)
     same_bits(out, old)
+
+
+class ArgmaxMaxPool2d:
+    """The reference for MaxPool2d: argmax over each flattened S x S window and a one-hot mask,
+    the form MaxPool1d replaced (first maximum on ties, first NaN wins)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        n, h, w, c = x.shape
+        s = self.size
+        ho, wo = h // s, w // s
+        win = x[:, : ho * s, : wo * s].reshape(n, ho, s, wo, s, c).transpose(0, 1, 3, 5, 2, 4)
+        win = win.reshape(n, ho, wo, c, s * s)
+        arg = win.argmax(axis=-1)
+        self.mask = (arg[..., None] == np.arange(s * s)).astype(x.dtype)
+        self.in_shape = x.shape
+        return np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        n, h, w, c = self.in_shape
+        s = self.size
+        ho, wo = h // s, w // s
+        dx = np.zeros(self.in_shape, dtype=dy.dtype)
+        d = (self.mask * dy[..., None]).reshape(n, ho, wo, c, s, s).transpose(0, 1, 4, 2, 5, 3)
+        dx[:, : ho * s, : wo * s] = d.reshape(n, ho * s, wo * s, c)
+        return dx
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("size", "h", "w"), [(1, 3, 4), (2, 4, 4), (2, 5, 7), (3, 7, 6)])
+def test_maxpool2d_matches_argmax_over_the_window_bit_for_bit(size, h, w, dtype):
+    rng = np.random.default_rng(size * 100 + h * 10 + w)
+    for trial in range(10):
+        x = nasty(rng, (3, h, w, 4), dtype)
+        if trial % 2:  # a non-contiguous input: the conv's output reshaped from a transpose
+            x = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).transpose(0, 2, 3, 1)
+        ref, new = ArgmaxMaxPool2d(size), MaxPool2d(size)
+        same_bits(new.forward(x), ref.forward(x))
+        dy = nasty(rng, (3, h // size, w // size, 4), dtype)
+        same_bits(new.backward(dy), ref.backward(dy))

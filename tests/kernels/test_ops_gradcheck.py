@@ -12,11 +12,15 @@ from swarmnode.kernels.layers import (
     GELU,
     AddChannel,
     Conv1d,
+    Conv2d,
     Flatten,
     Linear,
     MaxPool1d,
+    MaxPool2d,
     ReLU,
+    Reshape,
     Tanh,
+    im2col,
     softmax_cross_entropy,
 )
 from swarmnode.kernels.model import Sequential
@@ -118,6 +122,38 @@ def test_add_channel_conv_stack():
     )
 
 
+@pytest.mark.parametrize("k", [1, 3, 5])
+@pytest.mark.parametrize("c", [1, 3])
+def test_conv2d(k, c):
+    check_layers([Conv2d(4, k)], (2, 5, 6, c))
+
+
+def test_conv2d_kernel_larger_than_image():
+    check_layers([Conv2d(2, 5)], (2, 3, 2, 2))
+
+
+@pytest.mark.parametrize(("size", "h", "w"), [(2, 6, 6), (2, 7, 5), (3, 7, 8), (1, 3, 4)])
+def test_maxpool2d_with_and_without_remainder(size, h, w):
+    check_layers([MaxPool2d(size)], (2, h, w, 3), kinks=True)
+
+
+def test_reshape_conv2d_stack():
+    """Flat features -> image -> conv -> pool -> dense, as a `cnn2d:` spec builds it."""
+    check_layers(
+        [
+            Reshape((6, 6, 1)),
+            Conv2d(3, 3),
+            Tanh(),
+            MaxPool2d(2),
+            Conv2d(2, 3),
+            Flatten(),
+            Linear(3),
+        ],
+        (2, 36),
+        kinks=True,
+    )
+
+
 def test_softmax_cross_entropy():
     rng = np.random.default_rng(1)
     logits = rng.standard_normal((6, 5)) * 3
@@ -150,6 +186,17 @@ def test_conv_model_loss_and_grad():
     assert rel_error(analytic, num) < TOL
 
 
+def test_conv2d_model_loss_and_grad():
+    rng = np.random.default_rng(7)
+    layers = [Conv2d(3, 3), ReLU(), MaxPool2d(2), Conv2d(4, 3), ReLU(), Flatten(), Linear(4)]
+    model = Sequential(layers, (6, 5, 2), seed=1, dtype=np.float64)
+    x, y = away_from_kinks(rng.standard_normal((3, 6, 5, 2))), rng.integers(0, 4, size=3)
+    model.loss_and_grad(x, y)
+    analytic = model.params.grad.copy()
+    num = numeric_grad(lambda: softmax_cross_entropy(model.forward(x), y)[0], model.params.data)
+    assert rel_error(analytic, num) < TOL
+
+
 # --- forward against plain references --------------------------------------------------------
 
 
@@ -169,6 +216,81 @@ def test_conv1d_forward_matches_a_direct_loop():
             for pos in range(length):
                 want[s, o, pos] = b[o] + (W[o] * xpad[s, :, pos : pos + k]).sum()
     np.testing.assert_allclose(model.forward(x), want, rtol=1e-12, atol=1e-12)
+
+
+def conv2d_loop(x, W, b, k):
+    """The definition: out[n, y, x, o] = b[o] + sum over the k x k patch (zero padded)."""
+    n, h, w, c = x.shape
+    pad = k // 2
+    xpad = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    Wt = W.reshape(k, k, c, -1)  # layout: W[(i * k + j) * c + ch, o]
+    out = np.zeros((n, h, w, Wt.shape[3]))
+    for s in range(n):
+        for r in range(h):
+            for q in range(w):
+                patch = xpad[s, r : r + k, q : q + k, :]
+                out[s, r, q] = b + np.einsum("ijc,ijco->o", patch, Wt)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("k", "shape"),
+    [(1, (2, 4, 5, 3)), (3, (2, 5, 4, 3)), (3, (2, 5, 4, 1)), (5, (1, 3, 6, 2)), (5, (2, 4, 3, 1))],
+)
+def test_conv2d_forward_matches_a_direct_loop(k, shape):
+    rng = np.random.default_rng(5)
+    out = 4
+    model = Sequential([Conv2d(out, k)], shape[1:], seed=0, dtype=np.float64)
+    model.params.views["0.b"][...] = rng.standard_normal(out)
+    x = rng.standard_normal(shape)
+    want = conv2d_loop(x, model.params.views["0.W"], model.params.views["0.b"], k)
+    got = model.forward(x)
+    assert got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("k", "c"), [(3, 1), (3, 3), (5, 1), (5, 2), (1, 4)])
+def test_im2col_matches_a_plain_loop(dtype, k, c):
+    """Both im2col paths (per-tap slices for one channel, one strided view otherwise), on a
+    non-contiguous input too, against patch-by-patch copies."""
+    rng = np.random.default_rng(8)
+    n, h, w = 2, 4, 5
+    x = rng.standard_normal((n, w, h, c)).astype(dtype).transpose(0, 2, 1, 3)  # a strided view
+    pad = k // 2
+    xpad = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    want = np.array(
+        [
+            xpad[s, r : r + k, q : q + k, :].ravel()
+            for s in range(n)
+            for r in range(h)
+            for q in range(w)
+        ]
+    )
+    got = im2col(x, k)
+    assert got.dtype == dtype and got.shape == (n * h * w, k * k * c)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_maxpool2d_forward_backward_against_a_plain_loop():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 7, 5, 3))
+    x[0, 0, 1, 2] = x[0, 1, 0, 2] = 9.0  # a tie inside one window: the first in row-major wins
+    pool = Sequential([MaxPool2d(2)], (7, 5, 3), dtype=np.float64)
+    out = pool.forward(x)
+    dy = rng.standard_normal(out.shape)
+    dx = pool.backward(dy)
+    want_dx = np.zeros_like(x)
+    for s in range(2):
+        for ch in range(3):
+            for r in range(3):
+                for q in range(2):
+                    win = x[s, 2 * r : 2 * r + 2, 2 * q : 2 * q + 2, ch]
+                    assert out[s, r, q, ch] == win.max()
+                    i, j = np.unravel_index(np.argmax(win), win.shape)
+                    want_dx[s, 2 * r + i, 2 * q + j, ch] = dy[s, r, q, ch]
+    np.testing.assert_array_equal(dx, want_dx)
+    assert dx[0, 0, 1, 2] == dy[0, 0, 0, 2] and dx[0, 1, 0, 2] == 0
 
 
 def test_maxpool_forward_and_ties():
@@ -213,6 +335,9 @@ def test_bad_layer_arguments_are_shape_errors():
         lambda: Conv1d(0, 3),
         lambda: Linear(0),
         lambda: MaxPool1d(0),
+        lambda: Conv2d(4, 2),
+        lambda: Conv2d(0, 3),
+        lambda: MaxPool2d(0),
     ):
         with pytest.raises(ShapeError):
             make()
@@ -220,3 +345,15 @@ def test_bad_layer_arguments_are_shape_errors():
         Sequential([Conv1d(2, 3)], (8,))
     with pytest.raises(ShapeError, match="cannot pool"):
         Sequential([MaxPool1d(4)], (2, 3))
+    with pytest.raises(ShapeError, match=r"conv2d needs \(N, H, W, C\) input, got .* \(8, 8\)"):
+        Sequential([Conv2d(2, 3)], (8, 8))
+    with pytest.raises(ShapeError, match="maxpool2d 3 cannot pool per-sample shape \\(2, 8, 1\\)"):
+        Sequential([MaxPool2d(3)], (2, 8, 1))
+    with pytest.raises(ShapeError, match="cannot reshape per-sample shape \\(64,\\)"):
+        Sequential([Reshape((8, 8, 2))], (64,))
+
+
+def test_conv2d_input_of_the_wrong_shape_is_a_shape_error():
+    model = Sequential([Conv2d(2, 3)], (4, 4, 1))
+    with pytest.raises(ShapeError, match="model takes inputs of shape \\(N, 4, 4, 1\\)"):
+        model.forward(np.zeros((2, 4, 4), np.float32))

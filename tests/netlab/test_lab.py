@@ -77,3 +77,11 @@ def test_a_held_lab_releases_every_peer_together(tmp_path: Path) -> None:
         for i in range(2):  # released: each peer trains on at its own pace
             step = lab.status(i)["self"]["step"]
             wait_for(lambda i=i, s=step: lab.status(i)["self"]["step"] > s + 20, 60, f"p{i} steps")
+
+
+def test_a_seed_that_ends_before_the_others_are_up_is_one_clear_error(tmp_path: Path) -> None:
+    """The README's lab line once ended in a second, and with fewer steps failed with a
+    traceback after the joiner's 30 s join timeout: the seed had trained its steps alone."""
+    with pytest.raises(net.NetLabError, match=r"the seed p0 exited .* use --hold"):
+        with Lab(["1gbit", "1gbit"], tmp_path, ["--steps", "5", "--model", "mlp:8"]):
+            pass

@@ -176,7 +176,7 @@ def test_second_process_on_a_checkpoint_dir_is_refused(
 # Per verb, options its --help must mention: the ones a user reaches for first.
 VERB_KEY_OPTIONS = {
     "start": ["--model", "--data", "--steps", "--checkpoint-dir", "--join", "--listen"],
-    "status": ["--peer", "--timeout", "--json"],
+    "status": ["--peer", "--timeout", "--json", "--watch", "--interval", "--count"],
     "demo": ["--report", "--quick"],
     "chaos": ["SCENARIO", "--report", "--peer-command", "--no-plot", "--quiet"],
     "keygen": ["--out"],
@@ -216,11 +216,32 @@ def test_unavailable_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture
     assert len(err.splitlines()) == 1 and "cuda" in err.lower()
 
 
-def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in ([*START, "--partition", "zipf"], [*START, "--steps", "many"], ["nosuchverb"]):
+def test_argparse_errors_exit_2_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([*START, "--lrr", "0.1"], [*START, "--steps"], ["nosuchverb"]):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
+        _one_line_error(capsys)
+    with pytest.raises(SystemExit):
+        main([*START, "--lrr", "0.1"])
+    assert "did you mean --lr?" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--lr", "abc"], "--lr: expected a number, got 'abc'"),
+        (["--shard", "4/4"], "--shard: bad shard '4/4'"),
+        (["--partition", "dirichlet:0"], "--partition: bad partition 'dirichlet:0'"),
+        (["--steps", "many"], "--steps: expected an integer"),
+        (["--exchange", "gossip"], "--exchange: 'gossip' is not one of average, robust"),
+    ],
+)
+def test_bad_values_are_one_line_without_the_usage(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*START, *argv]) == 2
+    assert fragment in _one_line_error(capsys)
 
 
 @pytest.mark.slow

@@ -33,10 +33,7 @@ def _worker() -> tuple[TrainingWorker, list[set[str]]]:
 
 def _iteration(w: TrainingWorker) -> float:
     """One turn of the training loop, as `TrainingWorker._loop` takes it."""
-    judged = w._apply_mixes()
-    loss = w._step()
-    w._guard_collapse(loss, judged)
-    return loss
+    return w._turn()
 
 
 def _warm(w: TrainingWorker, steps: int = 200) -> None:
@@ -118,4 +115,22 @@ def test_a_rounds_own_mix_that_collapses_is_rolled_back_and_names_nobody() -> No
     w.mix(_with_hidden_bias(w, -100.0), 0.5)  # a round's result: its partners picked at random
     _iteration(w)
     assert w.collapse.rollbacks == 1 and blamed == []
+    np.testing.assert_allclose(_hidden_bias(w), before, atol=0.02)
+
+
+def test_mixes_applied_while_held_at_the_step_limit_are_judged_and_rolled_back_together() -> None:
+    """Held at --max-lead's step limit, the worker applies mixes without stepping; the next
+    step judges all of them, and a rollback undoes each one (not the last alone)."""
+    w, blamed = _worker()
+    _warm(w)
+    _honest_mix(w)
+    before = _hidden_bias(w).copy()
+    w.mix(_with_hidden_bias(w, -40.0), 0.5, source="drag")
+    with w._params_lock:
+        w._apply_mixes()  # what `_wait_at_limit` does while held: no step in between
+    w.mix(_with_hidden_bias(w, -40.0), 0.5, source="drag2")
+    with w._params_lock:
+        w._apply_mixes()
+    _iteration(w)
+    assert blamed == [{"drag", "drag2"}] and w.collapse.rollbacks == 1
     np.testing.assert_allclose(_hidden_bias(w), before, atol=0.02)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from swarmnode.node.train.mixes import MixAccumulator
+from swarmnode.node.train.mixes import MixAccumulator, axpby
 
 pytestmark = pytest.mark.timeout(60)
 D = 64
@@ -114,3 +114,15 @@ def test_bad_nudges_are_refused(value, weight):
     with pytest.raises(ValueError):
         acc.nudge(value, weight)
     assert not acc.pending
+
+
+def test_axpby_is_one_pass_in_place_and_the_numpy_fallback_agrees():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(2, 1001)).astype(np.float32)
+    want = 0.3 * x.astype(np.float64) + 0.7 * y
+    fast = x.copy()
+    axpby(fast, y, 0.3, 0.7)  # contiguous float32: NumKong
+    slow = np.repeat(x, 2)[::2]  # a strided view: numpy
+    axpby(slow, np.repeat(y, 2)[::2], 0.3, 0.7)
+    np.testing.assert_allclose(fast, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(slow, want, rtol=1e-6, atol=1e-6)

@@ -36,3 +36,15 @@ def test_the_table_says_how_old_other_peers_progress_may_be() -> None:
     assert "minutes old" not in alone
     status = {"self": {"peer_id": "a"}, "members": [{"peer_id": "b", "state": "alive"}]}
     assert format_status_table(status).splitlines()[-1].startswith("(step, loss and acc")
+
+
+def test_this_peers_utilization_is_a_column_and_the_others_show_none() -> None:
+    status = {
+        "self": {"peer_id": "me", "addr": "a:1", "step": 5, "utilization": 0.375},
+        "members": [{"peer_id": "you", "addr": "b:2", "state": "alive"}],
+    }
+    lines = format_status_table(status).splitlines()
+    assert "util" in lines[0].split()
+    util_col = lines[0].split().index("util")
+    assert lines[2].split()[util_col] == "37.5%"
+    assert lines[3].split()[util_col] == "-"

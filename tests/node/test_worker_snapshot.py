@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.optim import make_optimizer
+from swarmnode.node.peer.param_store import WorkerStore
 from swarmnode.node.train.models import build_model
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker
@@ -51,3 +52,21 @@ def test_a_snapshot_during_a_forward_backward_returns_the_last_updated_model() -
         release.set()
         worker.stop(10)
         pool.shutdown()
+
+
+async def test_distances_read_the_model_in_place_under_the_update_lock() -> None:
+    """`TrainingWorker.read` hands its function the parameters themselves (no snapshot copy)
+    with the update lock held, and the store's distance and norm are the model's."""
+    X = np.zeros((8, 6), np.float32)
+    model = build_model("mlp:8", (6,), 2, select_backend("cpu"), 0)
+    trainer = Trainer(model, make_optimizer("sgd", model.params, 0.05), X, np.zeros(8, int), 4, 0)
+    worker = TrainingWorker(trainer, eval_every=10**9)
+    params = model.params.data
+    assert worker.read(lambda x: x is params and trainer.update_lock.locked())
+    store = WorkerStore(worker)
+    try:
+        other = params + np.float32(0.5)
+        assert await store.distance(other) == pytest.approx(0.5 * np.sqrt(params.size))
+        assert await store.norm() == pytest.approx(float(np.linalg.norm(params.astype(float))))
+    finally:
+        await store.close()

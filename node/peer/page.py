@@ -1,0 +1,90 @@
+"""The peer's side of its web page (node/web/): what the page reads of it, and its events.
+
+The page room knows no `Node`; this module hands it callables over the node's live objects,
+turns membership changes into event lines, and lists the counters and settings whose moves are
+events (`Probe`s, read once a second by an owned task: `probe_loop`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from swarmnode.node.peer.status_routes import self_status
+from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
+from swarmnode.node.web import web_routes as _web_routes
+
+if TYPE_CHECKING:
+    from swarmnode.gossip.membership.views import Change
+    from swarmnode.node.peer.node import Node
+
+
+def page_routes(node: Node) -> list[web.RouteDef]:
+    """The page's routes; builds `node.watch` (closed by `Node.close`)."""
+    node.watch = SwarmWatch(
+        Sources(
+            peer_id=lambda: node.peer_id,
+            own=lambda: own_figures(node),
+            members=lambda: other_members(node),
+            events=node.events,
+        )
+    )
+    return _web_routes(node.watch, lambda: own_figures(node), node.events)
+
+
+def own_figures(node: Node) -> dict[str, Any] | None:
+    """The `self` of /v1/status; None until the exchange exists (the server binds first)."""
+    if getattr(node, "exchanger", None) is None:
+        return None
+    return self_status(node)
+
+
+def other_members(node: Node) -> list[dict[str, Any]]:
+    membership = getattr(node, "membership", None)
+    if membership is None:
+        return []
+    return [m.as_status() for m in membership.members() if m.peer_id != node.peer_id]
+
+
+def log_member_changes(node: Node) -> None:
+    """Every state change of a member in this peer's table becomes an event line."""
+
+    def changed(change: Change) -> None:
+        said = member_event(change.old, change.new, change.incarnation)
+        if said is not None:
+            node.events.add(said[0], said[1], change.peer_id)
+
+    node.membership.on_change(changed)
+
+
+def probes(node: Node) -> list[Probe]:
+    """What `watch_probes` reads of the peer once a second."""
+    members, ex = node.membership, node.exchanger
+
+    def pace() -> str:
+        p = node.worker.pacer
+        parts = [
+            f"x{p.slowdown:g}" if p.slowdown != 1 else "",
+            f"{p.step_s:g} s/step" * bool(p.step_s),
+        ]
+        return " ".join(filter(None, parts)) or "none"
+
+    return [
+        Probe("refused", "strangers refused (key not trusted)", lambda: members.admission.refused_untrusted),
+        Probe("refused", "newcomers refused (rate limit)", lambda: members.admission.refused_rate),
+        Probe("refused", "members refused (per-host cap)", lambda: members.intake.cap.refused),
+        Probe("refused", "forged member records dropped", lambda: members.intake.forged_digests),
+        Probe("byzantine", "pushed models refused (beyond the clip bound)", lambda: ex.guard.refused),
+        Probe("rejected", "received models rejected (malformed)", lambda: ex.rejected),
+        Probe("fault", "faults", lambda: node.faults.config.to_spec(), counter=False),
+        Probe("fault", "byzantine behaviour", lambda: node.byzantine.kind, counter=False),
+        Probe("fault", "slowdown", pace, counter=False),
+        Probe("state", "state", lambda: node.state, counter=False),
+    ]  # fmt: skip
+
+
+async def probe_loop(node: Node) -> None:
+    await watch_probes(probes(node), node.events)
+
+
+__all__ = ["EventLog", "log_member_changes", "page_routes", "probe_loop"]

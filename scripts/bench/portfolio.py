@@ -1,0 +1,192 @@
+"""The learning portfolio on real `swarmnode start` processes (issue 21): per task, partition and
+pace, one peer, the synchronous ideal at lr x {1, 2, N}, and swarms of 4 and 8 peers per mode.
+
+Tasks (`--tasks`, defined in scripts/bench/portfolio_sim.py, which screens the same ones in the
+lock-step simulator): `overfit` (one peer overfits a quarter of the data), `plentiful` (one
+peer sees less than one pass), `conv` (a 1-D conv net) and `digits`. Paces (`--paces`):
+`full` (released at full speed) and `paced` (every step at least `--step-time` s, a
+compute-bound peer). Modes (`--modes`): those of scripts/bench/convergence.py, plus
+`average-unbounded` / `robust-unbounded` (`--max-lead 0`: the exchange before the bounded
+staleness, i.e. the old code's pacing), so old and new run side by side in one run, and
+`average-lead1` / `robust-lead1` (`--max-lead 1`, the tighter bound).
+
+Per (task, partition, pace) it writes a table like scripts/bench/convergence.py's (worst / mean peer,
+time to one peer's final - 1 point, x single, and here also x the best ideal: the ideal at
+whichever lr reaches that target first; and the swarm's compute utilization), and one plot of
+the worst peer's accuracy against wall time. The ideal's time is its steps x one peer's step
+time (N workers of batch B and an all-reduce that costs nothing).
+
+    .venv/bin/python scripts/bench/portfolio.py --tasks overfit --paces full,paced \
+        --partitions iid,dirichlet:0.5 --peers 4,8 --out runs/portfolio
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # scripts.* by full name
+
+from scripts.bench import convergence as bc
+from scripts.bench.convergence_report import RunResult, figures, plot
+from scripts.bench.portfolio_sim import TASKS
+
+# the same modes with the step limit off: the exchange as it was before issue 21
+for _mode in ("average", "robust"):
+    bc.MODES[f"{_mode}-unbounded"] = [*bc.MODES[_mode], "--max-lead", "0"]
+    bc.MODES[f"{_mode}-lead1"] = [*bc.MODES[_mode], "--max-lead", "1"]  # the tighter bound
+
+PACED_STEP_S = {"overfit": 0.01, "plentiful": 0.02, "conv": 0.02, "digits": 0.01}
+
+
+def task_opts(opts: argparse.Namespace, name: str, pace: str) -> argparse.Namespace:
+    """scripts/bench/convergence.py's options for one task at one pace."""
+    t = TASKS[name]
+    args = ["--data", t.data, "--model", t.model, "--steps", str(t.steps), "--lr", f"{t.lr:g}",
+            "--weight-decay", f"{t.wd:g}", "--eval-every", str(t.eval_every),
+            "--peers", opts.peers, "--modes", opts.modes, "--attacks", opts.attacks,
+            "--attack-partitions", opts.attack_partitions,
+            "--ideal-lr-mults", "1,2,n", "--timeout", str(opts.timeout),
+            "--step-time", "0" if pace == "full" else f"{PACED_STEP_S[name]:g}",
+            "--slowdown", "1"]  # fmt: skip
+    return bc.parse_args(args)
+
+
+def run_ideals(opts: argparse.Namespace, partition: str, n: int) -> list[RunResult]:
+    out = []
+    for mult in ("1", "2", "n"):
+        lr = opts.lr * (n if mult == "n" else float(mult))
+        args = bc.base_args(opts, partition, n * opts.batch_size, lr)
+        r = bc.run(f"ideal-{n}-x{mult}", partition, [args], opts, None)
+        r.note = f"batch {n * opts.batch_size}, lr {lr:g}"
+        out.append(r)
+    return out
+
+
+def run_block(opts: argparse.Namespace, partition: str) -> list[RunResult]:
+    """scripts/bench/convergence.py.run_partition, but every ideal kept (the best is picked by time)."""
+    say = lambda s: print(f"  [{partition}] {s}", flush=True)  # noqa: E731
+    single_args = bc.base_args(opts, partition, opts.batch_size, opts.lr)
+    results = [bc.run("single", partition, [single_args], opts, opts.slowdown)]
+    say(f"single: {results[0].worst:.1%}")
+    for n in opts.peers:
+        results += run_ideals(opts, partition, n)
+        for mode in opts.modes:
+            r = bc.run(f"swarm-{n}-{mode}", partition, bc.swarm_args(opts, partition, n, mode),
+                       opts, opts.slowdown)  # fmt: skip
+            say(f"swarm-{n}-{mode}: worst {r.worst:.1%}, mean {r.mean:.1%}")
+            results.append(r)
+    if partition in opts.attack_partitions:
+        for mode in opts.attack_modes:
+            results.append(
+                bc.run(
+                    f"clean-{mode}-5",
+                    partition,
+                    bc.swarm_args(opts, partition, 5, mode),
+                    opts,
+                    opts.slowdown,
+                )
+            )
+            for attack in opts.attacks:
+                per = bc.swarm_args(opts, partition, 5, mode)
+                per[4] = [*per[4], "--byzantine", attack]
+                results.append(
+                    bc.run(f"attack-{attack}-{mode}", partition, per, opts, opts.slowdown, 4)
+                )
+    return results
+
+
+def add_columns(rows: list[dict[str, Any]], results: list[RunResult]) -> None:
+    """x the best ideal of the same N (by time to target), and the compute utilization."""
+    best: dict[str, float] = {}
+    for row in rows:
+        if row["run"].startswith("ideal-") and row["time_to_target_worst_s"] is not None:
+            n = row["run"].split("-")[1]
+            best[n] = min(best.get(n, math.inf), row["time_to_target_worst_s"])
+    for row, r in zip(rows, results, strict=True):
+        n = row["run"].split("-")[1] if row["run"].startswith("swarm-") else None
+        t = row["time_to_target_worst_s"]
+        row["time_vs_ideal"] = t / best[n] if n in best and t is not None else None
+        utils = [p.summary.get("utilization") for p in r.honest]
+        row["utilization"] = min(u for u in utils if u is not None) if any(utils) else None
+
+
+def table(title: str, rows: list[dict[str, Any]], target: float) -> str:
+    out = [f"\n#### {title} (target: one peer - 1 point = {target * 100:.1f}%)\n",
+           "| run | worst / mean | worst - one peer | time to target (worst) | x one peer | "
+           "x best ideal | steps / exchange | utilization (lowest) |",
+           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        t, x, xi = r["time_to_target_worst_s"], r["time_vs_single"], r["time_vs_ideal"]
+        spe, u = r["steps_per_exchange"], r["utilization"]
+        name = r["run"] + (f" ({r['note']})" if r["note"] else "")
+        out.append(
+            f"| {name} | {r['worst'] * 100:.1f} / {r['mean'] * 100:.1f}% | "
+            f"{r['worst_minus_single'] * 100:+.1f} | {'-' if t is None else f'{t:.1f} s'} | "
+            f"{'-' if x is None else f'{x:.2f}'} | {'-' if xi is None else f'{xi:.2f}'} | "
+            f"{'-' if spe is None else f'{spe:.0f}'} | {'-' if u is None else f'{u:.0%}'} |"
+        )
+    return "\n".join(out)
+
+
+def distinct_colours() -> None:
+    """20 colours, not matplotlib's 10: a plot holds up to 15 lines, and two alike misled."""
+    import matplotlib
+
+    matplotlib.rcParams["axes.prop_cycle"] = matplotlib.cycler(
+        color=matplotlib.colormaps["tab20"].colors
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"of {', '.join(TASKS)}")
+    p.add_argument("--paces", default="full,paced")
+    p.add_argument("--partitions", default="iid,dirichlet:0.5")
+    p.add_argument("--peers", default="4,8")
+    p.add_argument("--modes", default="average-unbounded,average,robust")
+    p.add_argument("--attacks", default="", help="e.g. alie:30,ipm:10 (robust, 1 of 5)")
+    p.add_argument("--attack-partitions", default="dirichlet:0.5")
+    p.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
+    p.add_argument("--out", default="runs/portfolio")
+    opts = p.parse_args(argv)
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    distinct_colours()
+    md = [f"`{' '.join(sys.argv)}`"]
+    report: dict[str, Any] = {}
+    for task in opts.tasks.split(","):
+        for pace in opts.paces.split(","):
+            topts = task_opts(opts, task, pace)
+            key = f"{task}-{pace}"
+            print(f"{key}: {topts.data} {topts.model}, {topts.steps} steps", flush=True)
+            results: dict[str, list[RunResult]] = {}
+            section: dict[str, Any] = {"options": vars(topts), "partitions": {}}
+            for partition in opts.partitions.split(","):
+                rs = run_block(topts, partition)
+                results[partition] = rs
+                rows = figures(rs)
+                add_columns(rows, rs)
+                target = rs[0].worst - 0.01
+                section["partitions"][partition] = {
+                    "target": target,
+                    "rows": rows,
+                    "curves": {r.name: {q.name: q.evals for q in r.peers} for r in rs},
+                }
+                md.append(table(f"{key}, {partition}", rows, target))
+                print(md[-1], flush=True)
+                (out / "report.md").write_text("\n".join(md) + "\n")
+            report[key] = section
+            (out / "report.json").write_text(json.dumps(report, indent=1, default=float))
+            plot(section, results, out / f"{key}.png")
+    print(f"\nwrote {out}/report.md, report.json and one plot per task and pace")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -24,6 +24,7 @@ from swarmnode.fault.chaos.plot import PLOT_NAME, PlotUnavailable, write_plot
 from swarmnode.fault.chaos.report import final_table, write_report
 from swarmnode.fault.chaos.runner import ChaosError, ChaosRunner
 from swarmnode.fault.chaos.scenario import Scenario, load_scenario
+from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.start_options import check_node_table
 
 HELP = "run a fault scenario (kill, freeze, partition, byzantine...) against local peer processes"
@@ -45,7 +46,7 @@ def register(subparsers: Any) -> None:
         "chaos",
         help=HELP,
         description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("scenario", metavar="SCENARIO.toml", help="the scenario file")
     add_run_options(p)

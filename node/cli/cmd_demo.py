@@ -22,6 +22,7 @@ from typing import Any
 
 from swarmnode.fault.chaos.scenario import Scenario, parse_scenario_text
 from swarmnode.node.cli.cmd_chaos import default_report_dir, run_scenario
+from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.start_options import check_node_table
 
 HELP = "run a small local swarm on a signal task with live progress and a final table"
@@ -104,7 +105,7 @@ def register(subparsers: Any) -> None:
         "demo",
         help=HELP,
         description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "--report", metavar="DIR", default=None, help="default: ./runs/demo-<timestamp>/"

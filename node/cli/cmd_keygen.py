@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.train.errors import ConfigError
 
 HELP = "make an operator key pair for --enable-admin --admin-key"
@@ -22,7 +23,7 @@ def register(subparsers: Any) -> None:
         help=HELP,
         description="Write OUT/operator.key (Ed25519 private key, mode 0600; signs admin "
         "requests) and OUT/operator.pub (its public half, for `start --admin-key`).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("--out", default=".", metavar="DIR", help="directory for the two files")
     p.set_defaults(func=run)

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.status_table import format_status_table
 from swarmnode.node.cli.watch_view import format_watch
 from swarmnode.node.peer.config import parse_hostport
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
         description="Fetch GET /v1/status from a peer and print every member it knows: id, "
         "address, device, state (self, alive, suspect, dead, left), step, loss, test accuracy, "
         "and how long ago it was heard from.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("--peer", default="127.0.0.1:7070", metavar="HOST:PORT", help="any live peer")
     p.add_argument(

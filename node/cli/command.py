@@ -64,6 +64,17 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` with each option's default, but no "(default: None)" or "(default: False)"
+    after a flag that has none to show, nor a second default where the help names its own."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def _nearest_flag(message: str, parser: argparse.ArgumentParser) -> str:
     unknown = [w for w in message.split() if w.startswith("--")]
     if "unrecognized" not in message or not unknown:

@@ -202,6 +202,9 @@ def test_verb_help_exits_0_and_names_its_options(
     assert out.startswith(f"usage: swarmnode {verb}")
     for option in VERB_KEY_OPTIONS[verb]:
         assert option in out, f"{verb} --help does not mention {option}"
+    flat = " ".join(out.split())  # argparse wraps lines
+    assert "(default: None)" not in flat and "(default: False)" not in flat
+    assert flat.count("(default: ./runs/") <= 1  # a default the help names is not added again
 
 
 def test_unavailable_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

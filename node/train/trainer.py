@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.train.errors import CheckpointError
+from swarmnode.node.train.errors import CheckpointError, DivergedError
 from swarmnode.node.train.streamed import is_streamed
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
@@ -35,10 +35,6 @@ _STATE_KEYS = (
     "params",
     "optimizer",
 )
-
-
-class DivergedError(SwarmnodeError):
-    """The training loss became NaN or Inf; the parameters are left as they were before the step."""
 
 
 class Trainer:

@@ -18,8 +18,7 @@ import numpy as np
 from swarmnode.kernels.backend import CPU, Backend, is_device_array, to_numpy
 from swarmnode.kernels.errors import ShapeError
 from swarmnode.kernels.flat import FlatParams
-from swarmnode.node.train.errors import UserCodeError
-from swarmnode.node.train.trainer import DivergedError
+from swarmnode.node.train.errors import DivergedError, UserCodeError
 from swarmnode.node.train.user_code import call_user, site
 
 _DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType codes

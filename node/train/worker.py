@@ -37,11 +37,12 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.backend import array_module
 from swarmnode.node.train.collapse import CollapseGuard, dead_fraction
+from swarmnode.node.train.errors import DivergedError
 from swarmnode.node.train.lr_scale import SwarmLR
 from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
 from swarmnode.node.train.mixes import MixAccumulator, OuterStep
 from swarmnode.node.train.pacing import Pacer
-from swarmnode.node.train.trainer import DivergedError, Trainer
+from swarmnode.node.train.trainer import Trainer
 
 log = logging.getLogger(__name__)
 

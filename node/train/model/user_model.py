@@ -1,4 +1,4 @@
-"""`UserModel`: a user's `Model` (node/train/protocol.py) as the trainer's `TrainableModel`.
+"""`UserModel`: a user's `Model` (node/train/model/protocol.py) as the trainer's `TrainableModel`.
 
 The user's `params` vector is used as it is (a DLPack tensor is viewed, not copied), so the
 optimizer, the exchange, aggregation and checkpoints all work on the buffer the user's code

@@ -150,6 +150,7 @@ class Sequential:
             )
         n_classes = self.output_shape[0]
         # On the host the range check costs ~2 us; on a device it would force a sync each step,
-        # so device labels are trusted (swarmnode.node.train.data validates every label set on load).
+        # so device labels are trusted (swarmnode.node.train.data.datasets validates every label
+        # set on load).
         if isinstance(y, np.ndarray) and n and (y.min() < 0 or y.max() >= n_classes):
             raise ShapeError(f"labels must be in [0, {n_classes}), got {y.min()}..{y.max()}")

@@ -25,12 +25,12 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Model": "swarmnode.node.train.protocol",
+    "Model": "swarmnode.node.train.model.protocol",
     "Peer": "swarmnode.node.peer.api",
     "PeerConfig": "swarmnode.node.peer.config",
     "ExchangeConfig": "swarmnode.gossip.exchange",
-    "NpyRows": "swarmnode.node.train.streamed",
-    "TorchModel": "swarmnode.node.train.torch_model",
+    "NpyRows": "swarmnode.node.train.data.streamed",
+    "TorchModel": "swarmnode.node.train.model.torch_model",
     "SwarmnodeError": "swarmnode.kernels.errors",
     "UserCodeError": "swarmnode.node.train.errors",
 }

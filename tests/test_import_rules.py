@@ -22,7 +22,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def module_name(path: Path, root: Path) -> str:
-    """`node/train/data.py` -> `swarmnode.node.train.data`; a package's `__init__` is the package."""
+    """`node/train/data/shard.py` -> `swarmnode.node.train.data.shard`; a package's `__init__`
+    is the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -84,6 +85,19 @@ def _room(module: str) -> str | None:
     return parts[2] if len(parts) >= 3 and parts[1] == "gossip" else None
 
 
+# node/train/: rooms by concern, and at the top only what puts them together and drives them
+TRAIN_ROOMS = ("data", "lr", "mixing", "model")
+TRAIN_TOP = "build checkpoint config errors metrics pacing sources trainer user_code worker".split()
+TRAIN_LEAVES = ("errors", "user_code")  # what a room may import from the top of node/train
+
+
+def _train_room(module: str) -> str | None:
+    """`swarmnode.node.train.data.shard` (or the room's front) -> `data`; None elsewhere."""
+    parts = module.split(".")
+    in_train = len(parts) >= 4 and parts[1:3] == ["node", "train"]
+    return parts[3] if in_train and parts[3] in TRAIN_ROOMS else None
+
+
 # (name, rule): rule(src, dst) is True when src may import dst.
 RULES = [
     (
@@ -120,6 +134,16 @@ RULES = [
         "node.train imports only kernels",
         lambda s, d: (
             not _within(s, "node.train") or _within(d, "node.train") or _within(d, "kernels")
+        ),
+    ),
+    (
+        "a room of node.train imports of node.train only errors, user_code and rooms (never the "
+        "trainer, the worker or the build that drive it)",
+        lambda s, d: (
+            _train_room(s) is None
+            or not _within(d, "node.train")
+            or _train_room(d) is not None
+            or any(d == f"{PREFIX}node.train.{leaf}" for leaf in TRAIN_LEAVES)
         ),
     ),
     (
@@ -205,6 +229,17 @@ def import_cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
     return cycles
 
 
+def train_room_cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
+    """Circles between node/train's rooms, each room taken as one node."""
+    rooms: dict[str, set[str]] = {room: set() for room in TRAIN_ROOMS}
+    for src, edges in graph.items():
+        for dst, _ in edges:
+            a, b = _train_room(src), _train_room(dst)
+            if a is not None and b is not None and a != b:
+                rooms[a].add(b)
+    return import_cycles({room: [(d, 0) for d in sorted(ds)] for room, ds in rooms.items()})
+
+
 def test_the_project_keeps_its_import_rules():
     violations = rule_violations(import_graph(ROOT))
     assert not violations, "import rules broken:\n" + "\n".join(violations)
@@ -213,6 +248,13 @@ def test_the_project_keeps_its_import_rules():
 def test_the_project_has_no_import_circles():
     cycles = import_cycles(import_graph(ROOT))
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_rooms_of_node_train_import_each_other_in_no_circle():
+    cycles = train_room_cycles(import_graph(ROOT))
+    assert not cycles, "circles between node/train's rooms:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
 
 
 def test_the_scripts_have_no_import_circles():
@@ -244,6 +286,18 @@ def test_every_gossip_module_lives_in_a_room():
     assert not loose, f"modules outside a room: {loose}"
 
 
+def test_node_train_is_rooms_and_the_modules_that_drive_them():
+    # node/train/ is rooms (its front, node/train/__init__.py): no module loose beside them
+    train = ROOT / "node" / "train"
+    loose = sorted(p.name for p in train.glob("*.py") if p.stem not in ("__init__", *TRAIN_TOP))
+    assert not loose, f"modules outside a room of node/train: {loose}"
+    folders = sorted(p.name for p in train.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(TRAIN_ROOMS), "a new room is listed in TRAIN_ROOMS, so rules hold"
+    for room in TRAIN_ROOMS:  # each room has a front that says what it holds
+        front = ast.parse((train / room / "__init__.py").read_text())
+        assert ast.get_docstring(front), f"node/train/{room}/__init__.py has no docstring"
+
+
 def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
     # A tree that breaks two rules and has a circle: the checker must see all three.
     for rel, text in {
@@ -258,6 +312,11 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
         "fault/chaos.py": "from swarmnode.node.peer import Node\n",
         "node/__init__.py": "",
         "node/peer.py": "",
+        "node/train/worker.py": "",
+        "node/train/model/user_model.py": "import swarmnode.node.train.worker\n",
+        "node/train/data/shard.py": "import swarmnode.node.train.mixing.mixes\n",
+        "node/train/mixing/mixes.py": "import swarmnode.node.train.data.streamed\n",
+        "node/train/data/streamed.py": "",
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
@@ -266,4 +325,7 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
     assert any("kernels.ops:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
     assert any("fault.chaos:1 imports swarmnode.node.peer" in v for v in violations)
     assert any("robust.rules:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
+    assert any("model.user_model:1 imports swarmnode.node.train.worker" in v for v in violations)
     assert import_cycles(graph) == [["swarmnode.gossip.wire.frames", "swarmnode.kernels.ops"]]
+    # data.shard -> mixing.mixes -> data.streamed: no circle of modules, one of rooms
+    assert train_room_cycles(graph) == [["data", "mixing"]]

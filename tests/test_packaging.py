@@ -36,7 +36,7 @@ def _declared() -> tuple[dict[str, str], list[str]]:
 
 def _package_folders() -> set[str]:
     """Every folder Python could import (with an __init__.py, or data only, such as
-    node/train/datasets: setuptools warns about any it is not told of), as its name under
+    node/web/static: setuptools warns about any it is not told of), as its name under
     `swarmnode`."""
     names = {"swarmnode"}
     for folder in FOLDERS:
@@ -75,7 +75,7 @@ def test_the_wheel_holds_only_the_swarmnode_namespace(tmp_path):
     for must in (
         "swarmnode/__main__.py",
         "swarmnode/node/cli/command.py",
-        "swarmnode/node/train/datasets/digits.npz",
+        "swarmnode/node/train/data/digits.npz",
         "swarmnode/fault/chaos/runner.py",
         "swarmnode/node/web/static/index.html",  # the page ships in the wheel: no CDN, no build
         "swarmnode/node/web/static/app.js",

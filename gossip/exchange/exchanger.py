@@ -14,7 +14,7 @@ exchanger (`RoundIO`: push-pull, pull, outer step) and lands them in the store.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
-round (see `node.train.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
+round (see `node.train.mixing.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
 
 Training never stops for an exchange: snapshots and mixes happen between two steps (`mix_in`
 returns once queued); every request has a deadline; large vectors are coded and aggregated in
@@ -280,7 +280,7 @@ class Exchanger:
 
     def distrust(self, senders: set[str]) -> None:
         """Mix nothing these peers push for a while (a mix of theirs was rolled back as a
-        collapse: node/train/collapse.py)."""
+        collapse: node/train/mixing/collapse.py)."""
         for sender in senders:
             self.budget.distrust(sender)
 

@@ -50,7 +50,7 @@ class ParamStore(Protocol):
 
     async def outer_step(self, lr: float, momentum: float) -> None:
         """Queue an outer step, applied after every mix queued before it: Nesterov momentum on
-        the mixed model's progress since the last round (`node.train.mixes.OuterStep`)."""
+        the mixed model's progress since the last round (`node.train.mixing.mixes.OuterStep`)."""
         ...
 
     async def heading(self) -> np.ndarray | None:

@@ -1,7 +1,7 @@
 """Who is in the swarm. Never imports `swarmnode.gossip.exchange`.
 
 - `service.py`: `Membership`, the gossip loop: push-pull digests to `fanout` sampled peers,
-  heartbeats, join through any seed and a signed leave (`join.py`).
+  heartbeats, join through any seed (with backoff) and a signed leave.
 - `table.py`: `MemberTable`, one entry per known peer, and the merge rules a received entry
   meets; `views.py`: its read-only rows (`Member`), change notices and timing settings.
 - `records.py`: signed self-records and the heartbeat hash chain (`RecordSigner`,

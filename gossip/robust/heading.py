@@ -7,7 +7,7 @@ and every accepted answer or push pulls the honest peers back by up to tau / n â
 direction each time, which the outer momentum adds up (docs/benchmarks-history.md, "Robust mode
 against IPM").
 
-What tells it apart is the direction. The peer's outer momentum m (node/train/mixes.py
+What tells it apart is the direction. The peer's outer momentum m (node/train/mixing/mixes.py
 `OuterStep`, taken after mixing) is mostly the swarm's progress as this peer saw it; an honest
 model's difference x_j - x differs from it mostly sideways (the non-iid spread: shards pull
 apart, not back), an IPM model's points eps periods of progress back. Measured on the signal task

@@ -16,7 +16,7 @@ unit gets no gradient back). Counted in this peer's *own* rounds (a sender does 
   An honest sender's pushes mostly undo the spread between its model and ours; a drag keeps
   pulling the same way and runs out.
 - distrust: a sender named by the collapse guard (a mix that killed units or jumped the loss,
-  rolled back: node/train/collapse.py) gets nothing mixed for `distrust_rounds` own rounds,
+  rolled back: node/train/mixing/collapse.py) gets nothing mixed for `distrust_rounds` own rounds,
   doubled for each time it was named before (a liar's pushes came back every 64 rounds, each
   time with a dip of 10-30 points until the guard caught it again).
 

@@ -15,7 +15,7 @@ from typing import Any
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.node.cli.options import Option, OptionSet, Resolved, parse_float, parse_int
 from swarmnode.node.peer.config import SHARD_AUTO, PeerConfig, parse_seeds
-from swarmnode.node.train.shard import parse_partition, parse_shard
+from swarmnode.node.train.data.shard import parse_partition, parse_shard
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_DEFAULTS = {"log_level": "INFO", "log_json": False}

@@ -15,7 +15,7 @@ from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
 from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.node.train.config import NodeConfig
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.lr_scale import RULES as LR_RULES
+from swarmnode.node.train.lr.scale import RULES as LR_RULES
 from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
@@ -71,8 +71,8 @@ class PeerConfig(NodeConfig):
     # last completed (or failed) round, then waits for the next (0: no bound, the old
     # behaviour, where a peer faster than its network trained alone between rare rounds).
     max_lead: float = 2.0
-    # The local lr scaled with the swarm size (node/train/lr_scale.py): none|sqrt|linear of
-    # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; gain.py),
+    # The local lr scaled with the swarm size (node/train/lr/scale.py): none|sqrt|linear of
+    # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; lr/gain.py),
     # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
     # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
     # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").

@@ -54,8 +54,8 @@ from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
-from swarmnode.node.train.collapse import CollapseGuard
-from swarmnode.node.train.lr_scale import SwarmLR
+from swarmnode.node.train.lr.scale import SwarmLR
+from swarmnode.node.train.mixing.collapse import CollapseGuard
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ class Node:
             mix_after_answer=True,  # a pushed model is bounded while the answer is sent
         )
         # a mix of pushed models that kills units or jumps the loss is rolled back, and its
-        # senders' pushes are not mixed for a while (node/train/collapse.py)
+        # senders' pushes are not mixed for a while (node/train/mixing/collapse.py)
         if cfg.exchange.push_budget:
             loop = asyncio.get_running_loop()
             self.worker.collapse = CollapseGuard(self.data.n_classes)

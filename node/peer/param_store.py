@@ -2,8 +2,8 @@
 
 Snapshots are copies taken between two steps (straight into a wire frame when the exchange asks
 for one); received models are folded, on this store's own thread, into the worker's pending
-update (`swarmnode.node.train.mixes`), which the training thread applies between two steps; a state sync's load
-replaces the model and waits until it has.
+update (`swarmnode.node.train.mixing.mixes`), which the training thread applies between two
+steps; a state sync's load replaces the model and waits until it has.
 """
 
 from __future__ import annotations
@@ -67,8 +67,9 @@ class WorkerStore:
         fut.add_done_callback(_log_failed_mix)
 
     async def outer_step(self, lr: float, momentum: float) -> None:
-        """Queue the outer step (`node.train.mixes.OuterStep`) behind every mix queued so far: the
-        fold thread is FIFO, so the step lands after this round's mix, between two steps."""
+        """Queue the outer step (`node.train.mixing.mixes.OuterStep`) behind every mix queued so
+        far: the fold thread is FIFO, so the step lands after this round's mix, between two
+        steps."""
         try:
             fut = self._folder.submit(self.worker.request_outer_step, lr, momentum)
         except RuntimeError:  # closed: leaving

@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.train.checkpoint import list_checkpoints, load_latest
+from swarmnode.node.train.data.shard import parse_shard
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.shard import parse_shard
 
 log = logging.getLogger(__name__)
 

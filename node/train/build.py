@@ -1,6 +1,6 @@
 """Build a peer's trainer from its `NodeConfig`: data shard, backend, model, optimizer, resume.
 
-On a label-skewed shard the trainer gets its logit offsets here (node/train/label_prior.py).
+On a label-skewed shard the trainer gets its logit offsets here (node/train/data/label_prior.py).
 `--model` and `--data` may name the user's own code (node/train/sources.py): their model is
 checked by a dry run on a few samples here, before the peer serves or joins anyone.
 
@@ -16,11 +16,11 @@ from typing import Any
 
 from swarmnode.node.train.checkpoint import load_latest, lock_checkpoint_dir
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data import Dataset
+from swarmnode.node.train.data.datasets import Dataset
+from swarmnode.node.train.data.label_prior import logit_offsets
+from swarmnode.node.train.data.shard import shard_indices
+from swarmnode.node.train.data.streamed import take_rows
 from swarmnode.node.train.errors import CheckpointError
-from swarmnode.node.train.label_prior import logit_offsets
-from swarmnode.node.train.shard import shard_indices
-from swarmnode.node.train.streamed import take_rows
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.user_code import describe
 
@@ -46,8 +46,8 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
 
     from swarmnode.kernels.backend import select_backend  # lazy: keeps `swarmnode --help` fast
     from swarmnode.kernels.optim import make_optimizer
+    from swarmnode.node.train.model.user_model import UserModel
     from swarmnode.node.train.sources import check_device, resolve_model
-    from swarmnode.node.train.user_model import UserModel
 
     backend = select_backend(cfg.device)
     model = resolve_model(cfg.model, data, backend, cfg.seed)

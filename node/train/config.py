@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from swarmnode.node.train.data.label_prior import check_tau
+from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.label_prior import check_tau
-from swarmnode.node.train.shard import Partition, parse_partition, parse_shard
 from swarmnode.node.train.user_code import describe
 
 # Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled
@@ -30,7 +30,7 @@ DEFAULT_MOMENTUM = 0.9
 DEFAULT_EVAL_EVERY = 100
 DEFAULT_CHECKPOINT_EVERY = 500
 DEFAULT_KEEP_CHECKPOINTS = 3
-# tau of the logit-adjusted loss on a label-skewed shard (node/train/label_prior.py)
+# tau of the logit-adjusted loss on a label-skewed shard (node/train/data/label_prior.py)
 DEFAULT_LOGIT_ADJUST = 0.5
 
 

@@ -17,6 +17,10 @@ class DataError(ConfigError):
     """A data set is missing, malformed, or inconsistent (arrays, lengths, dtypes, NaN)."""
 
 
+class DivergedError(SwarmnodeError):
+    """The training loss became NaN or Inf; the parameters are left as they were before the step."""
+
+
 class CheckpointError(SwarmnodeError):
     """A checkpoint cannot be written or read back."""
 

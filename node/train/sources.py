@@ -4,7 +4,7 @@ Python, `swarmnode.Peer`) a model, a factory, arrays or a data function given as
 A model factory is called with whichever of `input_shape`, `n_classes`, `seed` and `device`
 (`"cpu"`, `"cuda:0"`) it names as parameters; a data function with `seed` if it names it. A
 data function returns a `Dataset` or `X_train, y_train, X_test, y_test` (a dict or a 4-tuple;
-inputs in memory, or streamed: node/train/streamed.py). What a user's function returns is
+inputs in memory, or streamed: node/train/data/streamed.py). What a user's function returns is
 checked here, before the peer serves or joins a swarm.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 from swarmnode.kernels.backend import Backend
 from swarmnode.kernels.flat import FlatParams
-from swarmnode.node.train.data import Dataset, dataset_from_arrays, load_dataset
+from swarmnode.node.train.data.datasets import Dataset, dataset_from_arrays, load_dataset
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.models import KINDS, build_model
+from swarmnode.node.train.model.builtin import KINDS, build_model
+from swarmnode.node.train.model.user_model import UserModel
 from swarmnode.node.train.user_code import call_with, describe, is_ref, load_ref
-from swarmnode.node.train.user_model import UserModel
 
 DATA_KINDS = ("digits", "synthetic", "signal")
 

@@ -2,10 +2,10 @@
 
 `Trainer` is plain and blocking on purpose: one `step()` is one minibatch forward/backward plus one
 optimizer update. It is driven from a worker thread (`swarmnode.node.train.worker.TrainingWorker`), never from the
-asyncio event loop. The model is any `TrainableModel` (node/train/protocol.py): the built-in
+asyncio event loop. The model is any `TrainableModel` (node/train/model/protocol.py): the built-in
 `Sequential`, or a user's model behind `UserModel`. The training data is moved to the model's
 device once, unless it is streamed (inputs that are not an in-memory array, e.g. rows read
-from a .npy file on demand: node/train/streamed.py): then each batch is read, and moved, when
+from a .npy file on demand: node/train/data/streamed.py): then each batch is read, and moved, when
 it is drawn. Each epoch's shuffle
 order is drawn from a seeded RNG, so two trainers built with the same seed produce bit-identical
 parameters on the same backend, and `state()` / `load_state()` carry everything (parameters,
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.train.errors import CheckpointError
-from swarmnode.node.train.streamed import is_streamed
+from swarmnode.node.train.data.streamed import is_streamed
+from swarmnode.node.train.errors import CheckpointError, DivergedError
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
 # What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.
@@ -35,10 +35,6 @@ _STATE_KEYS = (
     "params",
     "optimizer",
 )
-
-
-class DivergedError(SwarmnodeError):
-    """The training loss became NaN or Inf; the parameters are left as they were before the step."""
 
 
 class Trainer:
@@ -68,9 +64,10 @@ class Trainer:
         # training worker sets its snapshot lock here (node/train/worker.py)
         self.update_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self.samples_seen = 0
-        # set (node/train/gain.py) to measure the gradient noise: each step in two half-batches
+        # set (node/train/lr/gain.py) to measure the gradient noise: each step in two half-batches
         self.grad_probe: Any = None
-        # set (node/train/label_prior.py) on a label-skewed shard: added to the logits in the loss
+        # set on a label-skewed shard (node/train/data/label_prior.py): added to the logits
+        # in the loss
         self.logit_offset: Any = None
         # Streamed inputs stay where they are (host, disk) and their labels on the host with
         # them: a batch is gathered, then moved (`_batch`). A memmap counts as streamed too:

@@ -6,7 +6,7 @@ touches the model; everyone else talks to it through a thread-safe API:
 - `snapshot()` — a host copy of the flat parameters, taken between two steps; `read(fn)` —
   fn(parameters) between two updates, without a copy (a distance);
 - `mix(other, w)` — x <- (1 - w) x + w other, folded at once into one pending update
-  (`swarmnode.node.train.mixes.MixAccumulator`) that the thread applies between two steps;
+  (`swarmnode.node.train.mixing.mixes.MixAccumulator`) that the thread applies between two steps;
 - `submit(fn)` — run `fn(params.data)` on the training thread between two steps (load received
   parameters) and get its result through a `concurrent.futures.Future`;
 - `state()` — a full checkpoint state, also taken between two steps;
@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.backend import array_module
-from swarmnode.node.train.collapse import CollapseGuard, dead_fraction
-from swarmnode.node.train.lr_scale import SwarmLR
+from swarmnode.node.train.errors import DivergedError
+from swarmnode.node.train.lr.scale import SwarmLR
 from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
-from swarmnode.node.train.mixes import MixAccumulator, OuterStep
+from swarmnode.node.train.mixing.collapse import CollapseGuard, dead_fraction
+from swarmnode.node.train.mixing.mixes import MixAccumulator, OuterStep
 from swarmnode.node.train.pacing import Pacer
-from swarmnode.node.train.trainer import DivergedError, Trainer
+from swarmnode.node.train.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class TrainingWorker:
         self.waited_s = 0.0  # held at the step limit, in total (the current wait not yet)
         self._held_since: float | None = None  # the current wait's start
         self._last_mix_step: int | None = None  # the step before which a mix was last applied
-        # the collapse guard (node/train/collapse.py): None, off; set by the node
+        # the collapse guard (node/train/mixing/collapse.py): None, off; set by the node
         self.collapse: CollapseGuard | None = None
         # called on the training thread with the senders of a rolled-back mix (thread-safe!)
         self.on_collapse: Callable[[set[str]], None] | None = None
@@ -437,7 +438,7 @@ class TrainingWorker:
 
     def _dead_share(self) -> float | None:
         """The hidden units dead in the last forward pass; None for a model that does not show
-        its layers (a user's model, node/train/user_model.py: the guard judges its loss only)."""
+        its layers (a user's model, node/train/model/user_model.py: the guard judges its loss only)."""
         return dead_fraction(getattr(self.trainer.model, "layers", ()))
 
     def _step(self) -> float:

@@ -136,7 +136,7 @@ def bench_train(args: argparse.Namespace) -> None:
     import numpy as np
     from swarmnode.kernels.backend import CPU
     from swarmnode.kernels.optim import SGD
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.model.builtin import build_model
 
     torch = _torch()
     length = args.length

@@ -42,8 +42,8 @@ from swarmnode.kernels.backend import CPU  # noqa: E402
 from swarmnode.kernels.flat import FlatParams  # noqa: E402
 from swarmnode.kernels.layers import Conv2d, Linear  # noqa: E402
 from swarmnode.kernels.model import Sequential  # noqa: E402
-from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.models import build_model  # noqa: E402
+from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
+from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 
 SPEC = "cnn2d:16k3,p2,32k3,p2,64"
 CHANNELS = (16, 32)  # the conv widths in SPEC

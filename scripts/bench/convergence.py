@@ -95,7 +95,7 @@ MODES = {
     # the mix before the delta rule (gossip/exchange/delta_rule.py): steps trained during a round x (1-w)
     "average-replace": ["--exchange", "average", "--mix-rule", "replace"],
     "robust-replace": ["--exchange", "robust", "--mix-rule", "replace"],
-    # without the logit adjustment on a label-skewed shard (node/train/label_prior.py)
+    # without the logit adjustment on a label-skewed shard (node/train/data/label_prior.py)
     "average-noadjust": ["--exchange", "average", "--logit-adjust", "0"],
     "robust-noadjust": ["--exchange", "robust", "--logit-adjust", "0"],
 }

@@ -48,7 +48,7 @@ from swarmnode.gossip.wire import bufpool  # noqa: E402
 from swarmnode.gossip.wire import frames as wire  # noqa: E402
 from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.node.net.transport import HttpTransport  # noqa: E402
-from swarmnode.node.train.mixes import MixAccumulator  # noqa: E402
+from swarmnode.node.train.mixing.mixes import MixAccumulator  # noqa: E402
 
 from scripts.netlab.net import Link  # noqa: E402
 
@@ -342,7 +342,7 @@ def start_and_segments(model: str) -> tuple[np.ndarray, tuple[tuple[int, int], .
     start there; lowrank factors each matrix)."""
     from swarmnode.kernels import lowrank
     from swarmnode.kernels.backend import select_backend
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.model.builtin import build_model
 
     net = build_model(model, (64,), 10, select_backend("cpu"), 0)
     segs = lowrank.segments([tuple(v.shape) for v in net.params.views.values()])

@@ -270,9 +270,13 @@ TARGETS: list[tuple[str, Any, Callable[..., int]]] = [
         "mean of answers",
         lambda rows: sum(_nbytes(r) for r in rows),
     ),
-    ("swarmnode.node.train.mixes:MixAccumulator.add", "fold (mix)", _arg(1, "other")),
-    ("swarmnode.node.train.mixes:MixAccumulator.nudge", "fold (nudge)", _arg(1, "delta")),
-    ("swarmnode.node.train.mixes:MixAccumulator.apply_to", "apply (between steps)", _arg(1, "x")),
+    ("swarmnode.node.train.mixing.mixes:MixAccumulator.add", "fold (mix)", _arg(1, "other")),
+    ("swarmnode.node.train.mixing.mixes:MixAccumulator.nudge", "fold (nudge)", _arg(1, "delta")),
+    (
+        "swarmnode.node.train.mixing.mixes:MixAccumulator.apply_to",
+        "apply (between steps)",
+        _arg(1, "x"),
+    ),
     # compressed exchange (fp16, lowrank)
     ("swarmnode.gossip.exchange.refs:PairRefs.encode", "codec encode (refs)", _arg(2, "x")),
     (

@@ -1,12 +1,12 @@
 """The learning portfolio in the lock-step simulator: screen exchange candidates on four tasks.
 
-Same tasks as scripts/bench/portfolio.py (real processes), same trainer, model, optimizer,
-sharding, logit adjustment and outer step code as the node (`node.train.mixes.OuterStep`), but
-in one process and in lock-step: every peer takes one step, then every `--period` steps each
-peer in turn runs the node's `--exchange average --group 3` round (push its model to 3 random
-others, which mix half of it in; take the mean of all 4; then its outer step). No network and
-no timing noise, so candidates differ only by the rule; `--stale P` rounds every P steps stand
-for a peer at full speed held at its step limit (`--max-lead 2` x `--sync-every 10` = 20).
+Same tasks as scripts/bench/portfolio.py (real processes), same trainer, model, optimizer, sharding,
+logit adjustment and outer step code as the node (`node.train.mixing.mixes.OuterStep`), but in one
+process and in lock-step: every peer takes one step, then every `--period` steps each peer in turn
+runs the node's `--exchange average --group 3` round (push its model to 3 random others, which mix
+half of it in; take the mean of all 4; then its outer step). No network and no timing noise, so
+candidates differ only by the rule; `--stale P` rounds every P steps stand for a peer at full speed
+held at its step limit (`--max-lead 2` x `--sync-every 10` = 20).
 
 Per task: one peer on all the data (`single`; target = its last-3 mean - 1 point), the
 synchronous ideal (one peer, N x the batch, lr x 1, 2 and N; the best reaches the target first),
@@ -45,11 +45,11 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST  # noqa: E402
-from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.label_prior import logit_offsets  # noqa: E402
-from swarmnode.node.train.mixes import OuterStep  # noqa: E402
-from swarmnode.node.train.models import build_model  # noqa: E402
-from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
+from swarmnode.node.train.data.label_prior import logit_offsets  # noqa: E402
+from swarmnode.node.train.data.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
+from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
 
 

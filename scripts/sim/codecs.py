@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.kernels import compress, lowrank  # noqa: E402
 from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
-from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
+from swarmnode.node.train.data.shard import all_shards, parse_partition  # noqa: E402
 
 from scripts.sim import swarm as sim_swarm  # noqa: E402
 

@@ -44,8 +44,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from swarmnode.gossip.robust import aggregate, heading
-from swarmnode.node.train.data import load_dataset
-from swarmnode.node.train.shard import all_shards, parse_partition
+from swarmnode.node.train.data.datasets import load_dataset
+from swarmnode.node.train.data.shard import all_shards, parse_partition
 
 from scripts.sim import swarm as sw
 

@@ -44,11 +44,11 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST  # noqa: E402
-from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.label_prior import logit_offsets  # noqa: E402
-from swarmnode.node.train.lr_scale import SwarmLR  # noqa: E402
-from swarmnode.node.train.models import build_model  # noqa: E402
-from swarmnode.node.train.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
+from swarmnode.node.train.data.label_prior import logit_offsets  # noqa: E402
+from swarmnode.node.train.data.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.lr.scale import SwarmLR  # noqa: E402
+from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def steps_to(curve: list[dict], target: float | None) -> int | None:
 
 def build(opts: argparse.Namespace, data: Any, idx: np.ndarray | None, batch: int) -> Trainer:
     """A peer's trainer as the node builds it, on shard `idx` (None: all of the data), with the
-    node's logit adjustment on a skewed shard (`--logit-adjust`, node/train/label_prior.py)."""
+    node's logit adjustment on a skewed shard (`--logit-adjust`, node/train/data/label_prior.py)."""
     backend = select_backend("cpu")
     model = build_model(opts.model, data.input_shape, data.n_classes, backend, opts.seed)
     opt = make_optimizer("sgd", model.params, opts.lr, momentum=opts.momentum, weight_decay=opts.wd)

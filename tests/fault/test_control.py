@@ -15,8 +15,8 @@ from swarmnode.fault.chaos.scenario import ScenarioError, parse_scenario_text
 from swarmnode.fault.hostile.drag import DragError, hidden_biases
 from swarmnode.fault.hostile.sybils import source_addresses
 from swarmnode.kernels.backend import select_backend
-from swarmnode.node.train.data import load_dataset
-from swarmnode.node.train.models import build_model
+from swarmnode.node.train.data.datasets import load_dataset
+from swarmnode.node.train.model.builtin import build_model
 
 pytestmark = pytest.mark.timeout(30)
 

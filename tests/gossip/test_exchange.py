@@ -125,7 +125,7 @@ def _tiny_worker(seed: int):
     queued meanwhile lands at the next step; stop() drops it (it came after the last step)."""
     from swarmnode.kernels.backend import select_backend
     from swarmnode.kernels.optim import make_optimizer
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.model.builtin import build_model
     from swarmnode.node.train.trainer import Trainer
     from swarmnode.node.train.worker import TrainingWorker
 

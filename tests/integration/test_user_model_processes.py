@@ -123,7 +123,7 @@ def test_an_error_in_the_users_code_is_one_line_with_its_place_and_exit_2(args, 
 
 def test_a_streamed_folder_sharded_and_a_users_data_source(tmp_path):
     import numpy as np
-    from swarmnode.node.train.data import make_synthetic
+    from swarmnode.node.train.data.datasets import make_synthetic
 
     data = make_synthetic(4000, 16, 4, seed=3)
     for name in ("X_train", "y_train", "X_test", "y_test"):

@@ -57,7 +57,7 @@ def test_without_cupy_everything_imports_and_auto_is_cpu():
 import sys
 sys.modules["cupy"] = None  # makes `import cupy` raise ImportError
 import swarmnode.kernels.backend, swarmnode.kernels.flat, swarmnode.kernels.layers, swarmnode.kernels.model, swarmnode.kernels.optim
-import swarmnode.kernels.cuda_kernels, swarmnode.node.train.models
+import swarmnode.kernels.cuda_kernels, swarmnode.node.train.model.builtin
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.errors import BackendError
 assert select_backend("auto").name == "numpy"

@@ -116,7 +116,7 @@ def test_each_op_forward_and_backward_match(name, dtype):
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_models_loss_grad_evaluate_predict_match(spec):
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.model.builtin import build_model
 
     backend = gpu()
     cpu_model = build_model(spec, (8, 8), 10, CPU, seed=1)
@@ -129,7 +129,7 @@ def test_models_loss_grad_evaluate_predict_match(spec):
     loss_g = gpu_model.loss_and_grad(backend.asarray(x), backend.asarray(y))
     assert abs(loss_c - loss_g) < 1e-5 * max(1.0, abs(loss_c))
     close(gpu_model.params.grad, cpu_model.params.grad, 1e-5)
-    # the logit-adjusted loss (node/train/label_prior.py): the offset lives on the device
+    # the logit-adjusted loss (node/train/data/label_prior.py): the offset lives on the device
     off = np.linspace(-2.0, 1.0, 10, dtype=np.float32)
     loss_c = cpu_model.loss_and_grad(x, y, off)
     loss_g = gpu_model.loss_and_grad(backend.asarray(x), backend.asarray(y), backend.asarray(off))
@@ -259,8 +259,8 @@ def test_trainer_steps_on_a_thread_that_did_not_select_the_backend():
     import cupy as cp
     from swarmnode.kernels.backend import select_backend
     from swarmnode.kernels.optim import make_optimizer
-    from swarmnode.node.train.data import load_dataset
-    from swarmnode.node.train.models import build_model
+    from swarmnode.node.train.data.datasets import load_dataset
+    from swarmnode.node.train.model.builtin import build_model
     from swarmnode.node.train.trainer import Trainer
 
     index = cp.cuda.runtime.getDeviceCount() - 1

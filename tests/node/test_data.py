@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from swarmnode.node.train.data import load_dataset, make_synthetic
+from swarmnode.node.train.data.datasets import load_dataset, make_synthetic
 from swarmnode.node.train.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]

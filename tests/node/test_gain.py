@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.optim import make_optimizer
-from swarmnode.node.train.gain import GainRatio, HalfBatchProbe
-from swarmnode.node.train.lr_scale import SwarmLR
-from swarmnode.node.train.models import build_model
+from swarmnode.node.train.lr.gain import GainRatio, HalfBatchProbe
+from swarmnode.node.train.lr.scale import SwarmLR
+from swarmnode.node.train.model.builtin import build_model
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker
 

@@ -1,4 +1,4 @@
-"""Logit adjustment on a label-skewed shard (node/train/label_prior.py): the offsets, the loss
+"""Logit adjustment on a label-skewed shard (node/train/data/label_prior.py): the offsets, the loss
 they change (and the evaluation they must not), and what they are for."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.layers import softmax_cross_entropy
 from swarmnode.node.train.build import build_trainer, load_shard
 from swarmnode.node.train.config import NodeConfig
+from swarmnode.node.train.data.label_prior import PSEUDO_COUNT, check_tau, logit_offsets
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.label_prior import PSEUDO_COUNT, check_tau, logit_offsets
-from swarmnode.node.train.models import build_model
+from swarmnode.node.train.model.builtin import build_model
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from swarmnode.node.train.lr_scale import SwarmLR
+from swarmnode.node.train.lr.scale import SwarmLR
 from swarmnode.node.train.pacing import Pacer
 
 pytestmark = pytest.mark.timeout(30)

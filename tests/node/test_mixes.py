@@ -1,5 +1,5 @@
-"""`MixAccumulator` (node/train/mixes.py): folding mixes as they arrive equals applying them one by one
-in arrival order, with one buffer of memory whatever their number."""
+"""`MixAccumulator` (node/train/mixing/mixes.py): folding mixes as they arrive equals applying
+them one by one in arrival order, with one buffer of memory whatever their number."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from swarmnode.node.train.mixes import MixAccumulator, axpby
+from swarmnode.node.train.mixing.mixes import MixAccumulator, axpby
 
 pytestmark = pytest.mark.timeout(60)
 D = 64

@@ -18,7 +18,7 @@ from swarmnode.kernels.layers import (
     Tanh,
 )
 from swarmnode.node.train.errors import ConfigError, ModelSpecError
-from swarmnode.node.train.models import build_model
+from swarmnode.node.train.model.builtin import build_model
 
 pytestmark = pytest.mark.timeout(30)
 

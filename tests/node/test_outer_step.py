@@ -1,10 +1,11 @@
-"""`node.train.mixes.OuterStep`: the outer Nesterov step on the mixed model, and the worker's use of it."""
+"""`node.train.mixing.mixes.OuterStep`: the outer Nesterov step on the mixed model, and the worker's
+use of it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from swarmnode.node.train.mixes import OuterStep
+from swarmnode.node.train.mixing.mixes import OuterStep
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard, shard_indices
 from swarmnode.node.train.errors import ConfigError, DataError
-from swarmnode.node.train.shard import Partition, parse_partition, parse_shard, shard_indices
 
 Y = np.repeat(np.arange(10), 50)  # 500 samples, 10 balanced classes
 

@@ -1,4 +1,4 @@
-"""Streamed data (node/train/streamed.py): a folder of .npy files is read a batch at a time, so
+"""Streamed data (node/train/data/streamed.py): a folder of .npy files is read a batch at a time, so
 a set larger than a memory budget trains, sharded or whole."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from swarmnode.node.train.build import build_trainer, load_shard
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data import dataset_from_arrays, load_dataset, make_synthetic
+from swarmnode.node.train.data.datasets import dataset_from_arrays, load_dataset, make_synthetic
+from swarmnode.node.train.data.shard import shard_indices
+from swarmnode.node.train.data.streamed import NpyRows, RowView
 from swarmnode.node.train.errors import DataError
-from swarmnode.node.train.shard import shard_indices
-from swarmnode.node.train.streamed import NpyRows, RowView
 
 
 def _save(folder: Path, n: int, d: int, n_test: int | None = None) -> Path:

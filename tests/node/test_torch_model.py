@@ -1,6 +1,6 @@
-"""`swarmnode.TorchModel` (node/train/torch_model.py): a torch module's parameters as views into
-the one flat buffer the swarm trains through DLPack. Skipped where torch is not installed (it is
-an optional extra: `pip install swarmnode[torch]`)."""
+"""`swarmnode.TorchModel` (node/train/model/torch_model.py): a torch module's parameters as views
+into the one flat buffer the swarm trains through DLPack. Skipped where torch is not installed (it
+is an optional extra: `pip install swarmnode[torch]`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.build import build_trainer  # noqa: E402
 from swarmnode.node.train.config import NodeConfig  # noqa: E402
-from swarmnode.node.train.data import load_dataset  # noqa: E402
-from swarmnode.node.train.torch_model import TorchModel  # noqa: E402
-from swarmnode.node.train.user_model import UserModel  # noqa: E402
+from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
+from swarmnode.node.train.model.torch_model import TorchModel  # noqa: E402
+from swarmnode.node.train.model.user_model import UserModel  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

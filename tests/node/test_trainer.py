@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from swarmnode.node.train.build import build_trainer
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data import load_dataset
-from swarmnode.node.train.errors import CheckpointError
-from swarmnode.node.train.lr_scale import SwarmLR
-from swarmnode.node.train.trainer import DivergedError, Trainer
+from swarmnode.node.train.data.datasets import load_dataset
+from swarmnode.node.train.errors import CheckpointError, DivergedError
+from swarmnode.node.train.lr.scale import SwarmLR
+from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
 
 from tests.waiting import wait_for

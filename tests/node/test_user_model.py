@@ -16,11 +16,11 @@ from swarmnode.kernels.optim import make_optimizer
 from swarmnode.node.peer.state_sync import param_segments
 from swarmnode.node.train.build import build_trainer, run_meta
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data import load_dataset
-from swarmnode.node.train.errors import ConfigError, UserCodeError
+from swarmnode.node.train.data.datasets import load_dataset
+from swarmnode.node.train.errors import ConfigError, DivergedError, UserCodeError
+from swarmnode.node.train.model.user_model import UserModel
 from swarmnode.node.train.sources import resolve_model
-from swarmnode.node.train.trainer import DivergedError, Trainer
-from swarmnode.node.train.user_model import UserModel
+from swarmnode.node.train.trainer import Trainer
 
 import swarmnode
 from tests.node import user_models

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.optim import make_optimizer
-from swarmnode.node.train.models import build_model
-from swarmnode.node.train.trainer import DivergedError, Trainer
+from swarmnode.node.train.errors import DivergedError
+from swarmnode.node.train.model.builtin import build_model
+from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.filterwarnings("ignore::RuntimeWarning")]

@@ -11,7 +11,7 @@ import pytest
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.optim import make_optimizer
 from swarmnode.node.peer.param_store import WorkerStore
-from swarmnode.node.train.models import build_model
+from swarmnode.node.train.model.builtin import build_model
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker
 

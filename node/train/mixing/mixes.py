@@ -58,7 +58,8 @@ class MixAccumulator:
         self._acc: Any = None  # allocated at the first mix, then reused
         self._scale = 1.0
         self._pending = False
-        self._sources: set[str] = set()  # who pushed the models pending (node/train/collapse.py)
+        # who pushed the models pending (node/train/mixing/collapse.py)
+        self._sources: set[str] = set()
         self.folded = 0  # mixes folded in since the start (for tests and metrics)
 
     @property

@@ -1,4 +1,4 @@
-"""`UserModel`: a user's `Model` (node/train/protocol.py) as the trainer's `TrainableModel`.
+"""`UserModel`: a user's `Model` (node/train/model/protocol.py) as the trainer's `TrainableModel`.
 
 The user's `params` vector is used as it is (a DLPack tensor is viewed, not copied), so the
 optimizer, the exchange, aggregation and checkpoints all work on the buffer the user's code
@@ -18,8 +18,7 @@ import numpy as np
 from swarmnode.kernels.backend import CPU, Backend, is_device_array, to_numpy
 from swarmnode.kernels.errors import ShapeError
 from swarmnode.kernels.flat import FlatParams
-from swarmnode.node.train.errors import UserCodeError
-from swarmnode.node.train.trainer import DivergedError
+from swarmnode.node.train.errors import DivergedError, UserCodeError
 from swarmnode.node.train.user_code import call_user, site
 
 _DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType codes

@@ -18,7 +18,7 @@ Spec grammar:
   labels flipped at random. Few samples per class and label noise make a small shard easy to
   overfit (what exposes a swarm that mixes too rarely); the shift makes `cnn1d` the right model.
 - a folder — four `.npy` files of those names, the inputs streamed from disk a batch at a time
-  (node/train/streamed.py): a set larger than memory trains.
+  (node/train/data/streamed.py): a set larger than memory trains.
 - anything else — a path to an `.npz` with arrays `X_train, y_train, X_test, y_test`.
 
 A user's data source (`--data MODULE:FUNCTION`, or arrays given to `swarmnode.Peer`) is turned
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from swarmnode.node.train.data.streamed import is_streamed, load_npy_dir
 from swarmnode.node.train.errors import DataError
-from swarmnode.node.train.streamed import is_streamed, load_npy_dir
 
 REQUIRED_ARRAYS = ("X_train", "y_train", "X_test", "y_test")
 SYNTHETIC_MAX_VALUES = 50_000_000  # N*D cap: a typo must not allocate tens of gigabytes
@@ -52,7 +52,7 @@ MAX_CLASSES = 65_536  # a stray huge label would otherwise size the output layer
 @dataclass(frozen=True)
 class Dataset:
     """A validated train/test split: labels in host memory (numpy), inputs there too or
-    streamed (an `NpyRows`, a memmap: read a batch at a time, node/train/streamed.py)."""
+    streamed (an `NpyRows`, a memmap: read a batch at a time, node/train/data/streamed.py)."""
 
     name: str
     X_train: Any  # float32, shape (n_train, *input_shape); or streamed
@@ -89,7 +89,7 @@ def load_dataset(spec: str) -> Dataset:
 
 def _load_digits() -> Dataset:
     # importlib.resources, not a path relative to __file__, so an installed wheel finds it too.
-    resource = resources.files("swarmnode.node.train") / "datasets" / "digits.npz"
+    resource = resources.files("swarmnode.node.train.data") / "digits.npz"
     try:
         raw = resource.read_bytes()
     except OSError as exc:

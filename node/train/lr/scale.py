@@ -6,7 +6,7 @@ for the extra samples (measured in scripts/sim/swarm.py: the worst peer reached 
 peer's accuracy in as many steps as the single peer). The linear scaling rule (Goyal et al.
 2017, "Accurate, large minibatch SGD") scales the lr by n, `sqrt` by sqrt(n) (gentler, for
 models that do not take the linear rule). `adaptive` scales it by the gain ratio measured from
-the peer's own gradient noise (node/train/gain.py, AdaScale): ~n where one batch's gradient is
+the peer's own gradient noise (node/train/lr/gain.py, AdaScale): ~n where one batch's gradient is
 mostly noise, ~1 where it is mostly signal, in between otherwise.
 
 The swarm size comes from membership and changes as peers join and leave, so the scale is
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from swarmnode.node.train.gain import GainRatio, HalfBatchProbe
+from swarmnode.node.train.lr.gain import GainRatio, HalfBatchProbe
 
 RULES = ("none", "sqrt", "linear", "adaptive")
 

@@ -3,7 +3,7 @@ drives.
 
 The seam between the trainer and a model is `TrainableModel`: the built-in `Sequential`
 (kernels/model.py) implements it as it is, and a user's `Model` is adapted to it by `UserModel`
-(node/train/user_model.py), which checks every answer and names the user's code when one is
+(node/train/model/user_model.py), which checks every answer and names the user's code when one is
 wrong. Nothing else in the peer (exchange, aggregation, compression, checkpoints, state sync)
 sees a model at all: only its one flat parameter vector, `params.data`.
 """

@@ -1,0 +1,25 @@
+"""The training data: data sets, inputs read from disk, and which samples a peer owns.
+Imports no other room of node/train.
+
+- `datasets.py`: `Dataset`, a validated train/test split, and `load_dataset(spec)` (the bundled
+  `digits.npz` beside it, the seeded `synthetic:` and `signal:` tasks, an `.npz`, a folder of
+  `.npy` files); `dataset_from_arrays` for a user's arrays.
+- `streamed.py`: inputs larger than memory, read a batch at a time (`NpyRows`, `RowView`).
+- `shard.py`: a peer's shard of the train set, `iid` or label-skewed `dirichlet:ALPHA`.
+- `label_prior.py`: the logit adjustment that a label-skewed shard trains with.
+"""
+
+from swarmnode.node.train.data.datasets import Dataset, dataset_from_arrays, load_dataset
+from swarmnode.node.train.data.label_prior import logit_offsets
+from swarmnode.node.train.data.shard import Partition, shard_indices
+from swarmnode.node.train.data.streamed import NpyRows
+
+__all__ = [
+    "Dataset",
+    "NpyRows",
+    "Partition",
+    "dataset_from_arrays",
+    "load_dataset",
+    "logit_offsets",
+    "shard_indices",
+]

@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 from swarmnode.gossip.robust import aggregate, chunked
-from swarmnode.gossip.robust.heading import cap_backward
 
 AWAY_LIMIT = 0.5  # in median distances: how far one model may pull away from the consensus
 
@@ -36,14 +35,44 @@ def cut_away(
     own: np.ndarray, other: np.ndarray, consensus: np.ndarray | None, limit: float
 ) -> np.ndarray:
     """`other` with its component pointing from the consensus through `own` and beyond cut to
-    `limit` (an absolute distance); `other` itself without a consensus, or within the limit."""
+    `limit` (an absolute distance); `other` itself without a consensus, or within the limit.
+    One pass over the three to decide, a copy of `other` only when it is cut (no model-sized
+    temporary for own - consensus)."""
     if consensus is None or not limit > 0:
         return other
-    away = own - consensus  # from where the swarm is toward (and past) this peer
-    size = chunked.norm(away)
-    if not (size > 0 and math.isfinite(size)):
-        return other
-    return cap_backward(own, other, away, limit / size)
+    p, size = away_part(own, other, consensus)
+    if not (size > 0 and math.isfinite(size) and math.isfinite(p)) or p <= limit:
+        return other  # a non-finite `other` is the distance rules' to refuse
+    shift = (p - limit) / size  # other - shift (own - consensus)
+    a, c = own.reshape(-1), consensus.reshape(-1)
+    out = other.astype(np.float32, copy=True).reshape(-1)
+    scratch = np.empty(min(chunked.CHUNK, a.size), dtype=np.float64)
+    for lo in range(0, a.size, chunked.CHUNK):
+        d = scratch[: min(chunked.CHUNK, a.size - lo)]
+        np.subtract(a[lo : lo + chunked.CHUNK], c[lo : lo + chunked.CHUNK], out=d, dtype=np.float64)
+        d *= shift
+        out[lo : lo + chunked.CHUNK] -= d.astype(np.float32)
+    return out.reshape(other.shape)
+
+
+def away_part(own: np.ndarray, other: np.ndarray, consensus: np.ndarray) -> tuple[float, float]:
+    """(p, |own - consensus|): p the component of other - own along own - consensus (float64,
+    chunked: no model-sized temporaries)."""
+    a, b, c = own.reshape(-1), other.reshape(-1), consensus.reshape(-1)
+    if not a.shape == b.shape == c.shape:
+        raise ValueError(f"consensus cut between {a.shape}, {b.shape} and {c.shape} values")
+    n = min(chunked.CHUNK, a.size)
+    d, h = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
+    dot = sq = 0.0
+    for lo in range(0, a.size, chunked.CHUNK):
+        m = min(chunked.CHUNK, a.size - lo)
+        ai = a[lo : lo + m]
+        np.subtract(ai, c[lo : lo + m], out=h[:m], dtype=np.float64)
+        np.subtract(b[lo : lo + m], ai, out=d[:m], dtype=np.float64)
+        dot += float(np.dot(d[:m], h[:m]))
+        sq += float(np.dot(h[:m], h[:m]))
+    size = math.sqrt(sq)
+    return (dot / size if size > 0 else 0.0), size
 
 
 def bound_answers(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.robust.consensus import bound_answers, cut_away
 
 pytestmark = pytest.mark.timeout(30)
@@ -47,3 +48,21 @@ def test_answers_are_clipped_at_the_second_farthest_and_a_far_one_has_no_say() -
     assert float(np.linalg.norm(one[0])) == pytest.approx(2.0)
     nan = bound_answers(sent, [unit[0], unit[1], np.full(D, np.nan, np.float32)], None, None, 0.0)
     np.testing.assert_array_equal(nan[2], sent)
+
+
+def test_the_cut_matches_the_formula_and_spans_chunks() -> None:
+    """other - (p - limit) (own - c) / |own - c| where p, the component of other - own along
+    own - c, exceeds the limit; over more values than one chunk."""
+    rng = np.random.default_rng(3)
+    n = chunked.CHUNK * 2 + 17
+    own = rng.standard_normal(n).astype(np.float32)
+    c = own - rng.standard_normal(n).astype(np.float32)
+    other = own + 3.0 * (own - c) + rng.standard_normal(n).astype(np.float32)
+    h = (own - c).astype(np.float64)
+    size = np.linalg.norm(h)
+    p = float(np.dot(other.astype(np.float64) - own, h)) / size
+    limit = 0.25 * p
+    want = other - (p - limit) * h / size
+    got = cut_away(own, other, c, limit)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert cut_away(own, other, c, 2 * p) is other  # within the limit: untouched

@@ -37,8 +37,10 @@ def swarm_args(aggregator: str) -> list[str]:
             "--partition", "iid", *HOLD]  # fmt: skip
 
 
-def start(workdir: Path, aggregator: str, liar: str | None) -> list[Peer]:
-    per_peer = [[*swarm_args(aggregator), "--shard", f"{i}/5"] for i in range(5)]
+def start(
+    workdir: Path, aggregator: str, liar: str | None, extra: tuple[str, ...] = ()
+) -> list[Peer]:
+    per_peer = [[*swarm_args(aggregator), *extra, "--shard", f"{i}/5"] for i in range(5)]
     if liar is not None:
         per_peer[4] += ["--byzantine", liar]
     return start_swarm(workdir, per_peer)
@@ -127,8 +129,12 @@ def test_an_honest_peer_diverged_by_a_huge_model_stays_up_and_reports_failed(tmp
     mixed in the huge model only after others had already failed (and left) may sit at a huge
     but finite loss, as the liar itself does. So the test waits for *a* failed honest peer and
     checks every one that failed (all four usually, within seconds; once, under the full
-    suite's load, the last one never diverged within 60 s)."""
-    peers = start(tmp_path, "mean", "huge")
+    suite's load, the last one never diverged within 60 s).
+
+    Issue 22's bounds are off (`--push-budget off`): their collapse guard rolls back a mix
+    whose loss jumps while it is still finite, and then no peer diverges (it did, in one of
+    two full runs): what is tested here is how a diverged peer behaves, not whether one does."""
+    peers = start(tmp_path, "mean", "huge", ("--push-budget", "off"))
     honest = [p for p in peers if p.name in HONEST]
     liar = peers[4]
     try:

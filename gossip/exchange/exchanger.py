@@ -57,7 +57,7 @@ from swarmnode.gossip.robust import chunked
 from swarmnode.gossip.robust.consensus import cut_away
 from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_budget import PushBudget
-from swarmnode.gossip.robust.push_guard import PushGuard
+from swarmnode.gossip.robust.push_guard import PUSH_CLIP_SHARE, PushGuard
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
@@ -215,6 +215,8 @@ class Exchanger:
             if clip is None:
                 log.debug("a push from %s is answered, not mixed: over its budget", sender)
                 return
+            if not robust:  # clipped at a share of the radius (push_guard.PUSH_CLIP_SHARE)
+                clip = min(clip, PUSH_CLIP_SHARE * tau)
         if not robust and await self._mix_measured(theirs, sender, tau, clip):
             return
         await self._mix_from_snapshot(theirs, sender, tau, weight, clip)
@@ -223,23 +225,23 @@ class Exchanger:
         self, theirs: np.ndarray, sender: str, tau: float | None, clip: float | None
     ) -> bool:
         """The average mode's usual push, judged by its distances to my model (read in place,
-        `ParamStore.distance`: no snapshot of it) and mixed as it came, or refused; False
-        where the bound needs my model itself: a clip (by the radius or the sender's travel
-        left), a cut away from the consensus, or my own round in flight (the delta rule counts
-        what each push moved)."""
+        `ParamStore.distance`: no snapshot of it) and mixed, or refused. A push to clip is mixed
+        as it came at a smaller weight: (1 - w) x + w (x + s (y - x)) is (1 - ws) x + ws y.
+        False where the bound needs my model itself: a cut away from the consensus, or my own
+        round in flight (the delta rule counts what each push moved)."""
         dist = await self.store.distance(theirs)
         verdict = self.guard.judge(dist, tau, sender)
-        if verdict == "refuse":
+        if verdict == "refuse" or tau is None:
             return True
-        if verdict == "clip" or (clip is not None and not dist <= clip):
-            return False
+        bound = tau if clip is None else min(tau, clip)
+        scale = 1.0 if dist <= bound else bound / dist
         if self.cfg.push_budget and not await self._within_consensus(theirs, dist):
             return False
         if self._pushed_in is not None:  # no await after this read: no round starts meanwhile
             return False
-        await self.store.mix_in(theirs, self.cfg.mix, source=sender)
+        await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender)
         if self.cfg.push_budget:
-            self.budget.spend(sender, self.cfg.mix * dist)
+            self.budget.spend(sender, self.cfg.mix * min(dist, bound))
         return True
 
     async def _within_consensus(self, theirs: np.ndarray, dist: float) -> bool:

@@ -50,6 +50,13 @@ GROWTH = 0.2  # the radius grows by at most this fraction a round
 # At 2 it clipped honest pushes: the worst of 4 iid peers on the signal task fell 2-3 points (75-76%
 # against 79% unbounded); at 4, 78-79% (tests/integration/test_learning.py, 2026-11-24)
 RADIUS_FACTOR = 4.0
+# average mode with issue 22's bounds on: a push is *clipped* at this share of the radius (2 x
+# the typical distance) and still refused only beyond SS_CLIP_REJECT radii. At the full radius a
+# dissensus liar's pushes, cut along the consensus but not sideways, moved an honest peer 2
+# typical distances each, and one of four dipped 10-27 points every few seconds (the full
+# scenario failed 2 of 2 runs, -11 to -13 points); at half, 0 of 2 (-0.1 to -4.3), at the same
+# cost with no attacker (docs/benchmarks.md, "Hostile insiders").
+PUSH_CLIP_SHARE = 0.5
 LOG_EVERY_S = 60.0  # one refusal line per sender per minute (a liar may push at every round)
 MAX_SENDERS_LOGGED = 256  # the rate limiter's memory; the oldest sender is forgotten first
 REPEAT_WARN = 3  # refusals of one sender before its line is a WARNING

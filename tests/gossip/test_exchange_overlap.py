@@ -4,6 +4,8 @@ bound still holds."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
@@ -93,19 +95,24 @@ async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
     assert ex.store.mixed == [] and ex.guard.refused == 1
 
 
-async def test_a_push_to_clip_is_clipped_against_a_snapshot_of_my_model() -> None:
-    """Within tau a push is mixed as it came and beyond the drop bound refused, both judged by
-    its distance to my model read in place; between the two, the clip needs my model itself."""
+@pytest.mark.parametrize("budget, share", [(True, 0.5), (False, 1.0)])
+async def test_a_push_to_clip_is_mixed_in_place_at_a_smaller_weight(budget, share) -> None:
+    """Within the clip bound a push is mixed as it came and beyond the drop bound refused; in
+    between it is clipped, all judged by its distance to my model read in place: own + s (y -
+    own) mixed at w is y mixed at w s, so no snapshot of my model is taken. The bound is the
+    radius tau, and half of it with issue 22's bounds on (`PUSH_CLIP_SHARE`)."""
     ex = _node(np.ones(D))
+    ex.cfg = ex.average.cfg = dataclasses.replace(ex.cfg, push_budget=budget)
     tau = 4 * np.sqrt(D)  # before my first round: 4 |own|
-    pushed = np.full(D, 9.0, np.float32)  # |pushed - own| = 8 sqrt(D) = 2 tau: clipped to tau
+    pushed = np.full(D, 9.0, np.float32)  # |pushed - own| = 8 sqrt(D) = 2 tau
     await ex.handlers()["pushpull"](Arrival(wire.encode_params(pushed, sender="p1", step=3)))
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 2  # the answer's, then my own for the clip
+    assert store.snapshots == 1  # the answer's only
     ((mixed, weight),) = store.mixed
-    assert weight == 0.5 and ex.guard.refused == 0
-    np.testing.assert_allclose(mixed, 1.0 + 8.0 * tau / (8 * np.sqrt(D)), rtol=1e-6)
+    np.testing.assert_array_equal(mixed, pushed)
+    assert ex.guard.refused == 0
+    assert weight == pytest.approx(0.5 * share * tau / (8 * np.sqrt(D)))
 
 
 async def _push(ex: Exchanger, theirs: np.ndarray, sender: str) -> None:

@@ -25,7 +25,11 @@ pushes never set the bound they are judged by):
 Anchored (issue 22): the radius grew with the distances the peer saw, so a drag that pulled
 the honest models apart widened its own allowance (the drag's step grew from 15 to 450 in 10
 s). The average radius is now factor x min(median of the last WINDOW distances, ANCHOR_SLACK x
-median of the last LONG_WINDOW), and it grows by at most GROWTH a round (it shrinks at once).
+median of the last LONG_WINDOW), and it grows by at most GROWTH a round (it shrinks at once),
+once ANCHOR_MIN distances are known: in a young swarm the first distances say nothing yet (a
+joiner that loaded the founder's model answers at ~0.004 and, trained at full speed on its
+shard, pushes at ~1.3 a few rounds later: anchored at once, the radius needed 25 rounds to
+reach it, and refused the joiner meanwhile).
 How often a sender may push, and how far its pushes may move this peer in all, is
 push_budget.py's business.
 """
@@ -59,7 +63,10 @@ RADIUS_FACTOR = 4.0
 PUSH_CLIP_SHARE = 0.5
 LOG_EVERY_S = 60.0  # one refusal line per sender per minute (a liar may push at every round)
 MAX_SENDERS_LOGGED = 256  # the rate limiter's memory; the oldest sender is forgotten first
-REPEAT_WARN = 3  # refusals of one sender before its line is a WARNING
+REPEAT_WARN = 3  # refusals of one sender, over at least WARN_SPAN_S, before a WARNING
+WARN_SPAN_S = 30.0  # an honest joiner is refused for a few seconds; a liar for as long as it lies
+SPAN_RESET_S = 120.0  # a sender not refused for this long starts a new span
+ANCHOR_MIN = 32  # distances before the anchor (and the growth bound) applies
 
 
 class PushGuard:
@@ -88,7 +95,9 @@ class PushGuard:
         self._long: deque[float] = deque(maxlen=max(window, LONG_WINDOW))
         self._tau: float | None = None  # the anchored radius, set by `observe`
         self._last_logged: OrderedDict[str, float] = OrderedDict()
-        self._refusals: OrderedDict[str, int] = OrderedDict()  # per sender, for the log level
+        # per sender: (first refusal of its span, its last refusal, refusals in the span)
+        self._refusals: OrderedDict[str, tuple[float, float, int]] = OrderedDict()
+        self._warned: set[str] = set()  # senders whose refusals were a WARNING already
         self.refused = 0  # pushes farther than `reject` x tau: not mixed
 
     # --- the radius ------------------------------------------------------------------------
@@ -109,6 +118,9 @@ class PushGuard:
             return
         short = float(np.median(np.fromiter(self._dists, float)))
         if not self.anchored:
+            self._tau = self.factor * short
+            return
+        if len(self._long) < ANCHOR_MIN:  # a young swarm: no anchor yet (see the module doc)
             self._tau = self.factor * short
             return
         anchor = float(np.median(np.fromiter(self._long, float)))
@@ -181,24 +193,36 @@ class PushGuard:
         return "mix" if dist <= tau else "clip"
 
     def _log_refusal(self, sender: str, dist: float, tau: float) -> None:
-        """One line per sender per period. INFO for a sender's first refusals: an honest
-        partner that trained far ahead while this peer joined or synced is refused once or
-        twice and then mixes again (seen at full speed right after a join). WARNING once the
-        same sender has been refused REPEAT_WARN times: that one an operator should look at."""
+        """One line per sender per period: INFO while its refusals are news, WARNING once the
+        same sender has been refused REPEAT_WARN times over WARN_SPAN_S or more. An honest
+        partner that trained far ahead while this peer joined or synced is refused for a few
+        seconds and then mixes again (seen at full speed right after a join: its distance 100x
+        the radius anchored on the synced models); that is no fault. A liar is refused for as
+        long as it pushes: that one an operator should look at."""
         now = self._clock()
-        count = self._refusals.pop(sender, 0) + 1
-        self._refusals[sender] = count  # most recent last: the oldest sender is forgotten first
+        first, last_refused, count = self._refusals.pop(sender, (now, now, 0))
+        if now - last_refused > SPAN_RESET_S:
+            first, count = now, 0
+            self._warned.discard(sender)
+        count += 1
+        self._refusals[sender] = (first, now, count)  # most recent last: oldest forgotten first
         while len(self._refusals) > MAX_SENDERS_LOGGED:
             self._refusals.popitem(last=False)
+        warn = count >= REPEAT_WARN and now - first >= WARN_SPAN_S
         last = self._last_logged.get(sender)
-        if count != REPEAT_WARN and last is not None and now - last < self.log_every_s:
+        fresh = last is None or now - last >= self.log_every_s
+        if not fresh and not (warn and sender not in self._warned):
             return
+        if warn:
+            self._warned.add(sender)
+            if len(self._warned) > MAX_SENDERS_LOGGED:
+                self._warned.clear()  # a bound, not a record: at worst a second WARNING
         self._last_logged[sender] = now
         self._last_logged.move_to_end(sender)
         while len(self._last_logged) > MAX_SENDERS_LOGGED:
             self._last_logged.popitem(last=False)
         log.log(
-            logging.WARNING if count >= REPEAT_WARN else logging.INFO,
+            logging.WARNING if warn else logging.INFO,
             "a model pushed by %s is %.3g away, more than %.0f clip radii (tau %.3g): not mixed "
             "(%d from it, %d refused so far; next line for this sender in %.0f s at the earliest)",
             sender,

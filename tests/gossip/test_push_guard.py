@@ -62,31 +62,46 @@ def test_the_poisoned_push_of_issue_10_is_refused() -> None:
     assert guard.bound(x, 2 * t - x, guard.first_radius(x), "liar") is None
 
 
-def test_refusals_are_logged_once_per_sender_per_period_and_warn_only_when_repeated(
-    caplog,
-) -> None:
+def test_refusals_are_info_while_news_and_a_warning_only_when_they_go_on(caplog) -> None:
+    """A joiner far ahead is refused for a few seconds (INFO, once a period); a sender refused
+    over WARN_SPAN_S and more is a WARNING at once, then one line a period; a sender quiet for
+    SPAN_RESET_S starts over."""
     now = [0.0]
     guard = PushGuard(log_every_s=60.0, clock=lambda: now[0])
     own, far = np.zeros(D, np.float32), np.full(D, 100.0, np.float32)
     with caplog.at_level(logging.INFO, logger="swarmnode.gossip.robust.push_guard"):
-        for _ in range(5):
+        for t in range(10):  # the join: ten refusals in ten seconds
+            now[0] = float(t)
+            guard.bound(own, far, 1.0, "joiner")
             guard.bound(own, far, 1.0, "liar")
-        guard.bound(own, far, 1.0, "other")
-        now[0] = 61.0
+        for t in range(10, 100, 5):  # the liar goes on
+            now[0] = float(t)
+            guard.bound(own, far, 1.0, "liar")
+        now[0] = 400.0  # long quiet, then refused again: news again
         guard.bound(own, far, 1.0, "liar")
     lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    joiner = [level for level, line in lines if "joiner" in line]
     liar = [level for level, line in lines if "liar" in line]
-    other = [level for level, line in lines if "other" in line]
-    # the first refusal (a partner far ahead after a join) is news, not a fault; the third of
-    # the same sender is a WARNING at once; then one line a period
-    assert liar == [logging.INFO, logging.WARNING, logging.WARNING]
-    assert other == [logging.INFO]
-    assert guard.refused == 7
+    assert joiner == [logging.INFO]
+    # t=0 INFO; t=30 (3+ refusals over 30 s) WARNING at once; t=90 the next period; t=400 anew
+    assert liar == [logging.INFO, logging.WARNING, logging.WARNING, logging.INFO]
+    assert guard.refused == 10 + 10 + 18 + 1
 
 
 def test_bad_settings_name_their_field() -> None:
     with pytest.raises(ValueError, match="`window`"):
         PushGuard(window=0)
+
+
+def test_a_young_swarm_follows_its_distances_before_the_anchor_applies() -> None:
+    """The founder's first distances to a joiner that loaded its model are tiny; the joiner's
+    next pushes are ~300x farther. Before ANCHOR_MIN distances the radius follows them."""
+    own = np.ones(D, np.float32)
+    guard = PushGuard(factor=4.0)
+    guard.observe(own, [_at(own, 0.004)])
+    for _ in range(3):
+        guard.observe(own, [_at(own, 1.3)])
+    assert guard.radius() == pytest.approx(4.0 * 1.3, rel=1e-3)
 
 
 def test_the_radius_is_anchored_and_grows_at_most_a_fifth_a_round() -> None:

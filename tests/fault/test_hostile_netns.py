@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,20 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.netns import why_no_netns
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scripts" / "scenarios" / "hostile-sybils-prefix-short.toml"
 NET = "198.18.130.0/24"
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (a network namespace)"
-    if shutil.which("ip") is None:
-        return "needs the `ip` command (iproute2)"
-    return None
-
-
-_WHY = _why_not()
+_WHY = why_no_netns(f"sybnet{os.getpid()}")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(240),

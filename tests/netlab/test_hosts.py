@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.netns import why_no_netns
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,20 +47,7 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def why_not() -> str | None:
-    """None where this process can make namespaces; else why not (the skip reason)."""
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, veth pairs)"
-    if sh("which", "ip", check=False).returncode != 0:
-        return "needs the `ip` command (iproute2)"
-    made = sh("ip", "netns", "add", f"{TAG}probe", check=False)
-    if made.returncode != 0:
-        return f"cannot create a network namespace: {made.stderr.strip()}"
-    sh("ip", "netns", "del", f"{TAG}probe", check=False)
-    return None
-
-
-_WHY = why_not()
+_WHY = why_no_netns(TAG)
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),

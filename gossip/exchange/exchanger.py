@@ -242,6 +242,7 @@ class Exchanger:
         await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender)
         if self.cfg.push_budget:
             self.budget.spend(sender, self.cfg.mix * min(dist, bound))
+            self.budget.pushed(sender, cut=False)
         return True
 
     async def _within_consensus(self, theirs: np.ndarray, dist: float) -> bool:
@@ -267,7 +268,9 @@ class Exchanger:
         _, own = await self.store.snapshot()
         if not robust and self.cfg.push_budget:  # away from where my group was: cut
             args = (own, theirs, self.average.consensus, self.average.away_limit())
-            theirs = await asyncio.to_thread(cut_away, *args)
+            cut = await asyncio.to_thread(cut_away, *args)
+            self.budget.pushed(sender, cut is not theirs)
+            theirs = cut
         back = self.robust.back if robust else None
         args = (own, theirs, tau, back, self.cfg.backward_limit, sender, clip)
         clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust

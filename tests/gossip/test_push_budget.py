@@ -74,3 +74,24 @@ async def test_a_member_pushing_many_times_between_two_own_rounds_is_mixed_twice
     # mixed at 1/2 each: 0.5 -> 0.55 -> 0.575 (budget), or ten times toward 0.6
     expected = 0.6 - 0.1 * 0.5**mixed
     np.testing.assert_allclose(exs[0].store.x, expected, rtol=1e-5)
+
+
+def test_a_sender_whose_pushes_keep_needing_the_consensus_cut_is_distrusted() -> None:
+    """CUT_LIMIT cut pushes among a sender's last CUT_WINDOW: distrusted (and doubled on the
+    next time, as for the collapse guard); an honest sender with a cut now and then is not."""
+    b = PushBudget(distrust_rounds=4)
+    for cut in [True, False, False, False, False, False, True, False, False, False]:
+        b.pushed("honest", cut)
+    assert not b.distrusted("honest")
+    for cut in [True, False, True, True]:
+        b.pushed("liar", cut)
+    assert b.distrusted("liar") and b.distrusted_for_cuts == 1
+    for _ in range(4):
+        b.own_round()
+    assert not b.distrusted("liar")
+    for _ in range(3):
+        b.pushed("liar", True)
+    assert b.distrusted("liar")
+    for _ in range(7):
+        b.own_round()
+    assert b.distrusted("liar")  # the second time: 8 rounds

@@ -19,6 +19,9 @@ unit gets no gradient back). Counted in this peer's *own* rounds (a sender does 
   rolled back: node/train/mixing/collapse.py) gets nothing mixed for `distrust_rounds` own rounds,
   doubled for each time it was named before (a liar's pushes came back every 64 rounds, each
   time with a dip of 10-30 points until the guard caught it again).
+- cuts: a sender CUT_LIMIT of whose last CUT_WINDOW mixed pushes needed the consensus cut
+  (consensus.py: they pulled this peer away from where its group was) is distrusted the same
+  way. A dissensus liar's pushes do, most of the time; honest ones almost never.
 
 Memory: a few numbers per sender, at most `MAX_SENDERS` (the least recent forgotten first: a
 forgotten sender starts with a full burst, which the rate then bounds again).

@@ -25,7 +25,7 @@ from swarmnode.gossip.exchange.types import (
     RoundIO,
     RoundResult,
 )
-from swarmnode.gossip.robust.consensus import AWAY_LIMIT, bound_answers
+from swarmnode.gossip.robust.consensus import AWAY_LIMIT, bound_answers, mean_into
 from swarmnode.gossip.robust.push_guard import PushGuard
 
 
@@ -80,7 +80,10 @@ class AverageRound:
         return AWAY_LIMIT * typical if typical is not None else 0.0
 
     def _bounded(self, sent: np.ndarray, got: list[np.ndarray]) -> list[np.ndarray]:
-        """The answers bounded (worker thread), and the consensus moved to their mean."""
+        """The answers bounded (worker thread), and the consensus moved to their mean, written
+        over the last one (one model-sized buffer for good, no allocation a round). A push
+        judged against it meanwhile (`Exchanger._within_consensus`, another thread) may read a
+        consensus between the old and the new: a reference for the cut, never mixed in."""
         out = bound_answers(sent, got, self.consensus, self.guard.radius(), self.away_limit())
-        self.consensus = delta_rule.mean_rows(out) if len(out) > 1 else out[0].copy()
+        self.consensus = mean_into(out, self.consensus)
         return out

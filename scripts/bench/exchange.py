@@ -80,6 +80,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from scripts.bench import exchange_node
 from scripts.bench.exchange_node import (
     COMPRESS,
     NODE_MODES,
@@ -206,6 +207,13 @@ def main() -> int:
         "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host",
     )
     ap.add_argument(
+        "--push-budget",
+        default="on",
+        choices=("on", "off"),
+        help="node modes: the initiator's --push-budget (issue 22's bounds on its answers: one "
+        "pass each and the consensus kept); the node's own is off (it has no rounds of its own)",
+    )
+    ap.add_argument(
         "--trace-passes",
         default="",
         metavar="DIR",
@@ -213,6 +221,7 @@ def main() -> int:
         "(scripts/bench/passes.py) and print the passes of a timed round, per side",
     )
     args = ap.parse_args()
+    exchange_node.PUSH_BUDGET = args.push_budget == "on"
     signal.signal(signal.SIGTERM, _sigterm)
 
     modes = args.modes.split(",")

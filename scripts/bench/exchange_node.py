@@ -53,6 +53,7 @@ from swarmnode.node.train.mixing.mixes import MixAccumulator  # noqa: E402
 from scripts.netlab.net import Link  # noqa: E402
 
 SECRET = "bench-secret"
+PUSH_BUDGET = True  # the initiator's --push-budget (scripts/bench/exchange.py --push-budget)
 # The node modes, each against a `swarmnode start` of its own, all in one run:
 #   node    unsigned: the node started with --unsigned-exchange-for-bench (the path before
 #           issue 10 item 3: no envelope on params/pushpull)
@@ -263,7 +264,13 @@ class NodeBench:
         init, segs = start_and_segments(self.node.model) if compress != "none" else (None, ())
         self.store = BenchStore(mine)
         self.ex = Exchanger(
-            ExchangeConfig(mode="average", timeout=EXCHANGE_TIMEOUT_S, mix=0.5, compress=compress),
+            ExchangeConfig(
+                mode="average",
+                timeout=EXCHANGE_TIMEOUT_S,
+                mix=0.5,
+                compress=compress,
+                push_budget=PUSH_BUDGET,
+            ),
             self_id=self.key.peer_id,
             transport=self.transport,
             store=self.store,

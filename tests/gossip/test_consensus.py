@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.robust.consensus import bound_answers, cut_away
+from swarmnode.gossip.robust.consensus import bound_answers, cut_away, mean_into
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,3 +66,34 @@ def test_the_cut_matches_the_formula_and_spans_chunks() -> None:
     got = cut_away(own, other, c, limit)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert cut_away(own, other, c, 2 * p) is other  # within the limit: untouched
+
+
+def test_bounded_answers_match_cut_then_clip_and_honest_ones_are_not_copied() -> None:
+    """The one-pass bound equals `cut_away` followed by the clip at the (k-1)-th distance, over
+    more values than one chunk; an answer left alone is returned as it came (no copy)."""
+    rng = np.random.default_rng(5)
+    n = chunked.CHUNK + 1001
+    sent = rng.standard_normal(n).astype(np.float32)
+    c = sent - 0.1 * rng.standard_normal(n).astype(np.float32)
+    honest = [sent + 0.05 * rng.standard_normal(n).astype(np.float32) for _ in range(2)]
+    side = 0.2 * rng.standard_normal(n).astype(np.float32)
+    liar = sent + 3.0 * (sent - c) + side  # away from the consensus, and far sideways
+    limit = 0.2
+    want = [cut_away(sent, a, c, limit) for a in [*honest, liar]]
+    dists = sorted(float(np.linalg.norm((w - sent).astype(np.float64))) for w in want)
+    radius = dists[1]
+    got = bound_answers(sent, [*honest, liar.copy()], c, tau=None, away_limit=limit)
+    assert dists[2] > radius  # the liar is the farthest after its cut: it is clipped
+    assert got[0] is honest[0] and got[1] is honest[1]
+    w = want[2]
+    dw = float(np.linalg.norm((w - sent).astype(np.float64)))
+    expected = sent + (w - sent) * (radius / dw) if dw > radius else w
+    np.testing.assert_allclose(got[2], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_mean_is_written_into_the_buffer_given() -> None:
+    rows = [np.full(10, float(i), np.float32) for i in range(3)]
+    buf = np.empty(10, np.float32)
+    assert mean_into(rows, buf) is buf and np.allclose(buf, 1.0)
+    assert mean_into(rows[:1], buf) is buf and np.allclose(buf, 0.0)
+    assert mean_into(rows, np.empty(3, np.float32)).shape == (10,)  # a misfit is not reused

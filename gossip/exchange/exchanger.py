@@ -233,7 +233,10 @@ class Exchanger:
         verdict = self.guard.judge(dist, tau, sender)
         if verdict == "refuse" or tau is None:
             return True
-        bound = tau if clip is None else min(tau, clip)
+        # the guard's verdict bounds by tau ("clip": beyond it), the sender's budget by `clip`
+        bound = tau if verdict == "clip" else math.inf
+        if clip is not None:
+            bound = min(bound, clip)
         scale = 1.0 if dist <= bound else bound / dist
         if self.cfg.push_budget and not await self._within_consensus(theirs, dist):
             return False

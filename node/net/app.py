@@ -139,8 +139,10 @@ def build_app(
                 )
             return _reject(logger, request, route, exc.status, str(exc))
         except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
+            # routine (INFO): a peer that leaves or dies with a request in flight does this (the
+            # survivors logged it as a WARNING after a clean SIGINT leave)
             why = f"connection lost while reading the body: {exc}"
-            return _reject(logger, request, route, 400, why)
+            return _reject(logger, request, route, 400, why, info=True)
         arrival = Arrival(
             body,
             remote=request.remote or "?",

@@ -173,6 +173,25 @@ RULES = [
         lambda s, d: not _within(s, "fault") or not _within(d, "node"),
     ),
     (
+        "fault.chaos.assertions imports of fault.chaos only its own room, record and errors "
+        "(never the runner that uses it)",
+        lambda s, d: (
+            not _within(s, "fault.chaos.assertions")
+            or not _within(d, "fault.chaos")
+            or any(_within(d, f"fault.chaos.{m}") for m in ("assertions", "record", "errors"))
+        ),
+    ),
+    (
+        "fault.chaos.scenario imports of fault.chaos only its own room, errors and the "
+        "assertions' validation (it parses; it never drives a process)",
+        lambda s, d: (
+            not _within(s, "fault.chaos.scenario")
+            or not _within(d, "fault.chaos")
+            or any(_within(d, f"fault.chaos.{m}") for m in ("scenario", "errors"))
+            or d == f"{PREFIX}fault.chaos.assertions.check"
+        ),
+    ),
+    (
         "kernels, gossip and node.train never import fault",
         lambda s, d: (
             not _within(d, "fault")
@@ -296,6 +315,16 @@ def test_node_train_is_rooms_and_the_modules_that_drive_them():
     for room in TRAIN_ROOMS:  # each room has a front that says what it holds
         front = ast.parse((train / room / "__init__.py").read_text())
         assert ast.get_docstring(front), f"node/train/{room}/__init__.py has no docstring"
+
+
+def test_fault_chaos_rooms_have_a_front():
+    # fault/chaos/ holds two rooms (docs/architecture.md) beside the modules that run them
+    chaos = ROOT / "fault" / "chaos"
+    folders = sorted(p.name for p in chaos.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == ["assertions", "scenario"], "a new room of fault/chaos gets an import rule"
+    for room in folders:
+        front = ast.parse((chaos / room / "__init__.py").read_text())
+        assert ast.get_docstring(front), f"fault/chaos/{room}/__init__.py has no docstring"
 
 
 def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):

@@ -4,7 +4,7 @@ attacker's seat held by an honest slow peer instead.
 A hostile scenario asks whether an attack costs the honest peers more than a slow peer would.
 On a shared, loaded box no fixed bar says that (an honest swarm's accuracy and round rate at 20 s
 move with the box's load), so the runner starts a second swarm beside the first, the control,
-and the `control_*` assertions compare the two (swarmnode.fault.chaos.assertions_control). The
+and the `control_*` assertions compare the two (swarmnode.fault.chaos.assertions.control). The
 control is the scenario with:
 
 - `[control] peer`'s seat held by an honest peer with the `[control]` flags (a slowdown): the

@@ -1,8 +1,8 @@
 """What a chaos run observed (`RunRecord`), one assertion's verdict (`Result`), and the readings
 of a scenario every assertion family shares (honest peers, the first fault, stalls).
 
-Pure data and pure functions: the assertion families (swarmnode.fault.chaos.assertions_*) and
-their validation (swarmnode.fault.chaos.assertions_check) build on this module.
+Pure data and pure functions: the assertion families (the room swarmnode.fault.chaos.assertions)
+and their validation (swarmnode.fault.chaos.assertions.check) build on this module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `[[event]]` tables of a scenario: the actions, one event's keys, and the timeline's
 consistency (a peer is killed only while up, restarted only while down, ...). The file format
-is documented in swarmnode.fault.chaos.scenario."""
+is documented in swarmnode.fault.chaos.scenario.schema."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from swarmnode.fault.chaos.errors import ScenarioError
-from swarmnode.fault.chaos.scenario_values import (
+from swarmnode.fault.chaos.scenario.values import (
     groups_value,
     no_unknown,
     number,
@@ -23,7 +23,7 @@ from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
 
 if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import PeerSpec
+    from swarmnode.fault.chaos.scenario.schema import PeerSpec
 
 PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")

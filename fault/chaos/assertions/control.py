@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from swarmnode.fault.chaos.assertions_accuracy import _acc_window
-from swarmnode.fault.chaos.assertions_hostile import _rate
+from swarmnode.fault.chaos.assertions.accuracy import _acc_window
+from swarmnode.fault.chaos.assertions.hostile import _rate
 from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers, missing_note
 
 if TYPE_CHECKING:

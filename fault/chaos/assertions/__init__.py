@@ -2,9 +2,15 @@
 
 Every check reads a `RunRecord` (the per-peer `/v1/status` samples, the model distances and the
 executed timeline) and returns one result with the measured value, the threshold and a verdict,
-so a unit test can feed it synthetic samples. This module is the front: `evaluate` runs a
-scenario's assertions; the checks live by family (assertions_accuracy, assertions_swarm,
-assertions_exchange, assertions_hostile, assertions_control), the keys' validation in assertions_check, the shared data in record. Kinds and their keys (`[[assert]]` tables):
+so a unit test can feed it synthetic samples. This is the room's front: `evaluate` runs a
+scenario's assertions through `EVALUATORS` (kind -> check). The checks live by family:
+accuracy.py (final_accuracy, accuracy_drop, keeps_training, catch_up), swarm.py (membership,
+reconverge, merge), exchange.py (exchange_progress, max_wait), hostile.py (member_cap,
+victim_alive, exchange_rate, hostile_accepted), control.py (control_accuracy, control_rounds:
+the verdicts against the control swarm, which itself is fault/chaos/control.py beside this room);
+check.py validates the keys while a scenario is parsed; the shared data is fault/chaos/record.py.
+The room never imports the runner (the runner imports it). Kinds and their keys (`[[assert]]`
+tables):
 
     final_accuracy     min (required, 0-1); peers (default: honest peers running at the end);
                        window (s, default 0: the last sample) -- lowest final test accuracy
@@ -74,22 +80,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from swarmnode.fault.chaos.assertions_accuracy import (
+from swarmnode.fault.chaos.assertions.accuracy import (
     accuracy_drop,
     catch_up,
     final_accuracy,
     keeps_training,
 )
-from swarmnode.fault.chaos.assertions_check import SCHEMAS, validate_assertion
-from swarmnode.fault.chaos.assertions_control import control_accuracy, control_rounds
-from swarmnode.fault.chaos.assertions_exchange import exchange_progress, max_wait
-from swarmnode.fault.chaos.assertions_hostile import (
+from swarmnode.fault.chaos.assertions.check import SCHEMAS, validate_assertion
+from swarmnode.fault.chaos.assertions.control import control_accuracy, control_rounds
+from swarmnode.fault.chaos.assertions.exchange import exchange_progress, max_wait
+from swarmnode.fault.chaos.assertions.hostile import (
     exchange_rate,
     hostile_accepted,
     member_cap,
     victim_alive,
 )
-from swarmnode.fault.chaos.assertions_swarm import membership, merge, reconverge
+from swarmnode.fault.chaos.assertions.swarm import membership, merge, reconverge
 from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers
 
 if TYPE_CHECKING:

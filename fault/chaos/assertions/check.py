@@ -1,7 +1,8 @@
 """Validation of `[[assert]]` tables: each kind's keys, their checks and defaults.
 
-Called by swarmnode.fault.chaos.scenario while it parses a file, so a bad assertion is refused
-before any peer starts; the kinds themselves are documented in swarmnode.fault.chaos.assertions.
+Called by swarmnode.fault.chaos.scenario.schema while it parses a file, so a bad assertion is
+refused before any peer starts; the kinds themselves are documented in the room's front,
+swarmnode.fault.chaos.assertions.
 """
 
 from __future__ import annotations

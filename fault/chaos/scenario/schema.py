@@ -29,7 +29,7 @@ starts at once has written its ready file; every `at` is seconds after that.
 
     [[event]]                 # the timeline; events run in `at` order (ties: file order)
     at = 10                   # seconds after t = 0, within [0, duration]
-    action = "kill"           # see ACTIONS in scenario_events.py
+    action = "kill"           # see ACTIONS in events.py
     peer = "a"                # the target of a peer action
     id = "first-kill"         # optional name that assertions can refer to (`after = ...`)
     label = "kill a"          # optional text on the plot (default: "<action> <peer>")
@@ -66,7 +66,7 @@ Event actions and their extra keys:
                count, rate,    `peer` for `duration` s: kind sybil-flood (count sybils; sources =
                duration, ...   N local addresses of source_net, listen = true: silent listeners,
                                everyone = true: every honest peer), slow-bodies, forged-records
-                               (victim), drag (rate pushes a second); see scenario_events.py
+                               (victim), drag (rate pushes a second); see events.py
 
 Peers started by the runner get `--listen 127.0.0.1:0 --ready-file ... --checkpoint-dir
 <report>/peers/<name>/ckpt --shard i/N --name <name>` and `--join` to live peers; those flags
@@ -90,10 +90,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from swarmnode.fault.chaos.assertions_check import validate_assertion  # the kinds and their keys
+from swarmnode.fault.chaos.assertions.check import validate_assertion  # the kinds and their keys
 from swarmnode.fault.chaos.errors import ScenarioError
-from swarmnode.fault.chaos.scenario_events import Event, check_timeline, parse_event
-from swarmnode.fault.chaos.scenario_values import no_unknown, number, string, table
+from swarmnode.fault.chaos.scenario.events import Event, check_timeline, parse_event
+from swarmnode.fault.chaos.scenario.values import no_unknown, number, string, table
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
 from swarmnode.kernels.errors import SwarmnodeError

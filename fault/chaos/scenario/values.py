@@ -1,5 +1,5 @@
 """Readers for the values of a scenario file: each checks one key and names it in a one-line
-`ScenarioError` (swarmnode.fault.chaos.scenario and scenario_events use them)."""
+`ScenarioError` (the scenario room's schema and events use them)."""
 
 from __future__ import annotations
 

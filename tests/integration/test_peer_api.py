@@ -65,6 +65,10 @@ async def test_two_peers_in_one_process_learn_together_and_callbacks_cannot_stop
         ) as b:
             await eventually(_own_steps(b, 400), 40, "b to train 400 steps of its own")
             ex = b.node.exchanger
+            # on a loaded box a round can take as long as many steps (seen: 1 round in 400)
+            await eventually(
+                lambda: len(rounds) >= 5 and sum(rounds) + ex.served >= 5, 40, "5 rounds mixed"
+            )
             whole = 4 * b.params().size  # bytes of one uncompressed model
             # each payload (its requests and its answers to a) far below a whole model
             assert ex.bytes_sent < (ex.rounds + ex.served) * whole / 3, (ex.bytes_sent, whole)

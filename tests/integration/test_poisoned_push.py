@@ -94,18 +94,7 @@ def _poisoned(node: Node, x: np.ndarray) -> np.ndarray:
 async def _attack(nodes: list[Node], http: aiohttp.ClientSession) -> tuple[float, float]:
     """(accuracy before, accuracy after) the poisoned push to nodes[0] by an insider holding
     nodes[1]'s key (a byzantine member: its own signature, its own id)."""
-    insider = MemberClient(key=nodes[1].key)
-    await eventually(
-        lambda: all(n.trainer.step_count >= WARM_STEPS for n in nodes), 120, "warm-up steps"
-    )
-    before = await _accuracy(nodes)
-    pull = encode_control("pull", sender=nodes[1].peer_id)
-    status, body = await _post(http, nodes[0], "params", pull, insider)
-    assert status == 200
-    _, x = decode_params(body)
-    push = encode_params(_poisoned(nodes[0], np.asarray(x)), sender=nodes[1].peer_id, step=1)
-    status, _ = await _post(http, nodes[0], "pushpull", bytes(push), insider)
-    assert status == 200  # answered like any push: the bound decides what is mixed
+    before = await _push(nodes, http)
     rounds = [n.exchanger.rounds for n in nodes]
     steps = [n.trainer.step_count for n in nodes]
     await eventually(
@@ -119,6 +108,23 @@ async def _attack(nodes: list[Node], http: aiohttp.ClientSession) -> tuple[float
     return before, await _accuracy(nodes)
 
 
+async def _push(nodes: list[Node], http: aiohttp.ClientSession) -> float:
+    """Warm up, measure the accuracy, then push the poisoned model to nodes[0]."""
+    insider = MemberClient(key=nodes[1].key)
+    await eventually(
+        lambda: all(n.trainer.step_count >= WARM_STEPS for n in nodes), 120, "warm-up steps"
+    )
+    before = await _accuracy(nodes)
+    pull = encode_control("pull", sender=nodes[1].peer_id)
+    status, body = await _post(http, nodes[0], "params", pull, insider)
+    assert status == 200
+    _, x = decode_params(body)
+    push = encode_params(_poisoned(nodes[0], np.asarray(x)), sender=nodes[1].peer_id, step=1)
+    status, _ = await _post(http, nodes[0], "pushpull", bytes(push), insider)
+    assert status == 200  # answered like any push: the bound decides what is mixed
+    return before
+
+
 async def test_a_poisoned_push_costs_the_honest_peers_at_most_a_point(swarm) -> None:
     async with aiohttp.ClientSession() as http:
         before, after = await _attack(swarm, http)
@@ -128,7 +134,13 @@ async def test_a_poisoned_push_costs_the_honest_peers_at_most_a_point(swarm) -> 
     assert before - after <= 0.01, f"accuracy fell from {before:.2%} to {after:.2%}"
 
 
-async def test_the_same_push_unbounded_breaks_the_swarm(swarm, monkeypatch) -> None:
+async def test_the_same_push_unbounded_is_mixed_in_whole(swarm, monkeypatch) -> None:
+    """The exchange as it was (no bound, none of issue 22's bounds): the same push is mixed in
+    as it came, at 1/2, which lands the receiver on the attacker's target (every unit dead).
+
+    What happens next is a race this test does not judge: the receiver's own rounds average the
+    dead model with two healthy ones (2/3 of the way back each round) while its pushes spread
+    it; under load the healing won 1 run in ~5, and "the swarm breaks" was a flaky bar."""
     for n in swarm:  # the exchange as it was: a push mixed in as it came, judged by its distance
         guard = n.exchanger.guard  # to my model read in place (`judge`) or by my snapshot (`bound`)
         monkeypatch.setattr(guard, "judge", lambda dist, tau, sender: "mix")
@@ -137,20 +149,24 @@ async def test_the_same_push_unbounded_breaks_the_swarm(swarm, monkeypatch) -> N
         cfg = dataclasses.replace(n.exchanger.cfg, push_budget=False)
         n.exchanger.cfg = n.exchanger.average.cfg = cfg
         n.worker.collapse = None
+    params = swarm[0].trainer.model.params
+    hidden = params.views["1.b"]
+    lo = (hidden.ctypes.data - params.data.ctypes.data) // params.data.itemsize
+    mixed: list[tuple[float, float]] = []  # (weight, lowest hidden bias) of each model mixed
+    worker, mix = swarm[0].worker, swarm[0].worker.mix
+
+    def recording_mix(other, weight, **kw):  # type: ignore[no-untyped-def]
+        if not kw.get("additive"):
+            mixed.append(
+                (weight, float(np.asarray(other).reshape(-1)[lo : lo + hidden.size].min()))
+            )
+        return mix(other, weight, **kw)
+
+    monkeypatch.setattr(worker, "mix", recording_mix)
     async with aiohttp.ClientSession() as http:
-        before, after = await _attack(swarm, http)
-    print(f"poisoned push, unbounded: accuracy {before:.2%} before, {after:.2%} after")
-    # seen once (2026-11-27, full suite, -n 2): 84.78% -> 86.05%, the push not in any model;
-    # not reproduced in 18 runs alone and under load. What each peer holds says where it went.
-    held = [
-        (
-            float(n.trainer.model.params.views["1.b"].mean()),
-            n.exchanger.rounds,
-            n.worker.mixes.folded,
-        )
-        for n in swarm
-    ]
-    assert before - after > 0.2, f"hidden-bias mean, rounds, mixes folded per peer: {held}"
+        await _push(swarm, http)
+    await eventually(lambda: any(b < -1e4 for _, b in mixed), 30, "the poisoned model mixed")
+    assert [w for w, b in mixed if b < -1e4] == [0.5]  # whole, at 1/2: x lands on t
 
 
 async def test_a_push_from_a_non_member_is_refused(swarm) -> None:

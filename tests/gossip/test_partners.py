@@ -89,7 +89,7 @@ async def test_an_unproven_partner_gets_a_short_first_answer_deadline() -> None:
         return bytes(req.body)
 
     async def silent(req: Arrival) -> bytes:  # accepts and never answers
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # no one sets it: cancelled at the caller's deadline
         return b""
 
     net.register("h:1", {"pushpull": echo, "gossip": echo})
@@ -131,8 +131,8 @@ async def test_a_round_goes_on_without_a_silent_newcomer_once_its_proven_partner
         vectors, ExchangeConfig(mode="average", group=3, timeout=3.0, push_budget=budget)
     )
 
-    async def silent(req: Arrival) -> bytes:
-        await asyncio.sleep(30)
+    async def silent(req: Arrival) -> bytes:  # accepts and never answers
+        await asyncio.Event().wait()  # no one sets it: cancelled at the caller's deadline
         return b""
 
     net.register("s:1", {"pushpull": silent})

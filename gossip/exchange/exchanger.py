@@ -54,7 +54,7 @@ from swarmnode.gossip.exchange.types import (
 )
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.robust.consensus import cut_away
+from swarmnode.gossip.robust.consensus import cut_away, cut_shift
 from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_budget import PushBudget
 from swarmnode.gossip.robust.push_guard import PUSH_CLIP_SHARE, PushGuard
@@ -249,18 +249,14 @@ class Exchanger:
         return True
 
     async def _within_consensus(self, theirs: np.ndarray, dist: float) -> bool:
-        """Whether `cut_away` would leave `theirs` as it is, from distances alone: its component
-        away from the consensus is <theirs - own, own - c> / |own - c|, and |theirs - c|^2 =
-        |theirs - own|^2 + 2 <theirs - own, own - c> + |own - c|^2 (no snapshot of my model)."""
+        """Whether `cut_away` would leave `theirs` as it is, from distances alone (`cut_shift`:
+        |theirs - own| known, |own - c| read in place, |theirs - c|; no snapshot of my model)."""
         consensus, limit = self.average.consensus, self.average.away_limit()
         if consensus is None or not limit > 0:
             return True
-        size = await self.store.distance(consensus)
-        if not (size > 0 and math.isfinite(size)):
-            return True
+        own_to_c = await self.store.distance(consensus)
         to_c = await asyncio.to_thread(chunked.distance, theirs, consensus)
-        away = (to_c * to_c - dist * dist - size * size) / (2.0 * size)
-        return away <= limit
+        return cut_shift(dist, own_to_c, to_c, limit) == 0.0
 
     async def _mix_from_snapshot(
         self, theirs: np.ndarray, sender: str, tau: float | None, weight: float, clip: float | None

@@ -36,34 +36,23 @@ def cut_away(
 ) -> np.ndarray:
     """`other` with its component pointing from the consensus through `own` and beyond cut to
     `limit` (an absolute distance); `other` itself without a consensus, or within the limit.
-    One pass over the three to decide, a copy of `other` only when it is cut (no model-sized
-    temporary for own - consensus)."""
+    Three distance passes decide (`_geometry`), and a copy of `other` is made only when it is
+    cut (no model-sized temporary for own - consensus)."""
     if consensus is None or not limit > 0:
         return other
-    p, size = away_part(own, other, consensus)
-    if not (size > 0 and math.isfinite(size) and math.isfinite(p)) or p <= limit:
-        return other  # a non-finite `other` is the distance rules' to refuse
-    shift = (p - limit) / size  # other - shift (own - consensus)
-    a, c = own.reshape(-1), consensus.reshape(-1)
-    out = other.astype(np.float32, copy=True).reshape(-1)
-    scratch = np.empty(min(chunked.CHUNK, a.size), dtype=np.float64)
-    for lo in range(0, a.size, chunked.CHUNK):
-        d = scratch[: min(chunked.CHUNK, a.size - lo)]
-        np.subtract(a[lo : lo + chunked.CHUNK], c[lo : lo + chunked.CHUNK], out=d, dtype=np.float64)
-        d *= shift
-        out[lo : lo + chunked.CHUNK] -= d.astype(np.float32)
-    return out.reshape(other.shape)
+    _, dot, h2 = _geometry(own, other, consensus)
+    shift = _cut_shift(dot, h2, limit)
+    if shift == 0.0:
+        return other  # within the limit; a non-finite `other` is the distance rules' to refuse
+    return _minus_along(other, own, consensus, shift, in_place=False)
 
 
-def away_part(own: np.ndarray, other: np.ndarray, consensus: np.ndarray) -> tuple[float, float]:
-    """(p, |own - consensus|): p the component of other - own along own - consensus, from
-    three distances (`_geometry`: no model-sized temporaries)."""
-    a, b, c = own.reshape(-1), other.reshape(-1), consensus.reshape(-1)
-    if not a.shape == b.shape == c.shape:
-        raise ValueError(f"consensus cut between {a.shape}, {b.shape} and {c.shape} values")
-    _, dot, h2 = _geometry(a, b, c)
-    size = math.sqrt(h2)
-    return (dot / size if size > 0 else 0.0), size
+def cut_shift(to_own: float, own_to_c: float, to_c: float, limit: float) -> float:
+    """`_cut_shift` from three distances, |other - own|, |own - consensus| and |other -
+    consensus|, measured by the caller (the exchange reads its model in place): 0.0 where
+    `cut_away` leaves `other` as it is."""
+    h2 = own_to_c * own_to_c
+    return _cut_shift(_polar_dot(to_c * to_c, to_own * to_own, h2), h2, limit)
 
 
 def bound_answers(
@@ -123,16 +112,20 @@ def _geometry(
     if consensus is None:
         return d2, 0.0, 0.0
     h2 = chunked.distance(sent, consensus) ** 2
-    dot = (chunked.distance(a, consensus) ** 2 - d2 - h2) / 2.0
-    return d2, dot, h2
+    return d2, _polar_dot(chunked.distance(a, consensus) ** 2, d2, h2), h2
+
+
+def _polar_dot(ac2: float, as2: float, sc2: float) -> float:
+    """<a - s, s - c> from |a - c|^2, |a - s|^2 and |s - c|^2 (polarization)."""
+    return (ac2 - as2 - sc2) / 2.0
 
 
 def _minus_along(
-    a: np.ndarray, sent: np.ndarray, consensus: np.ndarray, shift: float
+    a: np.ndarray, sent: np.ndarray, consensus: np.ndarray, shift: float, in_place: bool = True
 ) -> np.ndarray:
-    """a - shift (sent - consensus), over `a` itself where it is a writable float32 buffer (a
-    received answer, this peer's to write), else into a new vector."""
-    writable = a.dtype == np.float32 and a.flags.writeable and a.flags.c_contiguous
+    """a - shift (sent - consensus), over `a` itself where `in_place` and it is a writable
+    float32 buffer (a received answer, this peer's to write), else into a new vector."""
+    writable = in_place and a.dtype == np.float32 and a.flags.writeable and a.flags.c_contiguous
     out = a.reshape(-1) if writable else a.astype(np.float32).reshape(-1)
     s, c = sent.reshape(-1), consensus.reshape(-1)
     scratch = np.empty(min(chunked.CHUNK, s.size), dtype=np.float64)

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from swarmnode.node.cli.logs import setup_logging
-from swarmnode.node.cli.options import Resolved
-from swarmnode.node.cli.start_options import build_config, start_options
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import (
+    PeerConfig,
+    Resolved,
+    build_config,
+    name_by_source,
+    start_options,
+)
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.worker import TRAIN_THREAD
 
@@ -73,20 +76,13 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> R
 
 
 def config_from(resolved: Resolved) -> PeerConfig:
-    """The validated config; a bad value set outside the flags is named with its source."""
+    """The validated config; each setting its error names is named as where it was set (a
+    flag, `$SWARMNODE_X`, the config file's key)."""
     cfg = build_config(resolved)
     try:
         return cfg.validate()
     except ConfigError as exc:
-        raise ConfigError(_with_source(str(exc), resolved)) from None
-
-
-def _with_source(text: str, resolved: Resolved) -> str:
-    flag = re.search(r"--([a-z][a-z0-9-]*)", text)
-    source = resolved.sources.get(flag.group(1)) if flag else None
-    if source is None or source.startswith("--") or source == "default":
-        return text
-    return f"{text} (set by {source})"
+        raise ConfigError(name_by_source(str(exc), resolved)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`swarmnode start`'s options, written once (node/cli/start_options.py): flags, `--config` file
+"""`swarmnode start`'s options, written once (node/settings/start_options.py): flags, `--config` file
 keys, `SWARMNODE_<OPTION>` variables and `--print-config` all come from the same entries, and
 every default is the config dataclass's."""
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from swarmnode.node.cli import cmd_start
 from swarmnode.node.cli.command import build_parser, main
-from swarmnode.node.cli.start_options import START_OPTIONS, build_config, start_options
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import START_OPTIONS, PeerConfig, build_config, start_options
 from swarmnode.node.train.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
@@ -120,7 +119,16 @@ def test_a_value_out_of_range_names_where_it_was_set(tmp_path: Path, capsys):
     path.write_text("momentum = 1.5\n")
     assert main(["start", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"(set by {path})") and "--momentum" in err
+    assert err.endswith(f"(set by {path})") and "error: momentum must" in err  # the file's key
+    assert "--momentum" not in err
+
+
+def test_a_value_out_of_range_names_the_variable_or_the_flag_that_set_it(capsys):
+    env = {"SWARMNODE_MAX_LEAD": "0.5"}
+    with pytest.raises(ConfigError, match=r"^\$SWARMNODE_MAX_LEAD has an invalid value: 0.5$"):
+        cmd_start.config_from(resolved([], env))
+    with pytest.raises(ConfigError, match=r"^--max-lead has an invalid value: 0.5$"):
+        cmd_start.config_from(resolved(["--max-lead", "0.5"], env))
 
 
 def test_a_missing_config_file_is_one_line(capsys):

@@ -59,8 +59,12 @@ class Peer:
         **settings: Any,
     ) -> None:
         settings.setdefault("listen", API_LISTEN)
+        if join is not None and not _holds_a_peer(
+            join
+        ):  # addresses only: parsed now, as any keyword's value
+            settings["join"], join = join, None
         self.config = from_keywords(model=model, data=data, **settings)
-        self._join = join
+        self._join = join  # peers: their addresses are known once they are started
         self._on_eval = _guarded(on_eval, "on_eval")
         self._on_exchange = _guarded(on_exchange, "on_exchange")
         self.node: Node | None = None
@@ -140,6 +144,12 @@ class Peer:
         if self.node is None:
             raise RuntimeError("the Peer is not started: use `async with` or start() first")
         return self.node
+
+
+def _holds_a_peer(join: Any) -> bool:
+    if isinstance(join, Peer):
+        return True
+    return isinstance(join, list | tuple) and any(isinstance(item, Peer) for item in join)
 
 
 def _addresses(join: Any) -> list[str]:

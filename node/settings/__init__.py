@@ -25,7 +25,7 @@ from swarmnode.node.settings.config import (
 )
 from swarmnode.node.settings.keywords import from_keywords, keywords, validated
 from swarmnode.node.settings.naming import as_flag, as_keyword, name_by_source, name_settings
-from swarmnode.node.settings.options import Option, OptionSet, Resolved
+from swarmnode.node.settings.options import COMMON, Option, OptionSet, Resolved
 from swarmnode.node.settings.start_options import (
     LOG_OPTIONS,
     START_OPTIONS,
@@ -36,6 +36,7 @@ from swarmnode.node.settings.start_options import (
 )
 
 __all__ = [
+    "COMMON",
     "DEFAULT_LISTEN",
     "LOG_OPTIONS",
     "NAME_RE",

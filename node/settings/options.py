@@ -33,6 +33,7 @@ else:  # pragma: no cover - pyproject pulls tomli for 3.10
 
 ENV_PREFIX = "SWARMNODE_"
 DEFAULT = "default"
+COMMON = "common options"  # the help group of the few options a new user needs
 
 
 def parse_int(text: str) -> int:
@@ -214,14 +215,19 @@ class OptionSet:
 
     # --- the command line ----------------------------------------------------------------
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: argparse.ArgumentParser, common: Any = None) -> None:
         """One flag per option. No argparse default and no argparse type: a flag not given is
         absent from the namespace (so the file and the environment can fill it in), and a
-        given one is parsed by `resolve` like a value from anywhere else."""
+        given one is parsed by `resolve` like a value from anywhere else. `common`: the
+        argument group that the `common` options go to (a new user's first screen of help)
+        instead of their own group."""
         groups: dict[str, Any] = {}
         for opt in self.options:
-            if opt.group not in groups:
-                groups[opt.group] = parser.add_argument_group(opt.group) if opt.group else parser
+            group = COMMON if opt.common and common is not None else opt.group
+            if group == COMMON:
+                groups[COMMON] = common
+            elif group not in groups:
+                groups[group] = parser.add_argument_group(group) if group else parser
             kw: dict[str, Any] = {"dest": opt.dest, "default": argparse.SUPPRESS}
             kw["help"] = argparse.SUPPRESS if opt.hidden else self._help(opt)
             if opt.switch:
@@ -230,7 +236,7 @@ class OptionSet:
             else:
                 choices = "|".join(opt.choices) if opt.choices else None
                 kw["metavar"] = opt.metavar or choices or opt.key.replace("-", "_").upper()
-            groups[opt.group].add_argument(opt.flag, **kw)
+            groups[group].add_argument(opt.flag, **kw)
 
     def _help(self, opt: Option) -> str:
         text = opt.help.replace("%", "%%")

@@ -150,3 +150,18 @@ def test_help_shows_each_default_once_and_what_steps_0_means(capsys):
     text = capsys.readouterr().out
     assert "(default: None)" not in text and "0: train until stopped" in text
     assert text.count("(default: 1500)") == 1
+
+
+def test_help_shows_the_common_options_first_and_points_to_the_reference(capsys):
+    with pytest.raises(SystemExit):
+        main(["start", "--help"])
+    text = capsys.readouterr().out
+    assert "docs/options.md" in text.split("options:")[0]  # said before the options begin
+    headings = [line for line in text.splitlines() if line.endswith(":") and line[0] != " "]
+    assert headings[:2] == ["options:", "common options:"], headings
+    common = text.split("common options:")[1].split("\n\n")[0]
+    flags = [w for w in common.split() if w.startswith("--") and w[2:3].isalpha()]
+    want = {"--config", "--model", "--data", "--steps", "--listen", "--join", "--advertise"}
+    assert want | {"--secret", "--checkpoint-dir", "--name", "--device"} <= set(flags)
+    assert len(set(flags)) <= 12, flags  # a first screen, not the table
+    assert len(text.split("common options:")[0].splitlines()) <= 25  # no 30-line usage first

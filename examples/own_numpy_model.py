@@ -82,7 +82,7 @@ def main(steps=600):
     async def swarm():
         # step_time: this model takes ~50 us a step, so unpaced the first peer would be done
         # before the second one had joined; 2 ms a step makes them train side by side
-        settings = dict(data="digits", steps=steps, step_time=0.002, exchange={"sync_every": 10})
+        settings = dict(data="digits", steps=steps, step_time=0.002, sync_every=10)
         async with swarmnode.Peer(build, shard=(0, 2), on_exchange=counter("a"), **settings) as a:
             async with swarmnode.Peer(
                 build, shard=(1, 2), join=a, on_exchange=counter("b"), **settings

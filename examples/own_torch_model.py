@@ -29,7 +29,7 @@ def main(steps=600):
 
     async def swarm():
         # paced (2 ms a step) so that the first peer does not finish before the second joins
-        settings = dict(data="digits", steps=steps, step_time=0.002, exchange={"sync_every": 10})
+        settings = dict(data="digits", steps=steps, step_time=0.002, sync_every=10)
         async with swarmnode.Peer(build, shard=(0, 2), **settings) as a:
             async with swarmnode.Peer(build, shard=(1, 2), join=a, **settings) as b:
                 return await asyncio.gather(a.wait(), b.wait())

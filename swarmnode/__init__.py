@@ -7,7 +7,7 @@ swarmnode` stays cheap:
   `loss_and_grad(x, y) -> (loss, grad)`, `evaluate(x, y) -> (loss, accuracy)`.
 - `Peer` — one swarm peer: `async with Peer(model, data, **settings) as peer`, `await
   peer.wait()`, or the blocking `Peer(...).run()`; `run(...)` is the latter in one call.
-- `PeerConfig`, `ExchangeConfig` — every setting, with its default (`swarmnode start --help`).
+- `PeerConfig`, `ExchangeConfig` — every setting, with its default (docs/options.md).
 - `NpyRows` — the rows of a `.npy` file read on demand: inputs larger than memory.
 - `TorchModel` — a torch `nn.Module` and loss as a `Model` (needs `pip install swarmnode[torch]`).
 - `SwarmnodeError`, `UserCodeError` — what swarmnode raises; the latter for your code's errors.
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Model": "swarmnode.node.train.model.protocol",
     "Peer": "swarmnode.node.peer.api",
-    "PeerConfig": "swarmnode.node.peer.config",
+    "PeerConfig": "swarmnode.node.settings",
     "ExchangeConfig": "swarmnode.gossip.exchange",
     "NpyRows": "swarmnode.node.train.data.streamed",
     "TorchModel": "swarmnode.node.train.model.torch_model",

@@ -159,6 +159,14 @@ RULES = [
         ),
     ),
     (
+        "node.settings (the table, PeerConfig, the fronts' parsers) never imports node.cli, "
+        "node.peer, node.net or node.web: the settings are read before anything runs",
+        lambda s, d: (
+            not _within(s, "node.settings")
+            or not any(_within(d, f"node.{r}") for r in ("cli", "peer", "net", "web"))
+        ),
+    ),
+    (
         "node.peer never imports node.cli",
         lambda s, d: not _within(s, "node.peer") or not _within(d, "node.cli"),
     ),
@@ -317,6 +325,16 @@ def test_node_train_is_rooms_and_the_modules_that_drive_them():
         assert ast.get_docstring(front), f"node/train/{room}/__init__.py has no docstring"
 
 
+def test_the_settings_room_has_a_front_that_names_what_it_holds():
+    front = ROOT / "node" / "settings" / "__init__.py"
+    tree = ast.parse(front.read_text())
+    assert ast.get_docstring(tree), "node/settings/__init__.py has no docstring"
+    modules = sorted(p.stem for p in front.parent.glob("*.py") if p.stem != "__init__")
+    doc = ast.get_docstring(tree) or ""
+    unnamed = [m for m in modules if f"`{m}`" not in doc]
+    assert not unnamed, f"the front of node/settings does not say what these hold: {unnamed}"
+
+
 def test_fault_chaos_rooms_have_a_front():
     # fault/chaos/ holds two rooms (docs/architecture.md) beside the modules that run them
     chaos = ROOT / "fault" / "chaos"
@@ -339,6 +357,8 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
         "gossip/robust/rules.py": "from swarmnode.gossip.wire import frames\n",
         "fault/__init__.py": "",
         "fault/chaos.py": "from swarmnode.node.peer import Node\n",
+        "node/settings/table.py": "from swarmnode.node.cli import command\n",
+        "node/cli/command.py": "",
         "node/__init__.py": "",
         "node/peer.py": "",
         "node/train/worker.py": "",
@@ -353,6 +373,7 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
     violations = rule_violations(graph)
     assert any("kernels.ops:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
     assert any("fault.chaos:1 imports swarmnode.node.peer" in v for v in violations)
+    assert any("settings.table:1 imports swarmnode.node.cli.command" in v for v in violations)
     assert any("robust.rules:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
     assert any("model.user_model:1 imports swarmnode.node.train.worker" in v for v in violations)
     assert import_cycles(graph) == [["swarmnode.gossip.wire.frames", "swarmnode.kernels.ops"]]

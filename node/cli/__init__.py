@@ -1,6 +1,6 @@
-"""The command line: one argparse verb per module, progress lines and the status table.
-
-The only room that knows flag names.
+"""The command line: argparse and the verbs (one module per verb), progress lines and the
+status table. What the verbs read (the option table, the config file, the environment) is the
+settings room's, `swarmnode.node.settings`.
 """
 
 from swarmnode.node.cli.command import main

@@ -25,7 +25,7 @@ from swarmnode.fault.chaos.report import final_table, write_report
 from swarmnode.fault.chaos.runner import ChaosError, ChaosRunner
 from swarmnode.fault.chaos.scenario import Scenario, load_scenario
 from swarmnode.node.cli.command import DefaultsFormatter
-from swarmnode.node.cli.start_options import check_node_table
+from swarmnode.node.settings import check_node_table
 
 HELP = "run a fault scenario (kill, freeze, partition, byzantine...) against local peer processes"
 

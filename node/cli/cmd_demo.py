@@ -23,7 +23,7 @@ from typing import Any
 from swarmnode.fault.chaos.scenario import Scenario, parse_scenario_text
 from swarmnode.node.cli.cmd_chaos import default_report_dir, run_scenario
 from swarmnode.node.cli.command import DefaultsFormatter
-from swarmnode.node.cli.start_options import check_node_table
+from swarmnode.node.settings import check_node_table
 
 HELP = "run a small local swarm on a signal task with live progress and a final table"
 

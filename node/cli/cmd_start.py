@@ -10,33 +10,44 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from swarmnode.node.cli.logs import setup_logging
-from swarmnode.node.cli.options import Resolved
-from swarmnode.node.cli.start_options import build_config, start_options
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import (
+    COMMON,
+    PeerConfig,
+    Resolved,
+    build_config,
+    name_by_source,
+    start_options,
+)
 from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.worker import TRAIN_THREAD
 
 HELP = "train one peer on the bundled digits (or any data set) and report test accuracy"
 CONFIG_ENV = "SWARMNODE_CONFIG"
 
-DESCRIPTION = """\
-Start one peer. With no options it trains alone: an MLP on the bundled UCI digits, reaching
->= 96% test accuracy in seconds on one CPU core, with a progress line every --eval-every steps.
-With --join HOST:PORT it joins a running swarm and exchanges parameters with it.
-With --checkpoint-dir the run checkpoints every --checkpoint-every steps and resumes from the
-newest readable checkpoint there. SIGINT/SIGTERM stop cleanly: the peer leaves the swarm, saves
-a final checkpoint and exits 0.
+# the 65 options would fill the usage line with 30 lines: the help below lists them by group
+USAGE = "%(prog)s [--config FILE] [--model MODEL] [--data DATA] [--join HOST:PORT] [OPTION ...]"
 
-Every option can also be a key of a TOML file (--config FILE: `batch-size = 64`) or an
-environment variable (SWARMNODE_BATCH_SIZE=64); flags win over the environment, which wins over
-the file. --print-config shows the result and where each value came from.
+DESCRIPTION = """\
+Start one peer. The common options come first below; docs/options.md lists every option, with
+its config file key, environment variable and Python keyword.
+
+With no options it trains alone: an MLP on the bundled UCI digits, reaching >= 96% test
+accuracy in seconds on one CPU core, with a progress line every --eval-every steps. With --join
+HOST:PORT it joins a running swarm and exchanges parameters with it. With --checkpoint-dir the
+run checkpoints every --checkpoint-every steps and resumes from the newest readable checkpoint
+there. SIGINT/SIGTERM stop cleanly: the peer leaves the swarm, saves a final checkpoint and
+exits 0.
+
+Every option can also be a key of a TOML file (--config FILE: `batch-size = 64`), an
+environment variable (SWARMNODE_BATCH_SIZE=64) or, from Python, a keyword
+(swarmnode.Peer(model, batch_size=64)); flags win over the environment, which wins over the
+file. --print-config shows the result and where each value came from.
 """
 
 
@@ -44,24 +55,26 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "start",
         help=HELP,
+        usage=USAGE,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c = p.add_argument_group("configuration")
-    c.add_argument(
+    common = p.add_argument_group(COMMON)
+    common.add_argument(
         "--config",
         metavar="FILE",
         default=None,
         help=f"read options from a TOML file of `key = value` lines, keys as the options "
         f"below without -- (default: ${CONFIG_ENV})",
     )
+    c = p.add_argument_group("configuration")
     c.add_argument(
         "--print-config",
         action="store_true",
         help="print the effective configuration (a valid --config file), each value with "
         "where it came from, check it, and exit",
     )
-    start_options().add_to(p)
+    start_options().add_to(p, common=common)
     p.set_defaults(func=run)
 
 
@@ -73,20 +86,13 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> R
 
 
 def config_from(resolved: Resolved) -> PeerConfig:
-    """The validated config; a bad value set outside the flags is named with its source."""
+    """The validated config; each setting its error names is named as where it was set (a
+    flag, `$SWARMNODE_X`, the config file's key)."""
     cfg = build_config(resolved)
     try:
         return cfg.validate()
     except ConfigError as exc:
-        raise ConfigError(_with_source(str(exc), resolved)) from None
-
-
-def _with_source(text: str, resolved: Resolved) -> str:
-    flag = re.search(r"--([a-z][a-z0-9-]*)", text)
-    source = resolved.sources.get(flag.group(1)) if flag else None
-    if source is None or source.startswith("--") or source == "default":
-        return text
-    return f"{text} (set by {source})"
+        raise ConfigError(name_by_source(str(exc), resolved)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.status_table import format_status_table
 from swarmnode.node.cli.watch_view import format_watch
-from swarmnode.node.peer.config import parse_hostport
+from swarmnode.node.settings import parse_hostport
 from swarmnode.node.train.errors import ConfigError
 
 HELP = "print a table of the swarm as one peer sees it"

@@ -39,10 +39,9 @@ def _default_to_one_blas_thread() -> None:
 _default_to_one_blas_thread()
 
 # After the BLAS default: these import numpy.
-from swarmnode.node.cli.flags import field_flags, name_flags  # noqa: E402
 from swarmnode.node.cli.logs import setup_logging  # noqa: E402
-from swarmnode.node.cli.start_options import log_options  # noqa: E402
 from swarmnode.node.cli.version import version_text  # noqa: E402
+from swarmnode.node.settings import as_flag, log_options, name_settings  # noqa: E402
 
 VERB_MODULES = (
     "swarmnode.node.cli.cmd_start",
@@ -126,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(logs.values["log-level"], logs.values["log-json"])
         return int(args.func(args) or 0)
     except SwarmnodeError as exc:
-        text = name_flags(_one_line(exc), field_flags())
+        text = name_settings(_one_line(exc), as_flag)  # a setting named below, as its flag
         print(f"swarmnode {args.verb}: error: {text}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     except KeyboardInterrupt:  # a second Ctrl-C: abort without the clean-shutdown path

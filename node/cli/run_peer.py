@@ -11,8 +11,8 @@ from typing import Any, TextIO
 
 from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
 from swarmnode.node.cli.version import version_text
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.user_code import describe
 
 

@@ -5,11 +5,13 @@
             await asyncio.gather(a.wait(), b.wait())
     print(a.metrics.test_acc, b.metrics.test_acc)
 
-    swarmnode.Peer("mlp:128", join="10.0.0.5:7070").run()                 # blocking
+    swarmnode.Peer("mlp:128", join="10.0.0.5:7070", sync_every=10).run()  # blocking
 
 A thin front over `Node` (node/peer/node.py): the same peer as `swarmnode start`, with every
 feature (exchange, robust aggregation, compression, checkpoints, join and leave, faults), its
-settings the fields of `PeerConfig` given as keywords. What differs from the CLI: it listens on
+settings the options of `swarmnode start` as keywords: the key with `_` (`sync_every=10`,
+`exchange_timeout=3.0`, `push_budget="off"`; docs/options.md lists them all), read by the
+settings room (`swarmnode.node.settings.from_keywords`). What differs from the CLI: it listens on
 a free port of 127.0.0.1 unless told otherwise (`listen=`), installs no signal handlers (the
 program that embeds it owns those), and the user's callbacks cannot stop it: one that raises is
 logged, as theirs, and the peer goes on.
@@ -20,22 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
-from swarmnode.gossip.exchange import ExchangeConfig, RoundResult
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.gossip.exchange import RoundResult
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import from_keywords, validated
 from swarmnode.node.train.config import DEFAULT_MODEL
-from swarmnode.node.train.errors import ConfigError
 from swarmnode.node.train.metrics import WorkerMetrics
 from swarmnode.node.train.user_code import user_error
 
 log = logging.getLogger(__name__)
 
 API_LISTEN = "127.0.0.1:0"  # a library must not take a fixed port unasked (the CLI's is 7070)
-_FIELDS = {f.name for f in fields(PeerConfig)}
 
 
 class Peer:
@@ -43,9 +42,11 @@ class Peer:
     (`swarmnode.Model`); `data`: a spec (`"digits"`, a `.npz`, a folder of `.npy`), a function,
     or `X_train, y_train, X_test, y_test`; `join`: peers or `HOST:PORT`s of a running swarm;
     `on_eval(metrics)` after each evaluation (on the training thread), `on_exchange(result)`
-    after each exchange round (on the event loop); `**settings`: any `PeerConfig` field
-    (`steps`, `lr`, `batch_size`, `shard`, `seed`, `checkpoint_dir`, `name`, ...), and
-    `exchange` as an `ExchangeConfig` or a dict of its fields (`{"compress": "int8"}`)."""
+    after each exchange round (on the event loop); `**settings`: any option of `swarmnode
+    start` by its key with `_` (`steps`, `lr`, `sync_every`, `exchange="robust"`, `compress`,
+    `shard=(0, 2)`, `checkpoint_dir`, `name`, ...: docs/options.md), its value the text the flag
+    takes or a number, a bool, a list as fits. A value of the wrong kind or an unknown keyword
+    raises `ConfigError` at once; a value out of range when the peer starts."""
 
     def __init__(
         self,
@@ -57,18 +58,13 @@ class Peer:
         on_exchange: Callable[[RoundResult], Any] | None = None,
         **settings: Any,
     ) -> None:
-        unknown = sorted(set(settings) - _FIELDS)
-        if unknown:
-            raise ConfigError(f"unknown peer setting(s) {', '.join(unknown)} (see PeerConfig)")
         settings.setdefault("listen", API_LISTEN)
-        exchange = settings.get("exchange")
-        if isinstance(exchange, dict):
-            try:
-                settings["exchange"] = ExchangeConfig(**exchange)
-            except TypeError as exc:  # an unknown field: say which, as for the settings
-                raise ConfigError(f"exchange settings: {exc} (see ExchangeConfig)") from None
-        self.config = PeerConfig(model=model, data=data, **settings)
-        self._join = join
+        if join is not None and not _holds_a_peer(
+            join
+        ):  # addresses only: parsed now, as any keyword's value
+            settings["join"], join = join, None
+        self.config = from_keywords(model=model, data=data, **settings)
+        self._join = join  # peers: their addresses are known once they are started
         self._on_eval = _guarded(on_eval, "on_eval")
         self._on_exchange = _guarded(on_exchange, "on_exchange")
         self.node: Node | None = None
@@ -81,6 +77,7 @@ class Peer:
             raise RuntimeError("this Peer was started already")
         if self._join is not None:
             self.config.join = _addresses(self._join)
+        validated(self.config)  # its error names a setting as the keyword given here: `lr=`
         self.node = await Node.create(self.config, self._on_eval, self._on_exchange)
         return self
 
@@ -147,6 +144,12 @@ class Peer:
         if self.node is None:
             raise RuntimeError("the Peer is not started: use `async with` or start() first")
         return self.node
+
+
+def _holds_a_peer(join: Any) -> bool:
+    if isinstance(join, Peer):
+        return True
+    return isinstance(join, list | tuple) and any(isinstance(item, Peer) for item in join)
 
 
 def _addresses(join: Any) -> list[str]:

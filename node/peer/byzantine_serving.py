@@ -45,8 +45,8 @@ from swarmnode.fault.inject.byzantine import Behaviour, ByzantineError, parse_by
 if TYPE_CHECKING:
     from swarmnode.gossip.exchange.exchanger import Exchanger
     from swarmnode.gossip.membership.service import Membership
-    from swarmnode.node.peer.config import PeerConfig
     from swarmnode.node.peer.param_store import WorkerStore
+    from swarmnode.node.settings import PeerConfig
     from swarmnode.node.train.trainer import Trainer
 
 log = logging.getLogger(__name__)

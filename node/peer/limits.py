@@ -13,7 +13,7 @@ from swarmnode.gossip.membership.service import Membership
 from swarmnode.gossip.wire.control import MAX_CONTROL_BYTES
 from swarmnode.gossip.wire.frames import max_frame_bytes
 from swarmnode.node.net.intake import IntakeLimits
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import PeerConfig
 
 
 class MembershipPeers:

@@ -41,7 +41,6 @@ from swarmnode.node.peer.admin_routes import admin_routes
 from swarmnode.node.peer.aio import quietly, threadsafe_setter
 from swarmnode.node.peer.announce import meta_loop, rejoin_loop, update_meta, write_ready_file
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
-from swarmnode.node.peer.config import PeerConfig, parse_hostport
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
 from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, intake_limits
@@ -52,6 +51,7 @@ from swarmnode.node.peer.shard_pick import pick_shard, shard_clash, shard_text
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
+from swarmnode.node.settings import PeerConfig, parse_hostport
 from swarmnode.node.train.build import build_trainer, resume, run_meta
 from swarmnode.node.train.checkpoint import save_checkpoint
 from swarmnode.node.train.lr.scale import SwarmLR

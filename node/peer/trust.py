@@ -8,8 +8,8 @@ from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.membership.admission import Admission
 from swarmnode.gossip.membership.service import MembershipConfig
 from swarmnode.node.peer.address import is_loopback
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import read_trust_file
+from swarmnode.node.settings import PeerConfig
 
 log = logging.getLogger(__name__)
 

@@ -71,26 +71,28 @@ class NodeConfig:
             self.summary_json = Path(self.summary_json)
 
     def validate(self) -> NodeConfig:
+        # A setting is named `in backquotes`, by its field: the front the caller used (the
+        # CLI's flag, a Python keyword) names it their way (swarmnode.node.settings.naming).
         _positive("steps", self.steps, allow_zero=True)
-        _positive("batch-size", self.batch_size)
-        _positive("eval-every", self.eval_every)
-        _positive("checkpoint-every", self.checkpoint_every)
-        _positive("keep-checkpoints", self.keep_checkpoints)
+        _positive("batch_size", self.batch_size)
+        _positive("eval_every", self.eval_every)
+        _positive("checkpoint_every", self.checkpoint_every)
+        _positive("keep_checkpoints", self.keep_checkpoints)
         # numpy's seeding refuses negatives (and would crash deep in the trainer build).
         _positive("seed", self.seed, allow_zero=True)
         if not (self.lr > 0 and self.lr < float("inf")):
-            raise ConfigError(f"--lr must be a positive number, got {self.lr}")
+            raise ConfigError(f"`lr` must be a positive number, got {self.lr}")
         if not 0 <= self.momentum < 1:
-            raise ConfigError(f"--momentum must be in [0, 1), got {self.momentum}")
+            raise ConfigError(f"`momentum` must be in [0, 1), got {self.momentum}")
         try:
             check_tau(self.logit_adjust)
         except ValueError as exc:
-            raise ConfigError(f"--logit-adjust: {exc}") from None
+            raise ConfigError(f"`logit_adjust`: {exc}") from None
         if not 0 <= self.weight_decay < float("inf"):
-            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+            raise ConfigError(f"`weight_decay` must be >= 0, got {self.weight_decay}")
         index, count = self.shard
         if count < 1 or not 0 <= index < count:
-            raise ConfigError(f"--shard {index}/{count}: need COUNT >= 1 and 0 <= INDEX < COUNT")
+            raise ConfigError(f"`shard` {index}/{count}: need COUNT >= 1 and 0 <= INDEX < COUNT")
         self._check_paths()
         return self
 
@@ -98,9 +100,9 @@ class NodeConfig:
         # Checked now, not when first written: a bad --summary-json would otherwise surface only
         # after the whole run, and a bad --checkpoint-dir at the first checkpoint.
         if self.checkpoint_dir is not None:
-            check_writable_dir(self.checkpoint_dir, "--checkpoint-dir")
+            check_writable_dir(self.checkpoint_dir, "`checkpoint_dir`")
         if self.summary_json is not None:
-            check_writable_file(self.summary_json, "--summary-json")
+            check_writable_file(self.summary_json, "`summary_json`")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (for summaries and for recording in checkpoints)."""
@@ -116,7 +118,7 @@ class NodeConfig:
 def _positive(name: str, value: int, allow_zero: bool = False) -> None:
     low = 0 if allow_zero else 1
     if not isinstance(value, int) or value < low:
-        raise ConfigError(f"--{name} must be an integer >= {low}, got {value!r}")
+        raise ConfigError(f"`{name}` must be an integer >= {low}, got {value!r}")
 
 
 def check_writable_dir(path: Path, option: str) -> None:

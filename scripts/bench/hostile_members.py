@@ -24,8 +24,8 @@ from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.records import seal, to_wire
 from swarmnode.gossip.membership.service import Membership, MembershipConfig
 from swarmnode.gossip.wire.control import decode_control, encode_control
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 
 def gossip_cpu(n: int, rounds: int, signed: bool) -> float:

@@ -43,9 +43,9 @@ from swarmnode.gossip.exchange.refs import init_epoch  # noqa: E402
 from swarmnode.gossip.wire import frames as wire  # noqa: E402
 from swarmnode.gossip.wire.control import encode_control  # noqa: E402
 from swarmnode.kernels import compress as kcompress  # noqa: E402
-from swarmnode.node.peer.config import PeerConfig  # noqa: E402
 from swarmnode.node.peer.node import Node  # noqa: E402
 from swarmnode.node.peer.state_sync import param_segments  # noqa: E402
+from swarmnode.node.settings import PeerConfig  # noqa: E402
 
 HANG_S = 10.0
 ENTRY = ["fuzzer", "127.0.0.1:9", 0, 1, "alive", 0.0, {}]

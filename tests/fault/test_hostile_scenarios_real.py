@@ -5,7 +5,7 @@ the attack really ran (its own counts) and got nothing through."""
 from __future__ import annotations
 
 import pytest
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import PeerConfig
 
 from tests.fault.test_scenarios_real import run_short
 

@@ -14,7 +14,7 @@ import pytest
 from swarmnode.fault.chaos.scenario import RUNNER_FLAGS, ScenarioError, parse_scenario_text
 from swarmnode.fault.chaos.supervisor import Supervisor
 from swarmnode.node.cli.command import build_parser
-from swarmnode.node.cli.start_options import check_node_table
+from swarmnode.node.settings import check_node_table
 
 pytestmark = pytest.mark.timeout(60)
 

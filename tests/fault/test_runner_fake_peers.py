@@ -329,8 +329,8 @@ async def test_probe_against_a_real_peer_with_a_secret(tmp_path):
     from swarmnode.fault.inject.spec import parse_fault_spec
     from swarmnode.gossip.auth.operator import OperatorKey
     from swarmnode.gossip.auth.signer import Signer
-    from swarmnode.node.peer.config import PeerConfig
     from swarmnode.node.peer.node import Node
+    from swarmnode.node.settings import PeerConfig
 
     operator = OperatorKey.generate()
     (tmp_path / "operator.pub").write_bytes(operator.public_pem())

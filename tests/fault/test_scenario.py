@@ -11,7 +11,7 @@ from swarmnode.fault.chaos.scenario import (
     load_scenario,
     parse_scenario_text,
 )
-from swarmnode.node.cli.start_options import check_node_table
+from swarmnode.node.settings import check_node_table
 
 from tests.fault.scenario_text import BASE, KILL_A, SCENARIOS, parse
 

@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 from tests.waiting import eventually
 

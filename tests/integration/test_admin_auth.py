@@ -75,7 +75,7 @@ async def test_admin_routes_are_404_unless_enabled(nodes, http):
 
 
 def test_enabling_admin_needs_an_operator_key():
-    with pytest.raises(ConfigError, match="--admin-key"):
+    with pytest.raises(ConfigError, match="`admin_key`"):
         peer_config(enable_admin=True).validate()
 
 

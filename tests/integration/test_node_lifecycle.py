@@ -18,8 +18,8 @@ from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import decode_params, encode_params
 from swarmnode.node.peer import node as peer_module
 from swarmnode.node.peer.address import is_loopback, route_source
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import JoinError, Node
+from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.member_client import MemberClient

@@ -22,8 +22,8 @@ import pytest
 from swarmnode.fault.hostile.insider import admit
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import decode_control, encode_control
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 from tests.integration.member_client import MemberClient
 from tests.integration.peers import operator_pub, signed_admin

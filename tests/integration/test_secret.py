@@ -33,8 +33,8 @@ from swarmnode.gossip.auth.signer import (
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.member_client import MemberClient

@@ -23,8 +23,8 @@ from swarmnode.gossip.errors import TransportError
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import encode_control
 from swarmnode.node.net.transport import HttpTransport
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 from tests.integration.member_client import MemberClient
 from tests.waiting import eventually

@@ -22,8 +22,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.node import Node
+from swarmnode.node.settings import PeerConfig
 
 from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config

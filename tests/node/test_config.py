@@ -11,7 +11,7 @@ from swarmnode.node.train.errors import ConfigError
 
 @pytest.mark.parametrize("seed", [-1, -(2**40), 1.5, "3"])
 def test_seed_must_be_a_non_negative_int(seed: object) -> None:
-    with pytest.raises(ConfigError, match="--seed must be an integer >= 0"):
+    with pytest.raises(ConfigError, match="`seed` must be an integer >= 0"):
         NodeConfig(seed=seed).validate()  # type: ignore[arg-type]
 
 
@@ -37,7 +37,7 @@ def test_bad_summary_json_path(tmp_path: Path, make, needle: str) -> None:
     path = make(tmp_path)
     with pytest.raises(ConfigError, match=needle) as info:
         NodeConfig(summary_json=str(path)).validate()
-    assert "--summary-json" in str(info.value) and "\n" not in str(info.value)
+    assert "`summary_json`" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_summary_json_in_an_unwritable_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,5 +51,5 @@ def test_summary_json_in_an_unwritable_dir(tmp_path: Path, monkeypatch: pytest.M
 def test_checkpoint_dir_that_is_a_file(tmp_path: Path) -> None:
     f = tmp_path / "afile"
     f.write_text("x")
-    with pytest.raises(ConfigError, match=r"--checkpoint-dir .* exists and is not a directory"):
+    with pytest.raises(ConfigError, match=r"`checkpoint_dir` .* exists and is not a directory"):
         NodeConfig(checkpoint_dir=f).validate()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from swarmnode.gossip.auth.peer_key import PeerKey, peer_id_of
 from swarmnode.node.peer import identity
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.identity import load_identity
+from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train import checkpoint as ck
 from swarmnode.node.train.errors import ConfigError
 
@@ -102,7 +102,7 @@ def test_peer_id_is_only_a_check_of_the_keys_id(tmp_path: Path) -> None:
 def test_name_is_checked_and_free_to_choose() -> None:
     assert PeerConfig(name="worker-1.a_b").validate().name == "worker-1.a_b"
     for bad in ("", "has space", "x" * 65, "é"):
-        with pytest.raises(ConfigError, match="--name"):
+        with pytest.raises(ConfigError, match="`name`"):
             PeerConfig(name=bad).validate()
 
 

@@ -41,7 +41,7 @@ def test_offsets_are_tau_log_of_the_shards_over_the_sets_prior() -> None:
 def test_a_bad_strength_is_refused_by_the_function_and_the_config(tau: object) -> None:
     with pytest.raises(ValueError):
         check_tau(tau)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="--logit-adjust"):
+    with pytest.raises(ConfigError, match="`logit_adjust`"):
         NodeConfig(logit_adjust=tau).validate()  # type: ignore[arg-type]
 
 

@@ -4,8 +4,8 @@ seed's own view of the swarm."""
 from __future__ import annotations
 
 import pytest
-from swarmnode.node.peer.config import PeerConfig
 from swarmnode.node.peer.shard_pick import choose, held_shards, shard_text
+from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
@@ -44,7 +44,7 @@ def test_no_free_shard_is_one_line(st, fragment):
 
 
 def test_auto_needs_a_swarm_to_ask():
-    with pytest.raises(ConfigError, match="--shard auto needs --join"):
+    with pytest.raises(ConfigError, match="`shard` auto needs `join`"):
         PeerConfig(shard="auto").validate()
     cfg = PeerConfig(shard="auto", join=["127.0.0.1:7070"]).validate()
     assert cfg.shard_auto and cfg.shard == (0, 1)

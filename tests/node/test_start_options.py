@@ -1,4 +1,4 @@
-"""`swarmnode start`'s options, written once (node/cli/start_options.py): flags, `--config` file
+"""`swarmnode start`'s options, written once (node/settings/start_options.py): flags, `--config` file
 keys, `SWARMNODE_<OPTION>` variables and `--print-config` all come from the same entries, and
 every default is the config dataclass's."""
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from swarmnode.node.cli import cmd_start
 from swarmnode.node.cli.command import build_parser, main
-from swarmnode.node.cli.start_options import START_OPTIONS, build_config, start_options
-from swarmnode.node.peer.config import PeerConfig
+from swarmnode.node.settings import START_OPTIONS, PeerConfig, build_config, start_options
 from swarmnode.node.train.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
@@ -120,7 +119,16 @@ def test_a_value_out_of_range_names_where_it_was_set(tmp_path: Path, capsys):
     path.write_text("momentum = 1.5\n")
     assert main(["start", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"(set by {path})") and "--momentum" in err
+    assert err.endswith(f"(set by {path})") and "error: momentum must" in err  # the file's key
+    assert "--momentum" not in err
+
+
+def test_a_value_out_of_range_names_the_variable_or_the_flag_that_set_it(capsys):
+    env = {"SWARMNODE_MAX_LEAD": "0.5"}
+    with pytest.raises(ConfigError, match=r"^\$SWARMNODE_MAX_LEAD has an invalid value: 0.5$"):
+        cmd_start.config_from(resolved([], env))
+    with pytest.raises(ConfigError, match=r"^--max-lead has an invalid value: 0.5$"):
+        cmd_start.config_from(resolved(["--max-lead", "0.5"], env))
 
 
 def test_a_missing_config_file_is_one_line(capsys):
@@ -142,3 +150,18 @@ def test_help_shows_each_default_once_and_what_steps_0_means(capsys):
     text = capsys.readouterr().out
     assert "(default: None)" not in text and "0: train until stopped" in text
     assert text.count("(default: 1500)") == 1
+
+
+def test_help_shows_the_common_options_first_and_points_to_the_reference(capsys):
+    with pytest.raises(SystemExit):
+        main(["start", "--help"])
+    text = capsys.readouterr().out
+    assert "docs/options.md" in text.split("options:")[0]  # said before the options begin
+    headings = [line for line in text.splitlines() if line.endswith(":") and line[0] != " "]
+    assert headings[:2] == ["options:", "common options:"], headings
+    common = text.split("common options:")[1].split("\n\n")[0]
+    flags = [w for w in common.split() if w.startswith("--") and w[2:3].isalpha()]
+    want = {"--config", "--model", "--data", "--steps", "--listen", "--join", "--advertise"}
+    assert want | {"--secret", "--checkpoint-dir", "--name", "--device"} <= set(flags)
+    assert len(set(flags)) <= 12, flags  # a first screen, not the table
+    assert len(text.split("common options:")[0].splitlines()) <= 25  # no 30-line usage first

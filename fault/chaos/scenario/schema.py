@@ -113,7 +113,7 @@ RUNNER_FLAGS = frozenset(
 )  # fmt: skip
 # Checks a [node] or [[peer]] table as `swarmnode start --config` would (unknown keys with the
 # nearest valid one, bad values), refusing the keys given; raises a SwarmnodeError. fault/ does
-# not import node: the CLI passes `swarmnode start`'s loader in (node/cli/start_options.py).
+# not import node: the CLI passes `swarmnode start`'s loader in (node/settings/start_options.py).
 NodeCheck = Callable[[Mapping[str, Any], str, frozenset[str]], object]
 
 

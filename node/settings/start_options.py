@@ -1,21 +1,27 @@
 """Every option of `swarmnode start`, each written once (see `options.py`): its flag, its key
-in a `--config` file, its `SWARMNODE_<OPTION>` variable and its `--print-config` line are made
-from the entry below; its default is the config dataclass field's (`NodeConfig`, `PeerConfig`,
-`ExchangeConfig`).
+in a `--config` file, its `SWARMNODE_<OPTION>` variable, its Python keyword and its
+`--print-config` line are made from the entry below, and so is docs/options.md
+(scripts/docs/options.py); its default is the config dataclass field's (`NodeConfig`,
+`PeerConfig`, `ExchangeConfig`).
+
+Help says what a value does and when to choose it; how a default was found belongs in
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig
-from swarmnode.node.cli.options import Option, OptionSet, Resolved, parse_float, parse_int
-from swarmnode.node.peer.config import SHARD_AUTO, PeerConfig, parse_seeds
-from swarmnode.node.train.data.shard import parse_partition, parse_shard
+from swarmnode.node.settings.config import SHARD_AUTO, PeerConfig, parse_seeds
+from swarmnode.node.settings.options import Option, OptionSet, Resolved, parse_float, parse_int
+from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard
+from swarmnode.node.train.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_DEFAULTS = {"log_level": "INFO", "log_json": False}
@@ -27,6 +33,32 @@ def _shard(text: str) -> Any:
 
 def _show_shard(value: Any) -> str:
     return value if isinstance(value, str) else f"{value[0]}/{value[1]}"
+
+
+def _shard_pair(value: Any) -> tuple[int, int]:
+    """`shard=(INDEX, COUNT)` from Python."""
+    if isinstance(value, tuple | list) and len(value) == 2 and all(type(v) is int for v in value):
+        return parse_shard(f"{value[0]}/{value[1]}")
+    raise ConfigError(f"expected 'INDEX/COUNT', 'auto' or a pair (INDEX, COUNT), got {value!r}")
+
+
+def _partition(value: Any) -> Partition:
+    if isinstance(value, Partition):
+        return value
+    raise ConfigError(f"expected 'iid' or 'dirichlet:ALPHA', got {value!r}")
+
+
+def _path(value: Any) -> str:
+    """A path given as a `pathlib.Path` (or any os.PathLike) from Python."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise ConfigError(f"expected a path, got {value!r}")
+
+
+def _anything(value: Any) -> Any:
+    """`model=` and `data=` from Python: an object, a factory, arrays (node/train/sources.py
+    says what each may be)."""
+    return value
 
 
 def _mix_rule(text: str) -> bool:
@@ -75,6 +107,8 @@ TRAINING = (
             "cnn2d:8x8,16k3,p2,64) (grammar: README 'Model spec grammar'), or MODULE:FUNCTION, a "
             "factory of your own model on PYTHONPATH or in the current directory (README 'Bring "
             "your own model')",
+            native=_anything,
+            common=True,
         ),
         Option(
             "data",
@@ -83,6 +117,8 @@ TRAINING = (
             "overfits), a path to an .npz with X_train, y_train, X_test, y_test, a folder of those "
             "four as .npy files (the inputs are streamed from disk: a set larger than memory "
             "trains), or MODULE:FUNCTION, a function of yours that returns them",
+            native=_anything,
+            common=True,
         ),
         Option(
             "shard",
@@ -92,6 +128,7 @@ TRAINING = (
             parse=_shard,
             show=_show_shard,
             metavar="INDEX/COUNT|auto",
+            native=_shard_pair,
         ),
         Option(
             "partition",
@@ -99,6 +136,7 @@ TRAINING = (
             "concentration ALPHA (small = skewed)",
             parse=parse_partition,
             metavar="iid|dirichlet:ALPHA",
+            native=_partition,
         ),
     )
     + _opts(
@@ -107,6 +145,7 @@ TRAINING = (
             "steps",
             "total optimizer steps; 0: train until stopped (SIGINT/SIGTERM). A resumed "
             "run, or a peer that joins a swarm, continues the step counter up to this count",
+            common=True,
         ),
         _int("batch-size", "minibatch size", "N"),
         _num("lr", "learning rate", "LR"),
@@ -121,7 +160,11 @@ TRAINING = (
             "effect alone or on all of the data)",
             "TAU",
         ),
-        Option("device", "auto, cpu, cuda or cuda:N (auto: cuda when cupy and a GPU are present)"),
+        Option(
+            "device",
+            "auto, cpu, cuda or cuda:N (auto: cuda when cupy and a GPU are present)",
+            common=True,
+        ),
         _int("seed", "seed for initialisation, shuffling and sharding", "N"),
     )
     + _opts(
@@ -132,6 +175,8 @@ TRAINING = (
             "directory for checkpoints and this peer's key; the run resumes from the newest "
             "checkpoint found there",
             metavar="DIR",
+            native=_path,
+            common=True,
         ),
         _int("checkpoint-every", "checkpoint every N steps (needs --checkpoint-dir)", "N"),
         _int("keep-checkpoints", "how many checkpoints to keep", "N"),
@@ -140,6 +185,7 @@ TRAINING = (
             "write the final metrics (test_accuracy, test_loss, steps, samples_per_s, device, "
             "wall_s) to PATH",
             metavar="PATH",
+            native=_path,
         ),
     )
 )
@@ -152,12 +198,14 @@ SWARM = _opts(
         "(0.0.0.0) serves on every interface and advertises the address the route to the "
         "--join seed leaves from",
         metavar="HOST:PORT",
+        common=True,
     ),
     Option(
         "advertise",
         "address other peers should dial, when it is not the one --listen finds (NAT, "
         "port forwarding)",
         metavar="HOST:PORT",
+        common=True,
     ),
     Option(
         "join",
@@ -167,6 +215,7 @@ SWARM = _opts(
         show=",".join,
         metavar="HOST:PORT[,HOST:PORT...]",
         kind=list,
+        common=True,
     ),
     _num("join-timeout", "give up (exit 2) if no seed answers within S seconds", "S"),
     Option(
@@ -179,6 +228,7 @@ SWARM = _opts(
         "a human-readable name for this peer (1-64 letters, digits, '.', '_', '-'), signed "
         "into its member record, shown by status and on every log line; not unique, not an "
         "identity",
+        common=True,
     ),
     _int(
         "max-members-per-host",
@@ -207,6 +257,7 @@ SWARM = _opts(
         "at start)",
         field="trust_file",
         metavar="FILE",
+        native=_path,
     ),
     _num("gossip-interval", "seconds between two membership gossip rounds", "S"),
     _int("fanout", "peers gossiped to per round", "N"),
@@ -214,6 +265,7 @@ SWARM = _opts(
         "ready-file",
         'write {"peer_id", "name", "addr", "pid"} as JSON to PATH once serving',
         metavar="PATH",
+        native=_path,
     ),
     Option(
         "secret",
@@ -221,6 +273,7 @@ SWARM = _opts(
         "receiver (prefer $SWARMNODE_SECRET or a config file readable by you alone: a flag is "
         "visible to every user in the process list)",
         secret=True,
+        common=True,
     ),
     Option(  # a benchmark's baseline, not an option for a swarm: hidden from --help
         "unsigned-exchange-for-bench",
@@ -241,6 +294,7 @@ SWARM = _opts(
         "the operator's Ed25519 public key (PEM) that admin requests must be signed with; "
         "make one with `swarmnode keygen`",
         metavar="FILE",
+        native=_path,
     ),
     Option(
         "compress",
@@ -287,7 +341,7 @@ EXCHANGE = _opts(
     _int(
         "group",
         "average: peers pushed to per round; the initiator takes the mean of all K+1 models "
-        "(1: pairwise AD-PSGD, the old behaviour)",
+        "(1: pairwise AD-PSGD, the least traffic a round; more mixes faster)",
         "K",
         field="exchange.group",
     ),
@@ -297,8 +351,8 @@ EXCHANGE = _opts(
         "sqrt x sqrt(n), adaptive x the gain ratio measured from this peer's gradient noise "
         "(AdaScale, Johnson et al. 2020: between 1 and n), none. linear reaches a target in "
         "about half the steps when one peer with an n x batch trains better at n x --lr "
-        "(check that first: it collapsed a conv net whose lr had no headroom); alone, n = 1 "
-        "and --lr is used as is",
+        "(check that first: a model whose --lr is already near the largest that trains "
+        "diverges when it is multiplied); alone, n = 1 and --lr is used as is",
         choices=("none", "sqrt", "linear", "adaptive"),
     ),
     _int(
@@ -315,7 +369,7 @@ EXCHANGE = _opts(
     _num(
         "outer-lr",
         "outer step on the mixed model after each own round, in (0, 2] (1 with "
-        "--outer-momentum 0: plain averaging, the old behaviour)",
+        "--outer-momentum 0: plain averaging, no outer step)",
         "LR",
         field="exchange.outer_lr",
     ),
@@ -352,8 +406,8 @@ EXCHANGE = _opts(
         "how a round's result lands. delta: the group's mean (robust: the aggregate) is taken "
         "with the model the round started from, and the steps trained while the round was in "
         "flight are kept whole; replace: x <- (1-w) x + w mean(y) on the model as it is when "
-        "the round ends, which scales those steps by 1-w (robust: drops them; the behaviour "
-        "before: on slow links most of a round's training is lost)",
+        "the round ends, which scales those steps by 1-w (robust: drops them), so on slow "
+        "links much of the training done during a round is lost: choose it only to compare",
         field="exchange.delta_rule",
         parse=_mix_rule,
         show=lambda delta: "delta" if delta else "replace",
@@ -364,8 +418,8 @@ EXCHANGE = _opts(
         "the bounds on a hostile insider (on): each sender's pushes mixed about once a round of "
         "ours and moving us at most 2 radii over eight rounds, the push radius anchored, a "
         "group's answers clipped and cut where they pull away from the swarm, and a mix that "
-        "kills hidden units or jumps the loss rolled back; off: as before issue 22 (to measure "
-        "what the bounds cost)",
+        "kills hidden units or jumps the loss rolled back; off: none of these (only to measure "
+        "what the bounds cost, in a swarm whose members are all trusted)",
         field="exchange.push_budget",
         parse=_on_off,
         show=lambda on: "on" if on else "off",

@@ -1,6 +1,6 @@
 """Options written once: each is one `Option`, from which its command-line flag, its key in a
-`--config` file, its `SWARMNODE_<OPTION>` environment variable and its `--print-config` line
-are all made.
+`--config` file, its `SWARMNODE_<OPTION>` environment variable, its Python keyword
+(`swarmnode.Peer(model, sync_every=10)`) and its `--print-config` line are all made.
 
 An option names the config field it sets (a dotted path, `exchange.timeout`), and its default is
 that field's default in the config dataclass: nothing here repeats a default. Values arrive as
@@ -17,6 +17,7 @@ import argparse
 import difflib
 import json
 import math
+import numbers
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -32,6 +33,7 @@ else:  # pragma: no cover - pyproject pulls tomli for 3.10
 
 ENV_PREFIX = "SWARMNODE_"
 DEFAULT = "default"
+COMMON = "common options"  # the help group of the few options a new user needs
 
 
 def parse_int(text: str) -> int:
@@ -72,7 +74,9 @@ class Option:
     `field` is the config field it sets (default: the key with `_`; "" for an option that sets
     no config field, e.g. the log level); `parse` turns text into the field's value and `show`
     turns the value back into text (help, `--print-config`). A `switch` takes no value on the
-    command line (`--enable-admin`); `invert` makes it set its field to False."""
+    command line (`--enable-admin`); `invert` makes it set its field to False. `native` turns a
+    Python value that is not text (a keyword's `shard=(0, 2)`, a model object) into the
+    field's value. `common` puts it among the few that `start --help` lists first."""
 
     key: str
     help: str
@@ -87,6 +91,8 @@ class Option:
     secret: bool = False  # `--print-config` masks it
     group: str = ""
     kind: type = str  # what a TOML value may be besides a string (int, float, bool)
+    native: Callable[[Any], Any] | None = None
+    common: bool = False
 
     @property
     def path(self) -> str:
@@ -95,6 +101,11 @@ class Option:
     @property
     def env(self) -> str:
         return ENV_PREFIX + self.key.replace("-", "_").upper()
+
+    @property
+    def keyword(self) -> str:
+        """The Python keyword: the key with `_` (`sync_every`)."""
+        return self.key.replace("-", "_")
 
     @property
     def flag(self) -> str:
@@ -120,7 +131,7 @@ class Option:
             return self.from_text(value)
         if isinstance(value, bool):
             if not self.switch:
-                raise ConfigError(f"expected {self._expects()}, got {str(value).lower()}")
+                raise ConfigError(f"expected {self.expects()}, got {str(value).lower()}")
             return not value if self.invert else value
         if isinstance(value, (int, float)) and self.kind in (int, float):
             if self.kind is int and not isinstance(value, int):
@@ -128,11 +139,35 @@ class Option:
             return self.from_text(repr(value))
         if isinstance(value, list) and self.kind is list:
             return self.from_text(",".join(str(v) for v in value))
-        raise ConfigError(f"expected {self._expects()}, got {_toml(value)}")
+        raise ConfigError(f"expected {self.expects()}, got {_toml(value)}")
 
-    def _expects(self) -> str:
+    def from_python(self, value: Any) -> Any:
+        """The field's value for a Python keyword's value: the text a flag takes, or the
+        natural value (a number for a numeric option, a bool for a switch, a list for a list,
+        what `native` takes); anything else raises ConfigError."""
+        if self.native is not None and not isinstance(value, str):
+            return self.native(value)
+        if isinstance(value, str):
+            return self.from_text(value)
+        if isinstance(value, bool):  # before the numbers: a bool is an int to Python
+            if not self.switch:
+                raise ConfigError(f"expected {self.expects()}, got {value}")
+            return not value if self.invert else value
+        if isinstance(value, numbers.Integral) and self.kind in (int, float):
+            return self.from_text(str(int(value)))
+        if isinstance(value, numbers.Real) and self.kind is float:
+            return self.from_text(repr(float(value)))
+        if isinstance(value, list | tuple) and self.kind is list:
+            if all(isinstance(v, str) for v in value):
+                return self.from_text(",".join(value))
+        raise ConfigError(f"expected {self.expects()}, got {_python(value)}")
+
+    def expects(self) -> str:
+        """What a value of this option may be, for an error message."""
         if self.switch:
             return "true or false"
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
         return {int: "an integer", float: "a number", list: "a list or a string"}.get(
             self.kind, "a string"
         )
@@ -180,14 +215,19 @@ class OptionSet:
 
     # --- the command line ----------------------------------------------------------------
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: argparse.ArgumentParser, common: Any = None) -> None:
         """One flag per option. No argparse default and no argparse type: a flag not given is
         absent from the namespace (so the file and the environment can fill it in), and a
-        given one is parsed by `resolve` like a value from anywhere else."""
+        given one is parsed by `resolve` like a value from anywhere else. `common`: the
+        argument group that the `common` options go to (a new user's first screen of help)
+        instead of their own group."""
         groups: dict[str, Any] = {}
         for opt in self.options:
-            if opt.group not in groups:
-                groups[opt.group] = parser.add_argument_group(opt.group) if opt.group else parser
+            group = COMMON if opt.common and common is not None else opt.group
+            if group == COMMON:
+                groups[COMMON] = common
+            elif group not in groups:
+                groups[group] = parser.add_argument_group(group) if group else parser
             kw: dict[str, Any] = {"dest": opt.dest, "default": argparse.SUPPRESS}
             kw["help"] = argparse.SUPPRESS if opt.hidden else self._help(opt)
             if opt.switch:
@@ -196,7 +236,7 @@ class OptionSet:
             else:
                 choices = "|".join(opt.choices) if opt.choices else None
                 kw["metavar"] = opt.metavar or choices or opt.key.replace("-", "_").upper()
-            groups[opt.group].add_argument(opt.flag, **kw)
+            groups[group].add_argument(opt.flag, **kw)
 
     def _help(self, opt: Option) -> str:
         text = opt.help.replace("%", "%%")
@@ -225,11 +265,11 @@ class OptionSet:
                 out.set(self.by_key[key], value, file)
         for opt in self.options:
             if opt.env in env:
-                out.set(opt, _parsed(opt.from_text, env[opt.env], f"${opt.env}"), f"${opt.env}")
+                out.set(opt, parsed(opt.from_text, env[opt.env], f"${opt.env}"), f"${opt.env}")
         for opt in self.options:
             if hasattr(args, opt.dest):
                 text = getattr(args, opt.dest)
-                out.set(opt, _parsed(opt.from_text, text, opt.flag), opt.flag)
+                out.set(opt, parsed(opt.from_text, text, opt.flag), opt.flag)
         return out
 
     def load_file(self, path: str) -> dict[str, Any]:
@@ -260,7 +300,7 @@ class OptionSet:
                 raise ConfigError(f"{where}: unknown key '{raw_key}'{self.nearest(key, excluded)}")
             if key in out:
                 raise ConfigError(f"{where}: '{raw_key}' is set twice")
-            out[key] = _parsed(opt.from_toml, value, f"{where}: {raw_key}")
+            out[key] = parsed(opt.from_toml, value, f"{where}: {raw_key}")
         return out
 
     def nearest(self, key: str, excluded: Iterable[str] = ()) -> str:
@@ -290,13 +330,19 @@ class OptionSet:
         return "\n".join(lines)
 
 
-def _parsed(parse: Callable[[Any], Any], value: Any, where: str) -> Any:
+def parsed(parse: Callable[[Any], Any], value: Any, where: str) -> Any:
     """`parse(value)`, its error naming where the value came from (`--lr`, `$SWARMNODE_LR`,
     `peer.toml: lr`)."""
     try:
         return parse(value)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, str | int | float | bool | list | tuple) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def _toml(value: Any) -> str:

@@ -1,7 +1,9 @@
 """`PeerConfig`: a training peer's settings plus how it joins, gossips and exchanges.
 
 It extends `NodeConfig` (the single-peer training settings) so everything the trainer needs stays
-in one place, and adds the network side. The CLI options live in `swarmnode.node.cli.start_options`.
+in one place, and adds the network side. The options that set it are the table of
+`start_options`. Its errors name a setting in backquotes (`` `max_lead` ``), never as a flag:
+the front the caller used names it their way (naming.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from swarmnode.node.train.lr.scale import RULES as LR_RULES
 from swarmnode.node.train.pacing import MAX_STEP_S
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
-SHARD_AUTO = "auto"  # `--shard auto`: a joiner takes a shard no live member holds (shard_pick.py)
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's --name (and the old --peer-id form)
+SHARD_AUTO = "auto"  # `shard = auto`: a joiner takes a shard no live member holds (shard_pick.py)
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's `name` (and the old `peer_id` form)
 
 
 def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
@@ -31,7 +33,7 @@ def parse_hostport(text: str, what: str = "address") -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def parse_seeds(text: str | None, what: str = "--join seed") -> list[str]:
+def parse_seeds(text: str | None, what: str = "`join` seed") -> list[str]:
     if not text:
         return []
     seeds = [s.strip() for s in text.split(",") if s.strip()]
@@ -68,8 +70,8 @@ class PeerConfig(NodeConfig):
     slowdown: float = 1.0
     step_time: float = 0.0  # simulated compute: each step takes at least this long (s)
     # Bounded staleness: a peer in a swarm takes at most max_lead x sync_every steps past its
-    # last completed (or failed) round, then waits for the next (0: no bound, the old
-    # behaviour, where a peer faster than its network trained alone between rare rounds).
+    # last completed (or failed) round, then waits for the next (0: no bound, where a peer
+    # faster than its network trains alone between rare rounds).
     max_lead: float = 2.0
     # The local lr scaled with the swarm size (node/train/lr/scale.py): none|sqrt|linear of
     # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; lr/gain.py),
@@ -118,54 +120,53 @@ class PeerConfig(NodeConfig):
 
     def validate(self) -> PeerConfig:
         super().validate()
-        parse_hostport(self.listen, "--listen")
+        parse_hostport(self.listen, "`listen`")
         if self.advertise is not None:
-            host, port = parse_hostport(self.advertise, "--advertise")
+            host, port = parse_hostport(self.advertise, "`advertise`")
             if port == 0 or host in ("0.0.0.0", "::"):
                 raise ConfigError(
-                    f"--advertise {self.advertise!r}: give an address others can dial"
+                    f"`advertise` {self.advertise!r}: give an address others can dial"
                 )
         if isinstance(self.join, str):
             self.join = parse_seeds(self.join)
         if self.shard_auto and not self.join:
             raise ConfigError(
-                "--shard auto needs --join: it takes a shard that no live member of the swarm "
-                "holds (start the swarm's first peer with --shard 0/COUNT)"
+                "`shard` auto needs `join`: it takes a shard that no live member of the swarm "
+                "holds (start the swarm's first peer with `shard` 0/COUNT)"
             )
         checks = {
-            "join-timeout": self.join_timeout > 0,
-            "gossip-interval": self.gossip_interval > 0,
+            "join_timeout": self.join_timeout > 0,
+            "gossip_interval": self.gossip_interval > 0,
             "fanout": self.fanout >= 1,
-            "max-members-per-host": self.max_members_per_host >= 1,
-            "max-members-per-prefix": self.max_members_per_prefix >= 0,
+            "max_members_per_host": self.max_members_per_host >= 1,
+            "max_members_per_prefix": self.max_members_per_prefix >= 0,
             "slowdown": self.slowdown >= 1,
-            "step-time": 0 <= self.step_time <= MAX_STEP_S,
+            "step_time": 0 <= self.step_time <= MAX_STEP_S,
             # below 1 the bound would fall before the next round's start step: a deadlock
-            "max-lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
-            "lr-scale": self.lr_scale in LR_RULES,
-            "lr-scale-max": 1 <= self.lr_scale_max <= 1024,
-            "lr-warmup": self.lr_warmup >= 0,
-            "prefer-fast": 0 <= self.prefer_fast <= 1,
-            "max-body-mb": self.max_body_mb > 0,
-            "body-grace-s": self.body_grace_s > 0,
-            "body-min-rate": self.body_min_rate > 0,
+            "max_lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
+            "lr_scale": self.lr_scale in LR_RULES,
+            "lr_scale_max": 1 <= self.lr_scale_max <= 1024,
+            "lr_warmup": self.lr_warmup >= 0,
+            "prefer_fast": 0 <= self.prefer_fast <= 1,
+            "max_body_mb": self.max_body_mb > 0,
+            "body_grace_s": self.body_grace_s > 0,
+            "body_min_rate": self.body_min_rate > 0,
         }
         for name, ok in checks.items():
             if not ok:
-                value = getattr(self, name.replace("-", "_"))
-                raise ConfigError(f"--{name} has an invalid value: {value!r}")
+                raise ConfigError(f"`{name}` has an invalid value: {getattr(self, name)!r}")
         if self.name is not None and not NAME_RE.match(self.name):
-            raise ConfigError(f"--name {self.name!r}: use 1-64 letters, digits, '.', '_' or '-'")
+            raise ConfigError(f"`name` {self.name!r}: use 1-64 letters, digits, '.', '_' or '-'")
         mode = self.admission_mode
         if mode not in ("open", "secret", "trust"):
-            raise ConfigError(f"--admission {mode!r}: use open, secret or trust")
+            raise ConfigError(f"`admission` {mode!r}: use open, secret or trust")
         if mode == "secret" and not self.secret:
-            raise ConfigError("--admission secret needs --secret (or SWARMNODE_SECRET)")
+            raise ConfigError("`admission` secret needs `secret` (the swarm's shared secret)")
         if mode == "trust" and not self.trust_file:
-            raise ConfigError("--admission trust needs --trust FILE (one public key a line)")
+            raise ConfigError("`admission` trust needs `trust` (a file of public keys, one a line)")
         if self.enable_admin and not self.admin_key:
             raise ConfigError(
-                "--enable-admin needs --admin-key FILE (the operator's Ed25519 public key): "
+                "`enable_admin` needs `admin_key` (a file with the operator's Ed25519 public key): "
                 "unsigned admin requests would let any local user sabotage this peer"
             )
         try:

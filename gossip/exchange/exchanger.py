@@ -159,11 +159,11 @@ class Exchanger:
     async def _handle_pushpull(self, req: Arrival) -> bytes:
         body = req.body
         self._check_serving()
-        check_pusher(
-            self.peers, body, req.signed_by
-        )  # a live member, in its own name (exchange/access.py)
+        # the frame's header, read once: who sent it, which codec, then its decoding
+        header = self._pushed_header(body)
+        check_pusher(self.peers, header, req.signed_by)  # a member, in its own name (access.py)
         async with self._bulk_slot():
-            if (reply := await self.compression.serve_if_compressed(body)) is not None:
+            if (reply := await self.compression.serve_if_compressed(body, header)) is not None:
                 self.served += 1
                 self.bytes_sent += len(reply)
                 return reply
@@ -175,16 +175,16 @@ class Exchanger:
             # inside ours (both sides must mix the other's pre-exchange values).
             # Inbound: the HTTP layer logs a rejection with the caller's address; count it only.
             decoded, encoded = await asyncio.gather(
-                self._decode(body, source="pushpull request", quiet=True),
-                self._encode_mine(to=_pusher(body)),
+                self._decode(body, source="pushpull request", quiet=True, header=header),
+                self._encode_mine(to=header.sender),
                 return_exceptions=True,
             )
             for outcome in (decoded, encoded):
                 if isinstance(outcome, BaseException):
                     raise outcome
-            header, theirs = decoded  # type: ignore[misc]
+            _, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            mix = self.mode_round.take_push(theirs, str(header.get("sender")))
+            mix = self.mode_round.take_push(theirs, header.sender)
             if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
                 self._mixing.start(mix)
             else:
@@ -193,10 +193,20 @@ class Exchanger:
             self.bytes_sent += len(reply)
             log.debug(
                 "pushpull from %s: answered, mix under way (their step %s)",
-                header.get("sender"),
-                header.get("step"),
+                header.sender,
+                header.step,
             )
             return reply
+
+    def _pushed_header(self, body: bytes) -> wire.FrameHeader:
+        """A pushed frame's header, the one read of it per push (access, codec, answer, decode
+        all take this one). One that does not parse is refused here, before it takes a slot,
+        and counted (the HTTP layer logs the refusal with the caller's address)."""
+        try:
+            return wire.read_header(body)
+        except wire.WireError:
+            self.rejected += 1
+            raise
 
     def distrust(self, senders: set[str]) -> None:
         """Mix nothing these peers push for a while (a mix of theirs was rolled back as a
@@ -363,12 +373,17 @@ class Exchanger:
         ), vec
 
     async def _decode(
-        self, data: bytes, *, source: str, quiet: bool = False, sparse: bool = False
-    ) -> tuple[
-        dict, np.ndarray
-    ]:  # sparse: a tk16 frame as a compress.Sparse (gossip.exchange.refs)
+        self,
+        data: bytes,
+        *,
+        source: str,
+        quiet: bool = False,
+        sparse: bool = False,  # a tk16 frame as a compress.Sparse (gossip.exchange.refs)
+        header: wire.FrameHeader | None = None,  # the frame's, read already: not read again
+    ) -> tuple[dict, np.ndarray]:
         try:
-            return await asyncio.to_thread(_decode_checked, data, self.store.size, sparse)
+            args = (data, self.store.size, sparse, header)
+            return await asyncio.to_thread(_decode_checked, *args)
         except SwarmnodeError as exc:
             self.rejected += 1
             if not quiet:
@@ -397,18 +412,12 @@ async def _answers(
     return list(outcomes)
 
 
-def _pusher(body: object) -> str:
-    """The declared sender of a pushed frame ("" when its header does not parse)."""
-    try:
-        return str(wire.peek_header(body).get("sender", ""))
-    except wire.WireError:
-        return ""
-
-
-def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict, np.ndarray]:
-    header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
+def _decode_checked(
+    data: bytes, size: int, sparse: bool = False, header: wire.FrameHeader | None = None
+) -> tuple[dict, np.ndarray]:
+    fields, vec = wire.decode_params(data, expected_size=size, sparse=sparse, header=header)
     wire.validate_params(vec, size)
-    return header, vec
+    return fields, vec
 
 
 __all__ = [

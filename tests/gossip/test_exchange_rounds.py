@@ -58,9 +58,7 @@ def test_each_round_implements_the_protocol_with_its_signature(impl: type, metho
     also be the protocol's (same parameters, async), or the exchanger's calls would break."""
     ours, declared = getattr(impl, method), getattr(Round, method)
     assert inspect.iscoroutinefunction(ours)
-    assert list(inspect.signature(ours).parameters) == list(
-        inspect.signature(declared).parameters
-    )
+    assert list(inspect.signature(ours).parameters) == list(inspect.signature(declared).parameters)
 
 
 def test_no_mode_branch_is_left_in_the_exchanger() -> None:

@@ -117,8 +117,8 @@ class AverageRound:
         allowed, clip = self.pushes.allowance(sender, tau, weight, self.cfg.push_budget)
         if not allowed:
             return
-        if clip is not None and tau is not None:  # a budget's clip: at most a share of tau
-            clip = min(clip, PUSH_CLIP_SHARE * tau)  # (push_guard.PUSH_CLIP_SHARE)
+        if clip is not None and tau is not None:  # the budget's clip, at most a share of tau
+            clip = min(clip, PUSH_CLIP_SHARE * tau)
         if await self._mix_measured(theirs, sender, tau, clip):
             return
         await self._mix_from_snapshot(theirs, sender, tau, weight, clip)

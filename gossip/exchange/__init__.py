@@ -2,9 +2,14 @@
 swarm through the `PeerDirectory` its owner hands it.
 
 - `exchanger.py`: `Exchanger`, a peer's rounds and the routes it serves (`params`,
-  `pushpull`); `robust_round.py`: the robust round (pull k, aggregate, land).
-- `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`) and what a
-  round reports (`RoundResult`); `config.py`: `ExchangeConfig`, validated.
+  `pushpull`); it holds one `Round`, picked by `mode`, and never asks which.
+- `average_round.py`, `robust_round.py`: the two modes, each whole (`Round`): my own round
+  (group push-pull and its mean; pull k, aggregate, land) and how a model pushed to me is
+  judged and mixed (`take_push`); `pushes.py`: what both share there (the sender's budget, the
+  bounded mix against a snapshot).
+- `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what a
+  mode is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports
+  (`RoundResult`); `config.py`: `ExchangeConfig`, validated.
 - `delta_rule.py`: a round's result keeps the steps trained while it was in flight.
 - `compressed.py`, `refs.py`: compressed push-pull with a shared reference per pair and error
   feedback.
@@ -14,6 +19,6 @@ swarm through the `PeerDirectory` its owner hands it.
 
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.exchanger import Exchanger
-from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundResult
+from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, Round, RoundResult
 
-__all__ = ["ExchangeConfig", "Exchanger", "ParamStore", "PeerDirectory", "RoundResult"]
+__all__ = ["ExchangeConfig", "Exchanger", "ParamStore", "PeerDirectory", "Round", "RoundResult"]

@@ -12,8 +12,6 @@ sender must at least be a live member of the directory.
 
 from __future__ import annotations
 
-from typing import Any
-
 from swarmnode.gossip.errors import RemoteError
 from swarmnode.gossip.exchange.types import PeerDirectory
 from swarmnode.gossip.wire import frames as wire
@@ -29,11 +27,7 @@ def check_sender(peers: PeerDirectory, sender: object, route: str, signed_by: st
         raise RemoteError(f"{route}: `sender` {sender!r} is not a live member of this swarm", 403)
 
 
-def check_pusher(peers: PeerDirectory, body: Any, signed_by: str) -> None:
-    """`check_sender` for a pushed frame, before its payload is decoded or mixed. A frame whose
-    header does not parse is left to the decoder, which refuses it (and counts the rejection)."""
-    try:
-        sender = wire.peek_header(body).get("sender")
-    except wire.WireError:
-        return
-    check_sender(peers, sender, "pushpull", signed_by)
+def check_pusher(peers: PeerDirectory, header: wire.FrameHeader, signed_by: str) -> None:
+    """`check_sender` for a pushed frame (its header, read once by the exchanger), before its
+    payload is decoded or mixed."""
+    check_sender(peers, header.sender, "pushpull", signed_by)

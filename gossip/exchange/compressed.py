@@ -38,8 +38,8 @@ from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
 
-# (body, *, source=..., sparse=...) -> (header, validated vector, or a tk16 frame's
-# `compress.Sparse`): the exchange's own decoding
+# (body, *, source=..., sparse=..., header=...) -> (header, validated vector, or a tk16 frame's
+# `compress.Sparse`): the exchange's own decoding (`header`: the frame's, read already)
 Decode = Callable[..., Awaitable[tuple[dict[str, Any], np.ndarray]]]
 NOT_COMPRESSED = "this peer exchanges uncompressed (`compress` none)"
 MAX_PAIR_WEIGHT = 0.5  # past it a pair would overshoot: each side past the other's copy
@@ -152,9 +152,11 @@ class CompressedPushPull:
 
     # --- serving -------------------------------------------------------------------------
 
-    async def serve_frame(self, body: bytes) -> bytes:
-        header, theirs = await self.decode(body, source="compressed pushpull request", sparse=True)
-        return await self.serve(header, theirs)
+    async def serve_frame(self, body: bytes, header: wire.FrameHeader | None = None) -> bytes:
+        """Decode a compressed push-pull (`header`: its header, read already) and answer it."""
+        source = "compressed pushpull request"
+        fields, theirs = await self.decode(body, source=source, sparse=True, header=header)
+        return await self.serve(fields, theirs)
 
     async def serve(self, header: dict[str, Any], theirs: np.ndarray | compress.Sparse) -> bytes:
         """Answer a decoded, validated compressed push-pull and queue our gossip step (at the
@@ -211,10 +213,12 @@ class CompressedPushPull:
             "start_frames": refs.init_frames,
         }
 
-    async def serve_if_compressed(self, body: bytes) -> bytes | None:
+    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
         """The answer to a compressed push-pull; None for a plain one, which the exchange
         answers as it always did."""
-        return await self.serve_frame(body) if _is_ref_frame(body) else None
+        if not PairRefs.is_ref_frame(header.fields):
+            return None
+        return await self.serve_frame(body, header)
 
     # --- state sync on the shared start ------------------------------------------------
 
@@ -265,8 +269,9 @@ class Compression(Protocol):
         the bytes it sent)."""
         ...
 
-    async def serve_if_compressed(self, body: bytes) -> bytes | None:
-        """The answer to a compressed push-pull, or None for a plain one."""
+    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
+        """The answer to a compressed push-pull (`header`: the frame's, read once by the
+        exchanger), or None for a plain one."""
         ...
 
     async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
@@ -297,9 +302,8 @@ class Uncompressed:
     ) -> tuple[list[tuple[str, str]], int]:
         return list(picked), 0
 
-    async def serve_if_compressed(self, body: bytes) -> bytes | None:
-        if _is_ref_frame(body):
-            refuse_compressed({"ref": "full"})
+    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
+        refuse_compressed(header.fields)
         return None
 
     async def serve_pull(self, msg: dict[str, Any], step: int, vec: np.ndarray) -> bytes | None:
@@ -313,15 +317,6 @@ class Uncompressed:
 
     def frame_counts(self) -> dict[str, int]:
         return {"full_frames": 0, "delta_frames": 0, "start_frames": 0}
-
-
-def _is_ref_frame(body: bytes) -> bool:
-    """Whether a pushed frame is a compressed one; a frame whose header does not parse is left
-    to the plain path, which decodes it again, refuses it and counts the rejection."""
-    try:
-        return PairRefs.is_ref_frame(wire.peek_header(body))
-    except wire.WireError:
-        return False
 
 
 def check_config(mode: str, spec: str) -> str | None:

@@ -1,8 +1,8 @@
 """The delta rule: a round's result keeps the steps trained while the round was in flight.
 
-Training goes on during an exchange round (`Exchanger._average_round`), so by the time my
-group's answers y land, my model is x = sent + g + m: `sent` what I pushed, g the steps trained
-since, m what pushes from other peers moved x meanwhile (`Moved`, `Exchanger._pushed_in`). The
+Training goes on during an exchange round (`AverageRound.run`), so by the time my group's
+answers y land, my model is x = sent + g + m: `sent` what I pushed, g the steps trained since,
+m what pushes from other peers moved x meanwhile (`Moved`, `Pushes.in_flight`). The
 plain rule
 
     x <- (1 - w) x + w mean(y)

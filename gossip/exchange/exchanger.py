@@ -9,8 +9,10 @@ training worker), the peers behind `PeerDirectory` (membership) and the wire beh
   a handler only snapshots, answers, and queues a mix for its training thread.
 - `robust`: (push-)pull `pull` peers at once; a robust rule (`ss-clip`) on {own} U {received}.
 
-Each mode is a round object (`AverageRound`, `RobustRound`) that gathers models through the
-exchanger (`RoundIO`: push-pull, pull, outer step) and lands them in the store.
+Each mode is a round object (a `Round`: `AverageRound`, `RobustRound`), picked once at
+construction: it runs my own rounds, gathering models through the exchanger (`RoundIO`:
+push-pull, pull, outer step), and judges and mixes the models pushed to me (`take_push`). The
+exchanger serves, counts and frames; it never asks which mode it is in.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.access import check_pusher, check_sender
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
 from swarmnode.gossip.exchange.slots import BulkSlot, PushMixes
@@ -50,14 +52,12 @@ from swarmnode.gossip.exchange.types import (
     Outgoing,
     ParamStore,
     PeerDirectory,
+    Round,
     RoundResult,
 )
 from swarmnode.gossip.link.transport import Arrival, Handler, Transport
-from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.robust.consensus import cut_away, cut_shift
-from swarmnode.gossip.robust.heading import bound_push
 from swarmnode.gossip.robust.push_budget import PushBudget
-from swarmnode.gossip.robust.push_guard import PUSH_CLIP_SHARE, PushGuard
+from swarmnode.gossip.robust.push_guard import PushGuard
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import decode_control, encode_control
 from swarmnode.kernels.errors import SwarmnodeError
@@ -69,6 +69,11 @@ log = logging.getLogger(__name__)
 GRACE_FACTOR = 1.0
 GRACE_MIN_S = 0.05
 MAX_ANSWERED = 4096  # partners remembered as having answered (the table holds at most 1,024)
+# `mode` -> its round object (`ExchangeConfig.validate` admits these modes only)
+ROUNDS: dict[str, type[AverageRound] | type[RobustRound]] = {
+    "average": AverageRound,
+    "robust": RobustRound,
+}
 
 
 class Exchanger:
@@ -105,17 +110,18 @@ class Exchanger:
         self.last_round_s = 0.0
         self.max_round_s = 0.0  # the longest any round made this peer wait (<= one deadline + work)
         self.refusing: str | None = None  # why this peer no longer serves its model (None: it does)
-        # while my own round is in flight: how each push mixed in meanwhile moved me
-        self._pushed_in: delta_rule.Moved | None = None
         # bounds every pushed model, in both modes (gossip/robust/push_guard.py), and what one
         # sender's pushes may do in all: a rate and a travel cap (gossip/robust/push_budget.py)
         self.guard = PushGuard(anchored=cfg.push_budget)
         self.budget = PushBudget()
+        self.pushes = Pushes(store, self.guard, self.budget)
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
-        self.robust = RobustRound(self.cfg, store, peers, self, self.guard)
-        self.average = AverageRound(self.cfg, store, peers, self, self.compression, self.guard)
+        # my mode, whole: my own rounds and how a push to me is judged and mixed
+        self.mode_round: Round = ROUNDS[self.cfg.mode](
+            self.cfg, store, peers, self, self.pushes, self.compression
+        )
 
     # --- serving -------------------------------------------------------------------------
 
@@ -153,11 +159,11 @@ class Exchanger:
     async def _handle_pushpull(self, req: Arrival) -> bytes:
         body = req.body
         self._check_serving()
-        check_pusher(
-            self.peers, body, req.signed_by
-        )  # a live member, in its own name (exchange/access.py)
+        # the frame's header, read once: who sent it, which codec, then its decoding
+        header = self._pushed_header(body)
+        check_pusher(self.peers, header, req.signed_by)  # a member, in its own name (access.py)
         async with self._bulk_slot():
-            if (reply := await self.compression.serve_if_compressed(body)) is not None:
+            if (reply := await self.compression.serve_if_compressed(body, header)) is not None:
                 self.served += 1
                 self.bytes_sent += len(reply)
                 return reply
@@ -169,16 +175,16 @@ class Exchanger:
             # inside ours (both sides must mix the other's pre-exchange values).
             # Inbound: the HTTP layer logs a rejection with the caller's address; count it only.
             decoded, encoded = await asyncio.gather(
-                self._decode(body, source="pushpull request", quiet=True),
-                self._encode_mine(to=_pusher(body)),
+                self._decode(body, source="pushpull request", quiet=True, header=header),
+                self._encode_mine(to=header.sender),
                 return_exceptions=True,
             )
             for outcome in (decoded, encoded):
                 if isinstance(outcome, BaseException):
                     raise outcome
-            header, theirs = decoded  # type: ignore[misc]
+            _, theirs = decoded  # type: ignore[misc]
             reply = encoded
-            mix = self._mix_clipped(theirs, str(header.get("sender")))
+            mix = self.mode_round.take_push(theirs, header.sender)
             if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
                 self._mixing.start(mix)
             else:
@@ -187,100 +193,20 @@ class Exchanger:
             self.bytes_sent += len(reply)
             log.debug(
                 "pushpull from %s: answered, mix under way (their step %s)",
-                header.get("sender"),
-                header.get("step"),
+                header.sender,
+                header.step,
             )
             return reply
 
-    async def _mix_clipped(self, theirs: np.ndarray, sender: str) -> None:
-        """Both modes mix a pushed model in only as own + clip(theirs - own, tau) (ClippedGossip,
-        He et al. 2022), tau from my own rounds (gossip/robust/push_guard.py): a liar moves me by at
-        most tau x weight per push; and per sender at most about one push per own round, and
-        `travel` x tau over eight own rounds (gossip/robust/push_budget.py). `own` is my model
-        now, not the snapshot the answer carried: the radius was tuned on distances to the
-        current model (with the answer's snapshot the worst of 4 iid peers on the signal task
-        fell from ~78% to 75-77%)."""
-        robust = self.cfg.mode == "robust"
-        if robust:
-            tau = self.robust.clip_tau
-        else:  # before my first round: factor x |own| (`PushGuard.first_radius`), read in place
-            tau = self.guard.radius() or self.guard.radius_of_norm(await self.store.norm())
-        # robust: 1 / (pull + 1), the weight each model has in my own round: a peer is pushed to
-        # about `pull` times per round of its own, and a liar pushing at every round of its own
-        # must not get more say than in an aggregate (at 1/2 an ALIE liar took the swarm to 21%)
-        weight = 1.0 / (self.cfg.pull + 1) if robust else self.cfg.mix
-        clip = None
-        if tau is not None and self.cfg.push_budget:  # no radius yet: the bound refuses it
-            clip = self.budget.allow(sender, tau, weight)
-            if clip is None:
-                log.debug("a push from %s is answered, not mixed: over its budget", sender)
-                return
-            if not robust:  # clipped at a share of the radius (push_guard.PUSH_CLIP_SHARE)
-                clip = min(clip, PUSH_CLIP_SHARE * tau)
-        if not robust and await self._mix_measured(theirs, sender, tau, clip):
-            return
-        await self._mix_from_snapshot(theirs, sender, tau, weight, clip)
-
-    async def _mix_measured(
-        self, theirs: np.ndarray, sender: str, tau: float | None, clip: float | None
-    ) -> bool:
-        """The average mode's usual push, judged by its distances to my model (read in place,
-        `ParamStore.distance`: no snapshot of it) and mixed, or refused. A push to clip is mixed
-        as it came at a smaller weight: (1 - w) x + w (x + s (y - x)) is (1 - ws) x + ws y.
-        False where the bound needs my model itself: a cut away from the consensus, or my own
-        round in flight (the delta rule counts what each push moved)."""
-        dist = await self.store.distance(theirs)
-        verdict = self.guard.judge(dist, tau, sender)
-        if verdict == "refuse" or tau is None:
-            return True
-        # the guard's verdict bounds by tau ("clip": beyond it), the sender's budget by `clip`
-        bound = tau if verdict == "clip" else math.inf
-        if clip is not None:
-            bound = min(bound, clip)
-        scale = 1.0 if dist <= bound else bound / dist
-        if self.cfg.push_budget and not await self._within_consensus(theirs, dist):
-            return False
-        if self._pushed_in is not None:  # no await after this read: no round starts meanwhile
-            return False
-        await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender)
-        if self.cfg.push_budget:
-            self.budget.spend(sender, self.cfg.mix * min(dist, bound))
-            self.budget.pushed(sender, cut=False)
-        return True
-
-    async def _within_consensus(self, theirs: np.ndarray, dist: float) -> bool:
-        """Whether `cut_away` would leave `theirs` as it is, from distances alone (`cut_shift`:
-        |theirs - own| known, |own - c| read in place, |theirs - c|; no snapshot of my model)."""
-        consensus, limit = self.average.consensus, self.average.away_limit()
-        if consensus is None or not limit > 0:
-            return True
-        own_to_c = await self.store.distance(consensus)
-        to_c = await asyncio.to_thread(chunked.distance, theirs, consensus)
-        return cut_shift(dist, own_to_c, to_c, limit) == 0.0
-
-    async def _mix_from_snapshot(
-        self, theirs: np.ndarray, sender: str, tau: float | None, weight: float, clip: float | None
-    ) -> None:
-        """A push bounded against a snapshot of my model: clipped, cut (heading in robust mode,
-        consensus in average mode), its travel spent, counted by my round in flight."""
-        robust = self.cfg.mode == "robust"
-        _, own = await self.store.snapshot()
-        if not robust and self.cfg.push_budget:  # away from where my group was: cut
-            args = (own, theirs, self.average.consensus, self.average.away_limit())
-            cut = await asyncio.to_thread(cut_away, *args)
-            self.budget.pushed(sender, cut is not theirs)
-            theirs = cut
-        back = self.robust.back if robust else None
-        args = (own, theirs, tau, back, self.cfg.backward_limit, sender, clip)
-        clipped = await asyncio.to_thread(bound_push, self.guard, *args)  # heading cut: robust
-        if clipped is None:
-            return
-        if self.cfg.push_budget:
-            moved = weight * await asyncio.to_thread(chunked.distance, own, clipped)
-            self.budget.spend(sender, moved)
-        if (pushed := self._pushed_in) is not None:  # my own round is in flight: `delta_rule.land`
-            await asyncio.to_thread(pushed.add, clipped, own, weight)
-        await self.store.mix_in(clipped, weight, source=sender)
+    def _pushed_header(self, body: bytes) -> wire.FrameHeader:
+        """A pushed frame's header, the one read of it per push (access, codec, answer, decode
+        all take this one). One that does not parse is refused here, before it takes a slot,
+        and counted (the HTTP layer logs the refusal with the caller's address)."""
+        try:
+            return wire.read_header(body)
+        except wire.WireError:
+            self.rejected += 1
+            raise
 
     def distrust(self, senders: set[str]) -> None:
         """Mix nothing these peers push for a while (a mix of theirs was rolled back as a
@@ -308,16 +234,17 @@ class Exchanger:
         t0 = time.perf_counter()
         self.budget.own_round()  # every sender earns a push (gossip/robust/push_budget.py)
         result = RoundResult(self.cfg.mode)
-        run = self.average.run if self.cfg.mode == "average" else self.robust.run
         failed = False
-        self._pushed_in = delta_rule.Moved() if self.cfg.delta_rule else None  # before my snapshot
+        # before my snapshot: while my round is in flight, each push mixed in counts what it moved
+        pushed_in = delta_rule.Moved() if self.cfg.delta_rule else None
+        self.pushes.in_flight = pushed_in
         try:
-            await run(result, self._pushed_in)
+            await self.mode_round.run(result, pushed_in)
         except SwarmnodeError as exc:
             failed = True
             result.note = join_notes(result.note, f"round failed: {type(exc).__name__}: {exc}")
         finally:
-            self._pushed_in = None
+            self.pushes.in_flight = None
         result.duration_s = time.perf_counter() - t0
         self.last_round_s = result.duration_s
         self.max_round_s = max(self.max_round_s, result.duration_s)
@@ -446,12 +373,17 @@ class Exchanger:
         ), vec
 
     async def _decode(
-        self, data: bytes, *, source: str, quiet: bool = False, sparse: bool = False
-    ) -> tuple[
-        dict, np.ndarray
-    ]:  # sparse: a tk16 frame as a compress.Sparse (gossip.exchange.refs)
+        self,
+        data: bytes,
+        *,
+        source: str,
+        quiet: bool = False,
+        sparse: bool = False,  # a tk16 frame as a compress.Sparse (gossip.exchange.refs)
+        header: wire.FrameHeader | None = None,  # the frame's, read already: not read again
+    ) -> tuple[dict, np.ndarray]:
         try:
-            return await asyncio.to_thread(_decode_checked, data, self.store.size, sparse)
+            args = (data, self.store.size, sparse, header)
+            return await asyncio.to_thread(_decode_checked, *args)
         except SwarmnodeError as exc:
             self.rejected += 1
             if not quiet:
@@ -480,18 +412,12 @@ async def _answers(
     return list(outcomes)
 
 
-def _pusher(body: object) -> str:
-    """The declared sender of a pushed frame ("" when its header does not parse)."""
-    try:
-        return str(wire.peek_header(body).get("sender", ""))
-    except wire.WireError:
-        return ""
-
-
-def _decode_checked(data: bytes, size: int, sparse: bool = False) -> tuple[dict, np.ndarray]:
-    header, vec = wire.decode_params(data, expected_size=size, sparse=sparse)
+def _decode_checked(
+    data: bytes, size: int, sparse: bool = False, header: wire.FrameHeader | None = None
+) -> tuple[dict, np.ndarray]:
+    fields, vec = wire.decode_params(data, expected_size=size, sparse=sparse, header=header)
     wire.validate_params(vec, size)
-    return header, vec
+    return fields, vec
 
 
 __all__ = [

@@ -1,8 +1,9 @@
-"""The robust round (`--exchange robust`): a round object beside `AverageRound` (rounds.py).
+"""The robust round (`--exchange robust`): a round object beside `AverageRound`
+(average_round.py).
 
 Its own module because it is a concern of its own: which f the models gathered allow, how a
 robust rule's aggregate lands, and the state a self-centered rule keeps between rounds (the clip
-radius and the heading), which the exchanger reads when a pushed model arrives.
+radius and the heading), which a model pushed to me is judged by (`take_push`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import asyncio
 
 import numpy as np
 from swarmnode.gossip.exchange import delta_rule
+from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
 from swarmnode.gossip.robust import aggregate
 from swarmnode.gossip.robust.heading import ss_clip_round
-from swarmnode.gossip.robust.push_guard import PushGuard
 
 
 class RobustRound:
@@ -28,10 +30,12 @@ class RobustRound:
         store: ParamStore,
         peers: PeerDirectory,
         io: RoundIO,
-        guard: PushGuard,
+        pushes: Pushes,
+        compression: Compression,  # unused: a robust rule needs whole models (`Uncompressed`)
     ) -> None:
         self.cfg, self.store, self.peers, self.io = cfg, store, peers, io
-        self.guard = guard  # keeps my group's distances (read as the consensus distance)
+        self.pushes = pushes
+        self.guard = pushes.guard  # keeps my group's distances (read as the consensus distance)
         # a self-centered rule: the clip radius of my last round; a model pushed to me is
         # mixed in only clipped to it (none before my first round: pushes are then not mixed)
         self.clip_tau: float | None = None
@@ -70,6 +74,24 @@ class RobustRound:
         await delta_rule.land(self.store, [agg], own, weight, pushed_in)
         await self.io.outer_step()
         result.applied = True
+
+    async def take_push(self, theirs: np.ndarray, sender: str) -> None:
+        """A push mixed in only as own + clip(theirs - own, tau), tau the clip radius of my
+        last round (none before it: not mixed), cut along my heading, within its sender's
+        budget (gossip/robust/push_budget.py). Its weight is 1 / (pull + 1), the weight each
+        model has in my own round: a peer is pushed to about `pull` times per round of its
+        own, and a liar pushing at every round of its own must not get more say than in an
+        aggregate (at 1/2 an ALIE liar took the swarm to 21%)."""
+        tau = self.clip_tau
+        weight = 1.0 / (self.cfg.pull + 1)
+        allowed, clip = self.pushes.allowance(sender, tau, weight, self.cfg.push_budget)
+        if not allowed:
+            return
+        _, own = await self.store.snapshot()
+        await self.pushes.mix_bounded(
+            own, theirs, sender, tau=tau, weight=weight, clip=clip, back=self.back,
+            backward_limit=self.cfg.backward_limit, budgeted=self.cfg.push_budget,
+        )  # fmt: skip
 
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:
         """The f to aggregate n models with, or None (round skipped, reason in result.note)."""

@@ -1,13 +1,16 @@
-"""What the exchange needs from its peer (`ParamStore`, `PeerDirectory`) and what a round
-reports (`RoundResult`)."""
+"""What the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what an exchange mode
+is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports (`RoundResult`)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:  # delta_rule imports this module
+    from swarmnode.gossip.exchange.delta_rule import Moved
 
 
 class ParamStore(Protocol):
@@ -70,6 +73,27 @@ class PeerDirectory(Protocol):
     def is_member(self, peer_id: str) -> bool:
         """Whether a request's declared sender is a live member (checked where no signature
         names the sender: the in-memory network of the simulations and unit tests)."""
+        ...
+
+
+@runtime_checkable
+class Round(Protocol):
+    """One exchange mode, whole (`AverageRound`, `RobustRound`): the exchanger holds one, picked
+    by `mode` once at construction, and never asks which. Both halves of a mode live in it
+    because they share its state: my own rounds set the bound (radius, consensus, heading) that
+    the pushes sent to me are judged by."""
+
+    async def run(self, result: RoundResult, pushed_in: Moved | None) -> None:
+        """My own round: gather the others' models, combine them with mine, land the result
+        (by the delta rule, counting what `pushed_in` records the pushes moved meanwhile) and
+        queue the outer step. What it did goes into `result`; a peer's failure never raises
+        (a `SwarmnodeError` of its own may: the exchanger records it)."""
+        ...
+
+    async def take_push(self, theirs: np.ndarray, sender: str) -> None:
+        """A model `sender` pushed to me (decoded, validated, its answer taken already): judged
+        by this mode's bound, within its sender's budget, and mixed in at this mode's weight, or
+        not mixed at all (refused, over budget, no radius yet)."""
         ...
 
 

@@ -24,6 +24,10 @@ critical path. It guards against corruption, not an adversary (with `--secret` t
 `swarmnode.gossip.auth.signer` covers every byte). The header names it; an unknown one is refused.
 A frame that an envelope's verified BLAKE3 digest covered (`gossip.wire.covered`) is not checked
 again.
+
+A receiver that needs the header before the payload (who sent it, which codec) reads it once
+(`read_header`: a `FrameHeader`) and hands that to `decode_params`, which then does not read it
+again: one msgpack parse and one set of checks per frame.
 """
 
 from __future__ import annotations
@@ -186,48 +190,84 @@ def _patch(header: bytearray, mark: bytes, value: bytes) -> None:
     header[start : start + len(value)] = value
 
 
+@dataclass(frozen=True)
+class FrameHeader:
+    """A frame's header, read and checked once (`read_header`): the fields a receiver decides
+    by, typed, and every field as sent (`fields`: with a codec's own and the compressed
+    exchange's reference fields). Its checks are the framing's only: who may send, the
+    receiver decides."""
+
+    sender: str
+    step: int
+    codec: str
+    shape: tuple[int, ...]
+    fields: dict[str, Any]  # do not change it: `decode_params` hands out copies
+    raw: bytes  # the header's msgpack bytes: `decode_params` checks they are its frame's
+
+    @property
+    def length(self) -> int:
+        """The header's bytes in the frame (the payload starts after them, aligned)."""
+        return len(self.raw)
+
+
+def read_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> FrameHeader:
+    """The frame's header alone (checked as `decode_params` checks it), payload untouched;
+    `WireError` if it does not parse or a field is wrong."""
+    view = _byte_view(buf)
+    fields = _read_header(view, caps)
+    length = fields.pop("_header_len")
+    return FrameHeader(
+        sender=fields["sender"],
+        step=fields["step"],
+        codec=fields["codec"],
+        shape=tuple(fields["shape"]),
+        fields=fields,
+        raw=bytes(view[LEN_BYTES : LEN_BYTES + length]),
+    )
+
+
 def decode_params(
     buf: bytes | bytearray | memoryview,
     *,
     caps: WireCaps = DEFAULT_CAPS,
     expected_size: int | None = None,
     sparse: bool = False,
+    header: FrameHeader | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Check a frame and return (header, array); raise `WireError` on anything unexpected.
     `sparse`: a tk16 frame of a 1-D shape comes back as a `Sparse` (`wire_codecs`).
+    `header`: this frame's header as `read_header` read it (with the same caps), not read again.
 
     The array is a zero-copy view into `buf` for codec "raw" (a float32 copy for "f16"). Call
     `validate_params` before the array may touch a model: this checks framing, not finiteness.
     """
-    view = memoryview(buf)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")  # e.g. a memoryview of a float array: count bytes, not items
-    header = _read_header(view, caps)
-    shape, count = _check_shape(header, caps, expected_size)
-    offset = _payload_offset(header["_header_len"])
-    nbytes = wire_codecs.payload_nbytes(header, count)
-    _check_payload_size(header, view, offset, nbytes, caps)
-    if any(view[header["_header_len"] + LEN_BYTES : offset]):
+    view = _byte_view(buf)
+    if header is None:
+        header = read_header(view, caps)
+    elif view[LEN_BYTES : LEN_BYTES + header.length] != header.raw:  # <= 4 KB compared
+        raise AssertionError("decode_params: `header` was read from another frame")  # a bug
+    fields = header.fields
+    shape, count = _check_shape(fields, caps, expected_size)
+    offset = _payload_offset(header.length)
+    nbytes = wire_codecs.payload_nbytes(fields, count)
+    _check_payload_size(fields, view, offset, nbytes, caps)
+    if any(view[header.length + LEN_BYTES : offset]):
         raise WireError("non-zero padding between header and payload")
-    crc = header["crc"] if covered.is_covered(buf) else CHECKSUMS[header["checksum"]](view[offset:])
-    if crc != header["crc"]:
+    crc = fields["crc"] if covered.is_covered(buf) else CHECKSUMS[fields["checksum"]](view[offset:])
+    if crc != fields["crc"]:
         raise WireError(
-            f"checksum mismatch: header says {header['crc'].hex()}, payload is {crc.hex()}"
+            f"checksum mismatch: header says {fields['crc'].hex()}, payload is {crc.hex()}"
         )
-    if header["codec"] == "raw":
-        arr = np.frombuffer(view, dtype=DTYPES[header["dtype"]], count=count, offset=offset)
+    if header.codec == "raw":
+        arr = np.frombuffer(view, dtype=DTYPES[fields["dtype"]], count=count, offset=offset)
     else:
-        arr = wire_codecs.decode_payload(header, view[offset:], count, sparse and len(shape) == 1)
-    del header["_header_len"]
-    return header, arr if isinstance(arr, Sparse) else arr.reshape(shape)
+        arr = wire_codecs.decode_payload(fields, view[offset:], count, sparse and len(shape) == 1)
+    return dict(fields), arr if isinstance(arr, Sparse) else arr.reshape(shape)
 
 
 def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> dict:
-    """The frame's header alone (checked like `decode_params` checks it), payload untouched."""
-    view = memoryview(buf)
-    header = _read_header(view if view.format == "B" else view.cast("B"), caps)
-    del header["_header_len"]
-    return header
+    """The frame's header fields alone (`read_header`'s, as a map), payload untouched."""
+    return read_header(buf, caps).fields
 
 
 def validate_params(arr: Any, expected_size: int) -> None:
@@ -254,6 +294,13 @@ def validate_params(arr: Any, expected_size: int) -> None:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _byte_view(buf: bytes | bytearray | memoryview) -> memoryview:
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")  # e.g. a memoryview of a float array: count bytes, not items
+    return view
 
 
 def _to_host(arr: Any) -> np.ndarray:

@@ -35,7 +35,7 @@ async def test_a_group_round_clips_the_farthest_answer_to_the_next_one():
     assert (await exs[0].round()).applied
     # 3 is clipped to the second farthest distance, 2: (0 + 1 + 2 + 2) / 4 (ss-clip, f = 1)
     np.testing.assert_allclose(exs[0].store.x, 1.25, rtol=1e-6)
-    np.testing.assert_allclose(exs[0].average.consensus, 5 / 3, rtol=1e-6)  # where they were
+    np.testing.assert_allclose(exs[0].mode_round.consensus, 5 / 3, rtol=1e-6)  # where they were
 
 
 async def test_a_group_round_mixes_what_came_back_when_some_peers_fail():

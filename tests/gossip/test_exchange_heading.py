@@ -54,10 +54,10 @@ async def test_own_round_and_push_from_an_ipm_liar(limit: float) -> None:
     assert (await exs[0].round()).applied
     after_round = back_of(exs[0].store.x, base, m)
     if limit:  # the liar's row cut to 0.5 |m| back, at weight 1/5
-        assert exs[0].robust.back is not None
+        assert exs[0].mode_round.back is not None
         assert 0 < after_round <= 0.5 / 5 + 0.02
     else:  # as it was: clipped to tau only, at 1/5
-        assert exs[0].robust.back is None and after_round > 0.3
+        assert exs[0].mode_round.back is None and after_round > 0.3
     x0 = exs[0].store.x.copy()
     assert (await exs[4].round()).applied  # the liar's own round pushes it to peers 0-3
     pushed = back_of(exs[0].store.x, base, m) - back_of(x0, base, m)

@@ -102,7 +102,7 @@ async def test_a_push_to_clip_is_mixed_in_place_at_a_smaller_weight(budget, shar
     own) mixed at w is y mixed at w s, so no snapshot of my model is taken. The bound is the
     radius tau, and half of it with issue 22's bounds on (`PUSH_CLIP_SHARE`)."""
     ex = _node(np.ones(D))
-    ex.cfg = ex.average.cfg = dataclasses.replace(ex.cfg, push_budget=budget)
+    ex.cfg = ex.mode_round.cfg = dataclasses.replace(ex.cfg, push_budget=budget)
     tau = 4 * np.sqrt(D)  # before my first round: 4 |own|
     pushed = np.full(D, 9.0, np.float32)  # |pushed - own| = 8 sqrt(D) = 2 tau
     await ex.handlers()["pushpull"](Arrival(wire.encode_params(pushed, sender="p1", step=3)))
@@ -144,7 +144,7 @@ async def test_a_push_away_from_the_consensus_is_cut_against_a_snapshot() -> Non
     x = np.zeros(D, np.float32)
     x[0] = 1.0
     ex = _node(x)
-    ex.average.consensus = np.zeros(D, np.float32)  # 1.0 behind me along e0
+    ex.mode_round.consensus = np.zeros(D, np.float32)  # 1.0 behind me along e0
     ex.guard.record([2.0, 2.0, 2.0])  # typical distance 2: away limit 0.5 x 2 = 1, tau 8
     sideways = x.copy()
     sideways[1] = 3.0
@@ -168,13 +168,13 @@ async def test_the_in_place_consensus_test_agrees_with_the_cut() -> None:
         own = rng.standard_normal(D).astype(np.float32)
         ex = _node(own)
         consensus = own - rng.standard_normal(D).astype(np.float32) * rng.uniform(0.01, 0.1)
-        ex.average.consensus = consensus
+        ex.mode_round.consensus = consensus
         ex.guard.record([float(rng.uniform(0.5, 4))] * 3)
         along = rng.uniform(-2, 30) * (own - consensus)
         theirs = own + along + 0.02 * rng.standard_normal(D).astype(np.float32)
         dist = float(np.linalg.norm((theirs - own).astype(np.float64)))
-        inside = await ex._within_consensus(theirs, dist)
-        cut = cut_away(own, theirs, consensus, ex.average.away_limit())
+        inside = await ex.mode_round._within_consensus(theirs, dist)
+        cut = cut_away(own, theirs, consensus, ex.mode_round.away_limit())
         assert inside == (cut is theirs), seed
         seen.add(inside)
     assert seen == {True, False}

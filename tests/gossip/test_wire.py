@@ -337,3 +337,39 @@ def test_a_frame_filled_in_place_decodes_like_an_encoded_one(step: int) -> None:
 def test_a_step_beyond_the_header_slot_is_refused() -> None:
     with pytest.raises(WireError, match="step"):
         wire.encode_into_frame(4, lambda payload: -1, sender="a")
+
+
+# --- a header read once, ahead of the payload ------------------------------------------------
+
+
+def test_a_header_read_ahead_decodes_its_frame_as_a_plain_decode_does() -> None:
+    vec = _vec(500)
+    frame = encode_params(vec, sender="p7", step=9, extra={"ref": "full"})
+    head = wire.read_header(frame)
+    assert (head.sender, head.step, head.codec, head.shape) == ("p7", 9, "raw", (500,))
+    assert head.fields["ref"] == "full" and "_header_len" not in head.fields
+    fields, got = decode_params(frame, header=head)
+    plain_fields, plain = decode_params(frame)
+    assert fields == plain_fields == wire.peek_header(frame)
+    assert fields is not head.fields  # a copy: the header object stays as it was read
+    np.testing.assert_array_equal(got, plain)
+
+
+def test_a_header_read_ahead_still_has_its_payload_checked() -> None:
+    frame = bytearray(encode_params(_vec(64), sender="a", step=0))
+    head = wire.read_header(frame)
+    frame[-1] ^= 1
+    with pytest.raises(WireError, match="checksum"):
+        decode_params(frame, header=head)
+
+
+def test_a_header_of_another_frame_is_refused() -> None:
+    one = encode_params(_vec(64), sender="a", step=1)
+    other = encode_params(_vec(64), sender="b", step=1)
+    with pytest.raises(AssertionError, match="another frame"):
+        decode_params(other, header=wire.read_header(one))
+
+
+def test_a_header_that_does_not_parse_is_refused_by_read_header() -> None:
+    with pytest.raises(WireError):
+        wire.read_header(_frame(_header(codec="zip"), bytes(16)))

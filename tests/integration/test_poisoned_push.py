@@ -147,7 +147,7 @@ async def test_the_same_push_unbounded_is_mixed_in_whole(swarm, monkeypatch) -> 
         monkeypatch.setattr(guard, "bound", lambda own, theirs, tau, sender, *a: theirs)
         # ... and none of issue 22's bounds (push budget, cut, collapse guard): --push-budget off
         cfg = dataclasses.replace(n.exchanger.cfg, push_budget=False)
-        n.exchanger.cfg = n.exchanger.average.cfg = cfg
+        n.exchanger.cfg = n.exchanger.mode_round.cfg = cfg
         n.worker.collapse = None
     params = swarm[0].trainer.model.params
     hidden = params.views["1.b"]

@@ -1,4 +1,4 @@
-"""A model of your own, in plain numpy, trained by a swarm (README: "Bring your own model").
+"""A model of your own, in plain numpy, trained by a swarm (docs/models.md: "Your model in our loop").
 
     swarmnode start --model own_numpy_model:build          # with examples/ on PYTHONPATH
     python examples/own_numpy_model.py                     # a 2-peer swarm in this process

@@ -1,4 +1,4 @@
-"""A torch model of your own, trained by a swarm (README: "Bring your own model").
+"""A torch model of your own, trained by a swarm (docs/models.md: "torch").
 
     pip install 'swarmnode[torch]'
     swarmnode start --model own_torch_model:build          # with examples/ on PYTHONPATH

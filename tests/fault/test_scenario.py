@@ -232,7 +232,7 @@ def test_missing_file_is_a_scenario_error(tmp_path):
         load_scenario(tmp_path / "nope.toml")
 
 
-# Every scenario the issue names or docs/benchmarks.md and README.md reference.
+# Every scenario the issue names or the docs (README.md, docs/chaos.md, docs/benchmarks.md) reference.
 DOCUMENTED = {
     "kill-half", "kill-half-short", "partition-heal", "partition-heal-short", "freeze-one",
     "churn", "straggler", "garbage-peer", "demo",
@@ -247,11 +247,22 @@ def test_every_documented_scenario_is_shipped_and_docs_name_no_missing_one():
     names = {f.stem for f in SCENARIOS.glob("*.toml")}
     assert DOCUMENTED <= names, f"missing: {sorted(DOCUMENTED - names)}"
     root = SCENARIOS.parents[1]
-    docs = " ".join((root / f).read_text() for f in ("README.md", "docs/benchmarks.md"))
+    pages = ("README.md", "docs/chaos.md", "docs/benchmarks.md")
+    docs = " ".join((root / f).read_text() for f in pages)
     mentioned = {m for m in re.findall(r"\b([a-z]+(?:-[a-z]+)+)\b", docs) if m in DOCUMENTED}
     referenced = set(re.findall(r"scenarios/([a-z0-9-]+)\.toml", docs))
     assert referenced <= names, f"docs point at missing files: {sorted(referenced - names)}"
     assert {"kill-half-short", "byzantine-alie-krum", "freeze-one"} <= mentioned
+
+
+def test_the_chaos_pages_whole_scenario_parses_as_written():
+    """docs/chaos.md's first ```toml block is a whole scenario file, loaded as the CLI loads it."""
+    page = (SCENARIOS.parents[1] / "docs" / "chaos.md").read_text()
+    text = re.findall(r"```toml\n(.*?)```", page, re.S)[0]
+    sc = parse_scenario_text(text, source="docs/chaos.md", node_check=check_node_table)
+    assert [p.name for p in sc.peers] == ["a", "b", "c", "d"]
+    assert [e.action for e in sc.events] == ["kill", "kill", "restart", "restart"]
+    assert [a.kind for a in sc.assertions] == ["membership", "accuracy_drop", "catch_up"]
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)

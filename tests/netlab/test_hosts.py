@@ -1,9 +1,10 @@
-"""The README's three-machine lines, run literally on three hosts (root only).
+"""The three-machine quickstart's lines (docs/deploy.md; the README shows its first two), run
+literally on three hosts (root only).
 
 Each host is a network namespace with one address on a shared bridge (198.18.120.0/24, or the
 next free /24 up to .129; no default route, as on an isolated LAN), its peer started with the
-README's command line word for word, the README's 10.0.0.5 and 10.0.0.6 read as the addresses of
-hosts A and B. What the README's lines do not say comes from the environment, as a user's shell
+quickstart's command line word for word, its 10.0.0.5 and 10.0.0.6 read as the addresses of
+hosts A and B. What the lines do not say comes from the environment, as a user's shell
 or unit would set it: the secret, a ready file for the test, a pace that leaves the shared CPU
 some room, a short gossip interval.
 
@@ -36,7 +37,7 @@ from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = f"hosts{os.getpid()}"
-README_A, README_B = "10.0.0.5", "10.0.0.6"
+DOC_A, DOC_B = "10.0.0.5", "10.0.0.6"  # the quickstart's addresses of A and B
 PORT = 7070
 
 
@@ -55,12 +56,18 @@ pytestmark = [
 ]
 
 
-def readme_lines() -> list[str]:
-    """The `swarmnode start` lines of the README's "Deploying on several machines" block."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Deploying on several machines", 1)[1].split("\n## ", 1)[0]
-    lines = [ln.strip() for ln in section.splitlines() if ln.strip().startswith("swarmnode start")]
+def start_lines(page: str, heading: str) -> list[str]:
+    """The `swarmnode start` lines of the section `heading` of `page`, up to the next heading."""
+    text = (REPO / page).read_text()
+    section = re.split(r"\n#{2,3} ", text.split(f"\n{heading}\n", 1)[1], maxsplit=1)[0]
+    return [ln.strip() for ln in section.splitlines() if ln.strip().startswith("swarmnode start")]
+
+
+def quickstart_lines() -> list[str]:
+    """The quickstart's three lines (docs/deploy.md), of which the README shows the first two."""
+    lines = start_lines("docs/deploy.md", "### 2. Start the peers")
     assert len(lines) == 3, lines
+    assert start_lines("README.md", "## Two peers on two machines") == lines[:2]
     return lines
 
 
@@ -149,8 +156,8 @@ def hosts() -> Iterator[Hosts]:
 
 
 def start(net: Hosts, tmp: Path, line: str, name: str, peers: list[HostPeer]) -> HostPeer:
-    """Run one README line on host `name`, as typed (the README's addresses made the hosts')."""
-    line = line.replace(README_A, net.ips["a"]).replace(README_B, net.ips["b"])
+    """Run one quickstart line on host `name`, as typed (its addresses made the hosts')."""
+    line = line.replace(DOC_A, net.ips["a"]).replace(DOC_B, net.ips["b"])
     argv = shlex.split(line)
     assert argv[0] == "swarmnode"
     d = tmp / name
@@ -181,7 +188,7 @@ def start(net: Hosts, tmp: Path, line: str, name: str, peers: list[HostPeer]) ->
     return peer
 
 
-def test_the_readme_three_machine_lines_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
+def test_the_quickstarts_three_machine_lines_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
     peers: list[HostPeer] = []
     try:
         run(hosts, tmp_path, peers)
@@ -193,12 +200,12 @@ def test_the_readme_three_machine_lines_on_three_hosts(hosts: Hosts, tmp_path: P
 
 
 def run(net: Hosts, tmp: Path, peers: list[HostPeer]) -> None:
-    line_a, line_b, line_c = readme_lines()
+    line_a, line_b, line_c = quickstart_lines()
     a = start(net, tmp, line_a, "a", peers)
     b = start(net, tmp, line_b, "b", peers)  # joins through A
     c = start(net, tmp, line_c, "c", peers)  # joins through B
     trio = [a, b, c]
-    for p in trio:  # each advertises its host's own address, on the README's port
+    for p in trio:  # each advertises its host's own address, on the quickstart's port
         assert p.addr == f"{net.ips[p.name]}:{PORT}", (p.name, p.addr)
         banner = f"listening on {p.addr} ("
         wait_for(lambda p=p, b=banner: b in p.log.read_text(), 10, f"{p.name}'s banner")

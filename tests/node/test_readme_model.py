@@ -1,4 +1,6 @@
-"""The README's "Bring your own model" code, as written there: the numpy model trains."""
+"""The models the docs show, run as written there: the README's short example (a whole script,
+`import swarmnode` and all) and the models page's full numpy model (docs/models.md, "Your model
+in our loop")."""
 
 from __future__ import annotations
 
@@ -9,21 +11,37 @@ import pytest
 from swarmnode.node.train.build import build_trainer
 from swarmnode.node.train.config import NodeConfig
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MODELS = ROOT / "docs" / "models.md"
 
 
-def _blocks() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("## Bring your own model") :]
-    section = section[: section.index("\n## ", 1)]
+def _blocks(page: Path, heading: str) -> list[str]:
+    """The ```python blocks of the section `heading` of `page`, up to the next ## heading."""
+    text = page.read_text()
+    section = text[text.index(f"\n{heading}\n") :]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_the_readmes_numpy_model_trains_as_written(tmp_path, monkeypatch: pytest.MonkeyPatch):
-    (tmp_path / "my_model.py").write_text(_blocks()[0])
+def test_the_models_pages_numpy_model_trains_as_written(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    code = _blocks(MODELS, "## Your model in our loop")[0]
+    (tmp_path / "my_model.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     trainer, data, _ = build_trainer(NodeConfig(model="my_model:build", device="cpu").validate())
     for _ in range(1500):
         trainer.step()
     assert trainer.evaluate(data.X_test, data.y_test)[1] >= 0.93
-    assert "swarmnode" not in _blocks()[0]  # plain numpy: nothing of ours to import
+    assert "swarmnode" not in code  # plain numpy: nothing of ours to import
+
+
+@pytest.mark.timeout(60)
+def test_the_readmes_short_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    (code,) = _blocks(README, "## Your own model, from Python")
+    first = README.read_text().splitlines().index("import swarmnode")
+    assert first < 60, f"the first `import swarmnode` is on line {first + 1}, not the first screen"
+    assert len(code.splitlines()) <= 30, "a few lines"
+    exec(compile(code, str(README), "exec"), {"__name__": "__main__"})  # a peer, alone, 1500 steps
+    printed = re.search(r"test accuracy ([\d.]+)%", capsys.readouterr().out)
+    assert printed is not None and float(printed.group(1)) >= 90.0

@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from swarmnode.node.cli.command import main
+from swarmnode.node.cli import cmd_start
+from swarmnode.node.cli.command import build_parser, main
+from swarmnode.node.peer.api import Peer
 from swarmnode.node.peer.state_sync import sync_from_swarm
 from swarmnode.node.train.build import build_trainer, resume
 from swarmnode.node.train.checkpoint import save_checkpoint
@@ -232,3 +234,13 @@ def test_a_resumed_peer_takes_the_lr_and_the_steps_of_the_uninterrupted_one(
     assert resume(second, cfg) is not None and second.step_count == 130
     assert _lrs(second, 270) == uninterrupted[130:]
     np.testing.assert_array_equal(second.model.params.data, whole.model.params.data)
+
+
+def test_the_config_file_and_the_python_api_take_the_same_settings(tmp_path: Path) -> None:
+    path = tmp_path / "peer.toml"
+    path.write_text('lr-schedule = "linear"\nlr-decay-steps = 5000\nsteps = 0\nlr-floor = 0.2\n')
+    args = build_parser().parse_args(["start", "--config", str(path)])
+    from_file = cmd_start.config_from(cmd_start.resolve(args, {})).schedule()
+    settings = dict(lr_schedule="linear", lr_decay_steps=5000, steps=0, lr_floor=0.2)
+    from_api = Peer("mlp:16", **settings).config.validate().schedule()
+    assert from_file == from_api == LRSchedule("linear", 100, 5000, 0.2)

@@ -75,12 +75,12 @@ class PeerConfig(NodeConfig):
     max_lead: float = 2.0
     # The local lr scaled with the swarm size (node/train/lr/scale.py): none|sqrt|linear of
     # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; lr/gain.py),
-    # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps.
+    # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps (NodeConfig's: the lr
+    # schedule's warm-up too).
     # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
     # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").
     lr_scale: str = "none"
     lr_scale_max: int = 8
-    lr_warmup: int = 100
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
     # least this share of a quick one's chance (gossip.link.stats.prefer_fast)
     prefer_fast: float = 0.0
@@ -146,7 +146,6 @@ class PeerConfig(NodeConfig):
             "max_lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
             "lr_scale": self.lr_scale in LR_RULES,
             "lr_scale_max": 1 <= self.lr_scale_max <= 1024,
-            "lr_warmup": self.lr_warmup >= 0,
             "prefer_fast": 0 <= self.prefer_fast <= 1,
             "max_body_mb": self.max_body_mb > 0,
             "body_grace_s": self.body_grace_s > 0,

@@ -151,6 +151,35 @@ TRAINING = (
         _num("lr", "learning rate", "LR"),
         Option("optimizer", "sgd or adamw", choices=("sgd", "adamw")),
         _num("momentum", "SGD momentum (ignored by adamw)", "B"),
+        # --- the lr schedule (issue 30): one block, carried over as it is ---
+        Option(
+            "lr-schedule",
+            "the lr on the swarm's step counter (a joiner continues the swarm's, a resumed run "
+            "its own): constant, or after the warm-up a cosine or linear decay from --lr to "
+            "--lr-floor x --lr at step --lr-decay-steps (else --steps); lr = --lr x the "
+            "--lr-scale x this",
+            choices=("constant", "cosine", "linear"),
+        ),
+        _int(
+            "lr-warmup",
+            "the lr rises linearly to its target over the first STEPS steps of the swarm's "
+            "counter (a joiner past them does not warm up again), and the --lr-scale rises "
+            "over STEPS steps after peers join; it falls at once when peers leave. 0: off",
+            "STEPS",
+        ),
+        _num(
+            "lr-floor",
+            "cosine/linear: the lr at the end of the decay (and after it), as a fraction of "
+            "--lr, in (0, 1]",
+            "F",
+        ),
+        _int(
+            "lr-decay-steps",
+            "cosine/linear: the step of the swarm's counter at which the decay reaches "
+            "--lr-floor; 0: --steps (needed with --steps 0)",
+            "N",
+        ),
+        # --- end of the lr schedule block ---
         _num("weight-decay", "weight decay (L2 for sgd, decoupled for adamw)", "W"),
         _num(
             "logit-adjust",
@@ -359,12 +388,6 @@ EXCHANGE = _opts(
         "lr-scale-max",
         "count at most N peers in --lr-scale (bounds what listed peers can buy)",
         "N",
-    ),
-    _int(
-        "lr-warmup",
-        "the scaled lr rises to its target over STEPS steps (also after peers join); it falls "
-        "at once when peers leave",
-        "STEPS",
     ),
     _num(
         "outer-lr",

@@ -58,6 +58,7 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
         model.check(X, y, data.X_test, data.y_test)
     optimizer = make_optimizer(cfg.optimizer, model.params, cfg.lr, **_optimizer_kwargs(cfg))
     trainer = Trainer(model, optimizer, X, y, cfg.batch_size, cfg.seed, backend=backend)
+    trainer.lr_schedule = cfg.schedule()  # on the step counter: a resume or a join continues it
     if not user:  # the logit-adjusted loss is the built-in softmax classifier's
         trainer.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, cfg.logit_adjust))
     return trainer, data, backend

@@ -10,6 +10,13 @@ it is drawn. Each epoch's shuffle
 order is drawn from a seeded RNG, so two trainers built with the same seed produce bit-identical
 parameters on the same backend, and `state()` / `load_state()` carry everything (parameters,
 optimizer state, counters, RNG and position inside the epoch) needed to resume exactly.
+
+Each step's learning rate is `lr_at(step_count)`: the optimizer's rate at construction (the
+peak, `--lr`) x `lr_scale` (the swarm's scale, which the worker sets per step:
+node/train/lr/scale.py) x `lr_schedule.factor(step_count)` (node/train/lr/schedule.py). It is a
+function of the step counter alone, so the resume above resumes the schedule too, and a joiner
+given the swarm's counter (node/peer/state_sync.py) continues it. While neither is in use (a
+constant schedule without warm-up, a scale never set) the optimizer's rate is left alone.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import numpy as np
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.train.data.streamed import is_streamed
 from swarmnode.node.train.errors import CheckpointError, DivergedError
+from swarmnode.node.train.lr.schedule import LRSchedule
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
 # What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.
@@ -64,6 +72,10 @@ class Trainer:
         # training worker sets its snapshot lock here (node/train/worker.py)
         self.update_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self.samples_seen = 0
+        self.peak_lr = float(getattr(optimizer, "lr", 0.0))
+        self.lr_schedule = LRSchedule()  # constant, no warm-up (build.py sets the config's)
+        self._lr_scale = 1.0
+        self._lr_driven = False  # the scale was set once: from then on the lr is set each step
         # set (node/train/lr/gain.py) to measure the gradient noise: each step in two half-batches
         self.grad_probe: Any = None
         # set on a label-skewed shard (node/train/data/label_prior.py): added to the logits
@@ -86,8 +98,24 @@ class Trainer:
         device once here rather than at every step."""
         self.logit_offset = None if offsets is None else self._to_device(offsets)
 
+    @property
+    def lr_scale(self) -> float:
+        """The swarm's scale of the peak lr (1.0: alone, or no `--lr-scale` rule)."""
+        return self._lr_scale
+
+    @lr_scale.setter
+    def lr_scale(self, value: float) -> None:
+        self._lr_scale = float(value)
+        self._lr_driven = True  # a scale back at 1.0 must still be applied
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of the step taken at counter `step`."""
+        return self.peak_lr * self._lr_scale * self.lr_schedule.factor(step)
+
     def step(self) -> float:
         """One minibatch: forward, backward, optimizer update. Returns the batch loss."""
+        if self._lr_driven or not self.lr_schedule.trivial:  # the setter checks a float: cheap
+            self.optimizer.lr = self.lr_at(self.step_count)
         if self._pos + self.batch_size > self.n_samples:
             self.epoch += 1
             self._new_epoch()

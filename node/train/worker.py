@@ -17,7 +17,8 @@ touches the model; everyone else talks to it through a thread-safe API:
   staleness: a peer may not run far ahead of its last round); `waited_s` / `utilization()` say
   how much of the thread's time that waiting took;
 - `lr_scale` — a `SwarmLR` (replace it to pick a rule; `set_size(n)` from any thread): the
-  optimizer's lr at construction scaled with the swarm size (or its measured gain), per step.
+  trainer's peak lr scaled with the swarm size (or its measured gain), per step; the trainer
+  multiplies in its schedule on the step counter (`Trainer.lr_at`).
 
 Per step the thread takes one lock once (a few hundred ns, uncontended but for a state); snapshots
 take only a second one, held while the parameters change (`Trainer.update_lock`), not a whole step.
@@ -115,7 +116,6 @@ class TrainingWorker:
 
         self.pacer = Pacer(self._wake)
         self.lr_scale = SwarmLR()  # rule "none": the base lr, unless the peer sets another
-        self._base_lr = float(getattr(trainer.optimizer, "lr", 0.0))
         self._t_start = 0.0
         self._end_elapsed: float | None = None  # the thread's life, once it ended
         # Window since the last evaluation, for loss and throughput.
@@ -444,8 +444,8 @@ class TrainingWorker:
     def _step(self) -> float:
         """One training step; a divergence soon after a mix says that the mix is the likely
         cause (a smaller --lr is the wrong advice when a peer served a poisoned model)."""
-        if self.lr_scale.rule != "none":  # the setter is cheap: a float check
-            self.trainer.optimizer.lr = self._base_lr * self.lr_scale.advance()
+        if self.lr_scale.rule != "none":  # the trainer sets the lr: peak x scale x schedule
+            self.trainer.lr_scale = self.lr_scale.advance()
             self.trainer.grad_probe = self.lr_scale.probe  # adaptive, in a swarm: measure
         try:
             return self.trainer.step()

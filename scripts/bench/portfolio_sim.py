@@ -14,14 +14,26 @@ and for each candidate, swarm size and partition the worst peer's final accuracy
 last 3 evaluations) and its steps to the target, as a ratio to the best ideal's steps (time:
 lock-step, so a step is a unit of time for all of them).
 
+The lr schedule is a dimension of its own (`--lr-schedule constant,cosine`: the node's
+`--lr-schedule`, with `--lr-warmup` and `--lr-floor` as in the node, the decay ending at the
+task's last step), applied alike to the one peer, the ideal and the swarm, on their step
+counters (node/train/lr/schedule.py, through the node's `Trainer`); lr = --lr x the candidate's
+local scale x the schedule. Each row also gives the late-window means: each peer's mean over its
+evaluations in the last sixth of the steps, the worst and the mean over peers (and one peer's),
+which is how the goals of issue 30 read accuracy (`--eval-every` makes that window hold more
+than a couple of evaluations; `--steps` shortens every task).
+
 Candidates (`--candidates`): `current` (outer lr 0.7, momentum 0.5), `diloco` (0.7, 0.9),
 `gainN` (momentum 0.9, outer lr 0.1 x N: a stationary gain lr / (1 - beta) = N, the number of
 peers), `gainsqrt` (gain sqrt(N)), `halfN` (gain N / 2), `plain` (no outer step: 1, 0), each
 optionally with `+wW` (the gain rises linearly from 1.4 over W steps) and `+lrsqrt` / `+lrN`
-(the local lr x sqrt(N) / x N, warm-up 100 steps: the node's `--lr-scale sqrt|linear`).
+(the local lr x sqrt(N) / x N, rising over `--lr-warmup` steps: the node's `--lr-scale
+sqrt|linear`).
 
     .venv/bin/python scripts/bench/portfolio_sim.py --tasks overfit,digits --peers 4,8 \
         --candidates current,gainN,halfN --json runs/screen.json
+    .venv/bin/python scripts/bench/portfolio_sim.py --tasks digits --peers 4 \
+        --candidates current --lr-schedule constant,cosine --eval-every 25
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +56,11 @@ sys.path.insert(0, str(ROOT))
 
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
-from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST  # noqa: E402
+from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST, DEFAULT_LR_WARMUP  # noqa: E402
 from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
 from swarmnode.node.train.data.label_prior import logit_offsets  # noqa: E402
 from swarmnode.node.train.data.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, LRSchedule  # noqa: E402
 from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
 from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
@@ -83,7 +96,7 @@ class Candidate:
     name: str
     gain: str  # current | diloco | N | sqrt | half | a number: the outer step's stationary gain
     warmup: int = 0  # steps over which the gain rises from BASE_GAIN
-    lr_rule: str = "none"  # the local lr x sqrt(N) or x N too (--lr-scale, warm-up 100)
+    lr_rule: str = "none"  # the local lr x sqrt(N) or x N too (--lr-scale, over --lr-warmup)
 
     def outer(self, n: int, step: int) -> tuple[float, float]:
         """(outer lr, outer momentum) at `step` in a swarm of n."""
@@ -112,7 +125,13 @@ def parse_candidate(text: str) -> Candidate:
 
 
 def build(
-    task: Task, data: Any, idx: np.ndarray | None, batch: int, lr: float, seed: int
+    task: Task,
+    data: Any,
+    idx: np.ndarray | None,
+    batch: int,
+    lr: float,
+    seed: int,
+    schedule: LRSchedule,
 ) -> Trainer:
     backend = select_backend("cpu")
     model = build_model(task.model, data.input_shape, data.n_classes, backend, seed)
@@ -121,6 +140,7 @@ def build(
     y = data.y_train if idx is None else data.y_train[idx]
     t = Trainer(model, opt, X, y, batch, seed, backend=backend)
     t.set_logit_offset(logit_offsets(y, data.y_train, data.n_classes, DEFAULT_LOGIT_ADJUST))
+    t.lr_schedule = schedule  # the node's: lr = peak x t.lr_scale x schedule(step counter)
     return t
 
 
@@ -132,8 +152,20 @@ def last3(curve: list[tuple[int, float]]) -> float:
     return float(np.mean([a for _, a in curve[-3:]]))
 
 
-def run_single(task: Task, data: Any, batch_mult: int, lr_mult: float, seed: int) -> list:
-    t = build(task, data, None, 32 * batch_mult, task.lr * lr_mult, seed)
+def late(curve: list[tuple[int, float]], steps: int) -> float:
+    """The late-window mean: over the evaluations in the last sixth of the `steps`."""
+    return float(np.mean([a for s, a in curve if s > steps - steps / 6] or [curve[-1][1]]))
+
+
+def schedule_of(task: Task, kind: str, opts: argparse.Namespace) -> LRSchedule:
+    """The node's `--lr-schedule KIND` for `task`: the decay ends at its last step."""
+    return LRSchedule(kind, opts.lr_warmup, task.steps, opts.lr_floor)
+
+
+def run_single(
+    task: Task, data: Any, batch_mult: int, lr_mult: float, seed: int, schedule: LRSchedule
+) -> list:
+    t = build(task, data, None, 32 * batch_mult, task.lr * lr_mult, seed, schedule)
     curve = []
     for step in range(1, task.steps + 1):
         t.step()
@@ -143,21 +175,30 @@ def run_single(task: Task, data: Any, batch_mult: int, lr_mult: float, seed: int
 
 
 def run_swarm(
-    task: Task, data: Any, n: int, partition: str, cand: Candidate, period: int, seed: int
-) -> list[tuple[int, float]]:
-    """The worst peer's accuracy curve."""
+    task: Task,
+    data: Any,
+    n: int,
+    partition: str,
+    cand: Candidate,
+    period: int,
+    seed: int,
+    schedule: LRSchedule,
+) -> tuple[list[tuple[int, float]], list[list[tuple[int, float]]]]:
+    """The worst peer's accuracy curve (the lowest at each evaluation), and each peer's."""
     rng = np.random.default_rng(seed)
     shards = all_shards(data.y_train, n, parse_partition(partition), seed)
     lr_mult = {"sqrt": math.sqrt(n), "linear": float(n)}.get(cand.lr_rule, 1.0)
-    trainers = [build(task, data, s, 32, task.lr, seed) for s in shards]
+    trainers = [build(task, data, s, 32, task.lr, seed, schedule) for s in shards]
     outers = [OuterStep(np) for _ in trainers]
     for t, o in zip(trainers, outers, strict=True):
         o.apply(t.model.params.data, 1.0, 0.0)  # the anchor: the start model
-    curve = []
+    curve: list[tuple[int, float]] = []
+    peers: list[list[tuple[int, float]]] = [[] for _ in trainers]
+    warmup = schedule.warmup
     for step in range(1, task.steps + 1):
-        ramp = min(1.0, step / 100)
+        ramp = min(1.0, step / warmup) if warmup else 1.0  # the node's SwarmLR, same warm-up
         for t in trainers:
-            t.optimizer.lr = task.lr * (1 + (lr_mult - 1) * ramp)
+            t.lr_scale = 1 + (lr_mult - 1) * ramp
             t.step()
         if step % period == 0:
             lr_o, beta = cand.outer(n, step)
@@ -175,41 +216,63 @@ def run_swarm(
             if not all(np.isfinite(t.model.params.data).all() for t in trainers):
                 accs = [0.0]
             curve.append((step, min(accs)))
-    return curve
+            for mine, acc in zip(peers, accs if len(accs) == n else [0.0] * n, strict=True):
+                mine.append((step, acc))
+    return curve, peers
 
 
-def screen_task(name: str, opts: argparse.Namespace) -> dict[str, Any]:
+def screen_task(name: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
+    """One block of results per lr schedule: one peer, the ideals and the rows, all on it."""
     task = TASKS[name]
+    task = replace(
+        task, steps=opts.steps or task.steps, eval_every=opts.eval_every or task.eval_every
+    )
     data = load_dataset(task.data)
-    single = run_single(task, data, 1, 1.0, opts.seed)
+    return [screen_schedule(name, task, data, kind, opts) for kind in opts.lr_schedules]
+
+
+def screen_schedule(
+    name: str, task: Task, data: Any, kind: str, opts: argparse.Namespace
+) -> dict[str, Any]:
+    schedule = schedule_of(task, kind, opts)
+    tag = f"{name}/{kind}"
+    single = run_single(task, data, 1, 1.0, opts.seed, schedule)
     target = last3(single) - 0.01
-    out: dict[str, Any] = {"task": name, "single": last3(single), "target": target, "rows": []}
-    print(f"[{name}] {task.data} {task.model}: one peer {last3(single):.1%}, target {target:.1%} "
-          f"at step {first_at(single, target)}", flush=True)  # fmt: skip
+    out: dict[str, Any] = {"task": name, "schedule": str(schedule), "single": last3(single),
+                           "single_late": late(single, task.steps), "target": target,
+                           "rows": []}  # fmt: skip
+    print(f"[{tag}] {task.data} {task.model}, lr {schedule}: one peer {last3(single):.1%} "
+          f"(late {out['single_late']:.1%}), target {target:.1%} at step "
+          f"{first_at(single, target)}", flush=True)  # fmt: skip
     for n in opts.peers:
         ideals = {}
         for mult in [float(n) if m == "n" else float(m) for m in opts.ideal_mults if m]:
-            c = run_single(task, data, n, mult, opts.seed)
+            c = run_single(task, data, n, mult, opts.seed, schedule)
             ideals[mult] = (last3(c), first_at(c, target))
         reach = [s for _, s in ideals.values() if s is not None]
         best = min(reach) if reach else None
         desc = ", ".join(f"lr x{m:g}: {a:.1%} at {s}" for m, (a, s) in ideals.items())
-        print(f"[{name}] ideal-{n}: {desc}", flush=True)
+        print(f"[{tag}] ideal-{n}: {desc}", flush=True)
         out.setdefault("ideal", {})[n] = {"by_mult": ideals, "best_steps": best}
         for part, cand_text, period in itertools.product(
             opts.partitions, opts.candidates, opts.periods
         ):
             cand = parse_candidate(cand_text)
             t0 = time.perf_counter()
-            c = run_swarm(task, data, n, part, cand, period, opts.seed)
+            c, peers = run_swarm(task, data, n, part, cand, period, opts.seed, schedule)
             s = first_at(c, target)
+            lates = [late(p, task.steps) for p in peers]
             row = {"n": n, "partition": part, "candidate": cand_text, "period": period,
-                   "worst": last3(c), "gap": last3(c) - out["single"], "steps": s,
+                   "schedule": kind, "worst": last3(c), "gap": last3(c) - out["single"],
+                   "late_worst": min(lates), "late_mean": float(np.mean(lates)),
+                   "late_gap": min(lates) - out["single_late"], "steps": s,
                    "vs_ideal": s / best if s and best else None}  # fmt: skip
             out["rows"].append(row)
             ratio = "-" if row["vs_ideal"] is None else f"{row['vs_ideal']:.2f}x"
-            print(f"[{name}] {n} peers {part:13} {cand_text:16} every {period:2}: worst "
-                  f"{row['worst']:.1%} ({row['gap'] * 100:+.1f}) target at {s} = {ratio} ideal "
+            print(f"[{tag}] {n} peers {part:13} {cand_text:16} every {period:2}: worst "
+                  f"{row['worst']:.1%} ({row['gap'] * 100:+.1f}), late worst "
+                  f"{row['late_worst']:.1%} ({row['late_gap'] * 100:+.1f}) mean "
+                  f"{row['late_mean']:.1%}; target at {s} = {ratio} ideal "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)  # fmt: skip
     return out
 
@@ -222,6 +285,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--candidates", default="current,gainN+w300")
     p.add_argument("--periods", default="10", help="steps between rounds (20: the stale bound)")
     p.add_argument("--ideal-mults", default="1,2,n", help="the ideal's lr x (empty: no ideal)")
+    p.add_argument(
+        "--lr-schedule",
+        dest="lr_schedules",
+        default="constant",
+        help="lr schedules to weigh, e.g. constant,cosine (the node's --lr-schedule)",
+    )
+    p.add_argument(
+        "--lr-warmup",
+        type=int,
+        default=DEFAULT_LR_WARMUP,
+        help="the schedule's warm-up and the local scale's ramp, as in the node",
+    )
+    p.add_argument(
+        "--lr-floor",
+        type=float,
+        default=DEFAULT_FLOOR,
+        help="cosine/linear: the last lr, a fraction of the task's lr",
+    )
+    p.add_argument("--steps", type=int, default=0, help="steps per peer (0: the task's)")
+    p.add_argument("--eval-every", type=int, default=0, help="(0: the task's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the rows here")
     opts = p.parse_args(argv)
@@ -230,9 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts.candidates = opts.candidates.split(",")
     opts.periods = [int(x) for x in opts.periods.split(",")]
     opts.ideal_mults = opts.ideal_mults.split(",")
+    opts.lr_schedules = opts.lr_schedules.split(",")
     for c in opts.candidates:
         parse_candidate(c).outer(4, 0)  # a bad name fails here, not an hour in
-    results = [screen_task(t, opts) for t in opts.tasks.split(",")]
+    for t, kind in itertools.product(opts.tasks.split(","), opts.lr_schedules):
+        schedule_of(replace(TASKS[t], steps=opts.steps or TASKS[t].steps), kind, opts)  # ditto
+    results = [block for t in opts.tasks.split(",") for block in screen_task(t, opts)]
     if opts.json:
         Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.json).write_text(json.dumps(results, indent=1, default=float))

@@ -17,6 +17,14 @@ The batch comes in as numpy (or cupy) and is handed to torch the same way (`torc
 DLPack). swarmnode's optimizer (`--optimizer sgd|adamw`) trains it, not torch's. Only the
 trainable parameters are exchanged: buffers such as BatchNorm's running statistics stay each
 peer's own. torch is imported here only: nothing else in swarmnode needs it.
+
+The learning rate follows swarmnode's schedule (`--lr-schedule`, `--lr-warmup`, `--lr-floor`,
+`--lr-decay-steps`; `lr_schedule=` ... in Python) on the swarm's step counter, times the
+`--lr-scale`, as for any model: swarmnode's optimizer steps the module's flat vector, so the
+schedule applies to it and a joiner or a resumed peer continues it. A torch optimizer or lr
+scheduler of your own (`torch.optim.lr_scheduler.*`) is not part of this path: swarmnode never
+calls it, so it is left alone and has no effect on training; give its schedule as the options
+above instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """swarmnode: a peer-to-peer, decentralized deep-learning training node.
 
-The Python API (README, "Bring your own model"), imported on first use so that `import
+The Python API (docs/models.md), imported on first use so that `import
 swarmnode` stays cheap:
 
 - `Model` — the protocol a model of your own implements: `params` (one flat float32 vector),

@@ -37,6 +37,7 @@ from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.records import RecordSigner, to_wire
 from swarmnode.gossip.wire import frames as wire
 from swarmnode.gossip.wire.control import encode_control
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.kernels.layers import Flatten, Linear, ReLU
 from swarmnode.kernels.model import plan
 
@@ -46,7 +47,7 @@ RADIUS_FACTOR = 4.0  # the push bound's factor (gossip/robust/push_guard.py RADI
 MAX_INFLIGHT = 16  # pushes in flight at once
 
 
-class DragError(ValueError):
+class DragError(SwarmnodeError, ValueError):
     """The drag cannot be aimed at this model (not a dense `mlp:`, or an unknown data set)."""
 
 

@@ -16,7 +16,8 @@ exchanger serves, counts and frames; it never asks which mode it is in.
 
 After its own round (either mode) a peer asks its store for an *outer step* (`outer_lr`,
 `outer_momentum`): DiLoCo-style Nesterov momentum on the mixed model's progress since its last
-round (see `node.train.mixing.mixes.OuterStep` and docs/architecture.md for the formula and the measurements).
+round (see `node.train.mixing.mixes.OuterStep`; docs/exchange.md has the formula,
+docs/benchmarks.md the measurements).
 
 Training never stops for an exchange: snapshots and mixes happen between two steps (`mix_in`
 returns once queued); every request has a deadline; large vectors are coded and aggregated in

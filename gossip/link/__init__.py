@@ -5,6 +5,7 @@
 - `inmemory.py`: `InMemoryNetwork`, the in-process twin of the HTTP transport (tests, simulators).
 - `stats.py`: per-partner latency and throughput (`MeasuringTransport`), `prefer_fast` sampling.
 - `backoff.py`: partners that do not answer are sampled rarely (`Backoff`).
+- `partners.py`: which partners a round talks to, proven ones first (`PartnerChoice`).
 """
 
 from swarmnode.gossip.link.backoff import Backoff

@@ -7,6 +7,8 @@ gossip room.
 - `chunked.py`: distances and clipping between two large models in cache-sized chunks.
 - `push_guard.py`: how far one pushed model may move this peer (`PushGuard`).
 - `heading.py`: no model may pull this peer back along its own heading (`ss_clip_round`).
+- `push_budget.py`: how much one sender may move this peer by pushes over time (a rate, a travel cap).
+- `consensus.py`: what an `average` peer mixes of its group's answers (the consensus cut).
 """
 
 from swarmnode.gossip.robust.aggregate import RULES, krum_scores

@@ -32,8 +32,8 @@ HELP = "run a fault scenario (kill, freeze, partition, byzantine...) against loc
 DESCRIPTION = """\
 Start the scenario's peers as real processes on 127.0.0.1, follow its timeline of faults, sample
 every peer's /v1/status, check the scenario's assertions, and write report.json and plot.png to
-the report directory. The file format is documented in fault/chaos/scenario/schema.py (the
-assertion kinds in fault/chaos/assertions/__init__.py); examples are in scripts/scenarios/.
+the report directory. docs/chaos.md documents every key of the file and every assertion kind;
+examples are in scripts/scenarios/.
 """
 
 EXIT_FAILED = 1  # report.json's "result" is "fail" or "error"

@@ -104,9 +104,8 @@ TRAINING = (
             "model",
             "model spec, e.g. mlp:128, mlp:256,128, cnn1d:16k5,p2,64 or cnn2d:16k3,p2,32k3,p2,64 "
             "(a 2-D conv net on (H, W) or (H, W, C) images; flat samples name the image first: "
-            "cnn2d:8x8,16k3,p2,64) (grammar: README 'Model spec grammar'), or MODULE:FUNCTION, a "
-            "factory of your own model on PYTHONPATH or in the current directory (README 'Bring "
-            "your own model')",
+            "cnn2d:8x8,16k3,p2,64), or MODULE:FUNCTION, a factory of your own model on PYTHONPATH "
+            "or in the current directory (both: docs/models.md)",
             native=_anything,
             common=True,
         ),

@@ -9,7 +9,7 @@ float64 input). Same results up to the order of the float64 summation, NaN and I
 `other.astype(np.float64) - own` allocates two 200 MB float64 arrays (and `(own + diff)
 .astype(np.float32)` two more): ~700 MB of fresh pages per pushed model, each page a fault on
 first touch, which made bounding a push the largest span of a pushpull answer (figures:
-docs/benchmarks.md, "Exchange throughput").
+docs/benchmarks-history.md, "Signing cost").
 
 Here the same float64 arithmetic runs over cache-sized chunks (CHUNK elements: a 2 MB float64
 scratch, allocated once per call): one read of both models for a distance, and one more, with a

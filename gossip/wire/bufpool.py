@@ -3,7 +3,7 @@
 A 100 MB buffer allocated afresh for every exchange (the frame a snapshot is copied into, the
 buffer an arriving body is read into) and freed after the round makes each round pay for the
 kernel mapping and zeroing 100 MB again, page by page on first touch: a copy into fresh pages
-costs several times one into pages already touched (docs/benchmarks.md, "Exchange throughput").
+costs several times one into pages already touched (docs/benchmarks-history.md, "Signing cost").
 
 A `BufferPool` keeps up to `keep` buffers it handed out and hands one out again only when the
 pool holds the *only* reference to it: every view, memoryview, slice or decoded array over a

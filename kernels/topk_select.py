@@ -1,11 +1,10 @@
 """The k largest of n magnitudes, without a full selection over all n.
 
-`np.argpartition` over a 5 M-value model takes ~47 ms here, nearly all of a topk frame's
-encoding, and a peer encodes about six frames per group round (docs/benchmarks.md, issue 11:
-topk's rounds cost ~1 CPU-second each on the lab). Most of that work orders values nobody keeps.
-So: estimate the k-th largest magnitude from a strided sample, keep every index at or above a
-threshold a little below that estimate (one vectorised pass), and select the k largest among
-those candidates only (~1.3 k values). ~6 ms for the same 5 M values.
+`np.argpartition` over a whole model is nearly all of a topk frame's encoding, and a peer
+encodes several frames per group round; most of that work orders values nobody keeps (figures:
+docs/benchmarks.md, "Codecs" and "Network lab"). So: estimate the k-th largest magnitude from a
+strided sample, keep every index at or above a threshold a little below that estimate (one
+vectorised pass), and select the k largest among those candidates only (~1.3 k values).
 
 It returns exactly a top-k set, or falls back to the full selection: every non-candidate is
 below the threshold, hence below every candidate, so the k largest candidates are the k

@@ -1,6 +1,7 @@
-"""Hostile actors that speak the peers' real protocol from outside (issue 10): a sybil flood
-(from one address or many), slow bodies, forged records, and the drag (issue 22: an insider's
-many small pushes toward a dead model). Shared by the tests and the chaos runner (`action = "hostile"`).
+"""Hostile actors that speak the peers' real protocol from outside: a sybil flood (from one
+address or many), slow bodies, forged records, and the drag (an insider's many small pushes
+toward a dead model). Shared by the tests and the chaos runner (`action = "hostile"`). What each
+attack meets: docs/security.md.
 
 Each actor has a `kind`, `await run(seconds)` (cancel it to stop early; it closes what it
 opened) and `report()`, whose `accepted` counts what the attack got through (the bar: 0)."""

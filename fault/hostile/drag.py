@@ -1,5 +1,6 @@
 """The drag: one insider that pushes many small signed models, each inside the push bound, all
-toward the same model with every hidden ReLU dead (issue 22, item 1).
+toward the same model with every hidden ReLU dead (what the push budget bounds: docs/security.md,
+"Hostile insiders").
 
 It is a member like any other under `open` admission (or an insider holding the secret): a key
 of its own, its signed record joined to a peer and kept beating in digests to every honest peer,

@@ -1,8 +1,8 @@
 """Forged records: every way an attacker who speaks the protocol (and may hold the swarm secret)
-can lie about another peer, the victim, sent to a peer over and over (issue 10).
+can lie about another peer, the victim, sent to a peer over and over.
 
 Each message carries: the victim's real signed record, captured from gossip, with a `left` hint
-(the old "forged left": shown left in 95% of polls before); a `left`, an address hijack at
+(the "forged left" that signed records prevent); a `left`, an address hijack at
 incarnation 2^62 and an overflow at 2^53 under the victim's id signed by the attacker's key; the
 old unsigned 81-byte overflow at 2^64 - 1; records under made-up ids (not their key's); the
 first captured record replayed (stale by then). The hijack also goes as a join, the `left` as a

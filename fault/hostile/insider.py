@@ -1,6 +1,6 @@
 """Insiders of an in-process `Node`: clients it takes for live members of its table.
 
-A request for a model (pull, push-pull) from a non-member is refused 403 (issue 10 item 7). A
+A request for a model (pull, push-pull) from a non-member is refused 403. A
 test whose subject is a route's body handling, or the route fuzzer, must reach past that check,
 as an insider holding the secret and its own admitted key would."""
 

@@ -1,8 +1,9 @@
-"""Slow bodies: raw HTTP/1.1 connections that promise a body and trickle it (issue 10).
+"""Slow bodies: raw HTTP/1.1 connections that promise a body and trickle it.
 
 `SlowBodies(addr, n, routes)` keeps `n` connections open against a peer, each one promising a
 19 KB body (a real parameter or control request's size) and sending one byte every 2 s: what
-held every admission slot of a peer before issue 10. When the peer cuts a connection off, the
+would hold every admission slot of a peer without the minimum body rate (docs/security.md,
+"Bounds on tables, bodies and partners"). When the peer cuts a connection off, the
 attacker opens another at once, so the pressure never lets up. `cut` counts the cut-offs.
 Used as an async context manager (tests) or for a while with `run(seconds)` (the chaos runner).
 """

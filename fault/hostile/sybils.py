@@ -1,12 +1,14 @@
 """A sybil flood: `count` members under fresh keys of the attacker's own, each record validly
-signed and kept beating, gossiped to a peer in digests and joined one by one (issue 10).
+signed and kept beating, gossiped to a peer in digests and joined one by one.
 
-Before issue 10, 50 of them kept alive by gossip cut the honest exchange rate from ~275 to 3-8
-in 20 s, and 2,000 to 0. Without admission (`--admission trust`, or a secret the attacker lacks)
-none may be listed; with open admission, at most a source's burst, then its rate. `listed_max`
+Unbounded, a few dozen of them kept alive by gossip would take nearly every honest exchange
+(docs/security.md, "How many identities one machine may bring"; the figures:
+docs/benchmarks.md, "Hostile members and fuzzing"). Without admission (`--admission trust`, or
+a secret the attacker lacks) none may be listed; with open admission, at most a source's burst,
+then its rate. `listed_max`
 (the most sybils any observed peer listed at once) is what the attack got: `accepted`.
 
-From many addresses (issue 22): with `sources` (local addresses to send from, e.g. 127.1.K.1:
+From many addresses: with `sources` (local addresses to send from, e.g. 127.1.K.1:
 on Linux all of 127.0.0.0/8 is the loopback's) the sybils are split among them, each source
 gossiping and joining its own share from its own address, so a per-address cap binds each
 share separately. With `listen`, each source also runs a listener that accepts connections and

@@ -1,12 +1,12 @@
 """A large envelope sealed while it is sent (envelope v4, gossip/auth/signer.py).
 
 The digest that the tag and the signature cover sits in a trailer after the body, so a sender
-does not hash 100 MB before its first byte (~22 ms per direction here, twice on the critical
-path of a push-pull with `--secret`). `StreamedSeal` is the transport's `Trailed` body: the
+does not hash 100 MB before its first byte (twice on the critical path of a push-pull: figures
+in docs/benchmarks.md, "Signing cost"). `StreamedSeal` is the transport's `Trailed` body: the
 transport writes the envelope head and the body, telling it after each slice; each written
 range is queued for one worker thread (the receiver's `StreamDigest` machinery, fed by the
 sender), and once the body is out `trailer()` waits for the last range and computes tag and
-signature (~0.1 ms). The body is not copied and must stay unchanged until `close()`.
+signature. The body is not copied and must stay unchanged until `close()`.
 """
 
 from __future__ import annotations

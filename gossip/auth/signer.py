@@ -22,7 +22,7 @@ One layout (version 4) for every enveloped message:
   peer key, in every admission mode, and opened only if `keys(signer id)` (the member table:
   alive or suspect members' keys from their signed records) verifies it: 403 for an id that
   is no live member, 401 for a bad signature. The handler then sees the signer in its
-  `Arrival.signed_by`; the exchange refuses a declared `sender` that differs (issue 10).
+  `Arrival.signed_by`; the exchange refuses a declared `sender` that differs.
 - `reply_to` is the request's nonce when a response is sealed, so an answer cannot be swapped
   for another answer, nor a request reflected back as an answer.
 - One hash per message serves both the tag and the signature: D is BLAKE3 (collision resistant:

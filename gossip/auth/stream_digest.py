@@ -1,4 +1,4 @@
-"""BLAKE3 of a large body, computed while the body moves (issue 10, signing cost).
+"""BLAKE3 of a large body, computed while the body moves (docs/benchmarks.md, "Signing cost").
 
 An envelope's digest covers everything between its magic and its fixed-size trailer
 (gossip/auth/signer.py), so it can be hashed without knowing anything else about the message, on
@@ -6,8 +6,8 @@ either side of the wire. A reader copies each arriving chunk into one preallocat
 calls `feed(buf, end)`; a sender (gossip/auth/seal_stream.py) calls it after each slice it wrote.
 Every `STEP` bytes a range is queued for one worker thread, which hashes the ranges in order.
 The hash thus runs while the rest of the body is still on the wire, and `finish` only waits
-for the last range (a few ms) instead of hashing 100 MB before sending or after receiving
-(~22-35 ms here, on the critical path).
+for the last range instead of hashing 100 MB on the critical path, before sending or after
+receiving.
 
 The event loop only records ranges; the hashing (which releases the GIL) runs in the default
 executor, one job at a time per body. A digest is handed out only for the very buffer that was

@@ -1,4 +1,4 @@
-"""Who may pull or push a model: a live member, in its own name only (issue 10, item 7).
+"""Who may pull or push a model: a live member, in its own name only.
 
 Over HTTP every `params` and `pushpull` request of a peer is signed by its Ed25519 key and
 opened only if the member table's key for that id verifies it (gossip/auth/signer.py); the signer's id

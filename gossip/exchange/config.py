@@ -33,8 +33,8 @@ class ExchangeConfig:
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
     compress: str = "none"  # none|fp16|int8|topk:RATIO|lowrank:RANK (gossip.exchange.compressed)
     delta_rule: bool = True  # keep the steps taken during a round (delta_rule.land)
-    # the bounds on a hostile insider (issue 22): per-sender push budget and travel, anchored
-    # radius, bounded answers and the consensus cut (average), the node's collapse guard
+    # the bounds on a hostile insider (docs/security.md): per-sender push budget and travel,
+    # anchored radius, bounded answers and the consensus cut (average), the node's collapse guard
     push_budget: bool = True
 
     def validate(self) -> ExchangeConfig:

@@ -16,8 +16,8 @@ x <- (1 - w) x + w (mean(y) + g), which is
 
 A robust round lands the same way, its aggregate in place of mean(y) and `own` (the snapshot the
 aggregate is centred on) in place of `sent`: x <- x + w (agg - own - m), which for the
-self-centered rule (w = 1) is x <- agg + g. Before, x <- agg dropped every step trained during
-the round; m is dropped as before (the aggregate already weighs whoever pushed).
+self-centered rule (w = 1) is x <- agg + g, where x <- agg would drop every step trained during
+the round; m is dropped (the aggregate already weighs whoever pushed).
 
 This is hivemind's `delta_rule_averaging` (Ryabinin et al.), with the pushes counted: hivemind's
 averaging groups are exclusive, ours are not. Without m, two peers that push to each other at

@@ -399,7 +399,7 @@ async def _answers(
     partners that answered before (`relied`) among others, the round finishes once those have:
     the others get `GRACE_FACTOR` x the time that took (at least `GRACE_MIN_S`), then are
     cancelled, so a newcomer that never answers (a silent sybil) costs about one round's time,
-    not its deadline (issue 22)."""
+    not its deadline."""
     if cut and relied and len(relied) < len(tasks):
         t0 = time.perf_counter()
         await asyncio.wait(relied)

@@ -21,14 +21,13 @@ exactly what B holds as A's copy (`recv[A]` on B), versioned `(epoch, ver)` on b
   x_self += d, x_other -= d (the pair's sum is preserved), *and moves both copies by the same
   step* on both sides (`gossip_step`): both hold the same two copies and compute the same d, so
   the copies stay shared without sending anything, and the step never shows up in x - x̂.
-  Without that bookkeeping the dense step lands in what topk must catch up with, and w = 0.5
-  diverged (two static peers at topk 5% drifted apart x4 every 8 rounds; CHOCO proper needs a
-  consensus step of the order of the compression ratio). With it, a simulated swarm of 4 at
-  topk 1% and w = 0.5 converges (disagreement 0.8 -> 0.03 in 400 pair exchanges) and, with
-  training noise, stays within 5x of the uncompressed disagreement. The two sides' arithmetic
-  is the same numpy code; a full frame every `RESYNC_EVERY` deltas bounds any drift anyway.
-- Mixing towards the partner's copy instead, x <- (1 - w) x + w x̂_other, was tried: stable but
-  the copies lag the models' jumps, and each side was pulled back towards the other's old model.
+  Without that bookkeeping the dense step lands in what topk must catch up with, and a large
+  w (0.5) diverges (CHOCO proper needs a consensus step of the order of the compression ratio);
+  with it, w = 0.5 converges at topk 1% (docs/exchange.md, "Compression with error feedback and
+  shared references"). The two sides' arithmetic is the same numpy code; a full frame every
+  `RESYNC_EVERY` deltas bounds any drift anyway.
+- Not mixing towards the partner's copy, x <- (1 - w) x + w x̂_other: the copies lag the models'
+  jumps, so each side would be pulled back towards the other's old model.
 
 **The shared start.** Peers started from the same `--seed` and model hold the same initial
 parameters x0, and CHOCO's own start (every public copy at the common initial point) needs no

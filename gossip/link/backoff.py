@@ -1,7 +1,7 @@
 """Back-off from partners that do not answer: members that never answer are sampled rarely.
 
-A listed member may be a sybil that never answers (issue 10: an insider holding the swarm secret
-can list up to `max_members_per_host` of them per address). Sampled uniformly, such members
+A listed member may be a sybil that never answers (an insider holding the swarm secret can list
+up to `max_members_per_host` of them per address). Sampled uniformly, such members
 waste the honest peers' rounds; so each failed request to an address keeps that address out of
 sampling for a while, doubling with every failure in a row (`base` s, 2 `base`, ... at most
 `cap` s, with jitter so that the peers' retries do not align), and any answer ends it at once.
@@ -15,7 +15,7 @@ dead by making our exchanges with it fail (by taking its exchange slots, say); a
 lowers our own odds of picking that partner, for at most `cap` s, and a slow partner that
 answers is never backed off.
 
-Proven partners (issue 22): an address whose latest request of a kind was answered, having
+Proven partners: an address whose latest request of a kind was answered, having
 been answered at least once, is `proven` for that kind. Back-off is per address, and an
 attacker with many addresses lists a sybil per address and key: the samplers bound the share
 of partners that are not proven (gossip/link/partners.py), and the transport gives a request to

@@ -1,9 +1,10 @@
-"""Which partners a round talks to: proven ones first, a bounded share of the others (issue 22).
+"""Which partners a round talks to: proven ones first, a bounded share of the others.
 
-Per-address caps and back-off bound what one address costs. An attacker with many addresses
-(63 of them, one per /24, 32 sybils each) filled every honest member table to its 1,024 cap
-with members that accept a connection and never answer, and uniform sampling then spent every
-honest round on one of them: honest rounds fell from ~4.5 a second per peer to under 0.5.
+Per-address caps and back-off bound what one address costs, not what many do: an attacker with
+many addresses can fill a member table with members that accept a connection and never answer,
+and uniform sampling would then spend nearly every honest round on one of them. The bound and
+its reason: docs/security.md ("Bounds on tables, bodies and partners"); the figures:
+docs/benchmarks.md ("Hostile insiders").
 
 A partner is *proven* when it has answered us and its latest request was answered too
 (`Backoff.proven`): a sybil never is, an honest peer is after its first exchange. `PartnerChoice`

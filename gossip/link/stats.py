@@ -13,12 +13,13 @@
   below `SMALL_BYTES` and counts as latency, not throughput);
 - failures in a row, which back the partner off (`backoff`, gossip/link/backoff.py).
 
-A first-answer deadline (issue 22): a `gossip` or `pushpull` request to a partner that is not
+A first-answer deadline: a `gossip` or `pushpull` request to a partner that is not
 proven for its kind (`Backoff.proven`: never answered, or its latest request failed) gets
 `FIRST_FACTOR` x the typical answered request of that kind (an EWMA over all partners), at
-least `FIRST_MIN_S`, at most the caller's deadline, instead of the whole deadline: a member that
-accepts connections and never answers cost an honest round the whole exchange deadline (2-5 s),
-now about four typical exchanges. The short deadline doubles with each failure in a row of
+least `FIRST_MIN_S`, at most the caller's deadline, instead of the whole deadline, so that a
+member that accepts connections and never answers costs an honest round a few typical exchanges,
+not the whole exchange deadline (docs/security.md, "Bounds on tables, bodies and partners").
+The short deadline doubles with each failure in a row of
 that partner, so an honest one on a slower link than the rest gets the whole deadline after a
 few tries (each after its back-off) and is proven then. Before any request of a kind was answered the caller's
 deadline stands (a young swarm's first exchanges), and pulls (`params`: state sync, which may

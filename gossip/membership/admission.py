@@ -12,12 +12,13 @@ Modes (`Admission.mode`):
 Rates: every source (the remote address when the transport supplies it, else the sender's
 declared id) has a token bucket of new members per second (`new_member_rate`, burst
 `new_member_burst`), every source's prefix (its /24 or /64, gossip/membership/caps.py) one of
-`PREFIX_FACTOR` times that (issue 22: addresses within a block are cheap), and all sources
+`PREFIX_FACTOR` times that (addresses within a block are cheap), and all sources
 together share one more (`global_member_rate`): rotating addresses or keys does not multiply
 the budget. A newcomer without a token is dropped before its signature is checked, so a flood
 costs a dictionary lookup per entry.
 
-What each mode promises, and what it does not, with the figures: docs/architecture.md ("Trust").
+What each mode promises, and what it does not: docs/security.md ("What each mode promises");
+the figures: docs/benchmarks.md ("Hostile members and fuzzing", "Hostile insiders").
 """
 
 from __future__ import annotations

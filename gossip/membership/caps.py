@@ -1,9 +1,10 @@
-"""The per-host cap: how many live members one address may hold in our table (issue 10).
+"""The per-host cap: how many live members one address may hold in our table.
 
 Admission rates bound how fast a source brings identities; this bounds how many it keeps. A key
 costs nothing to make, so an insider (a holder of the swarm secret) could otherwise list a
-member per token: 1,000 sybils that never answer an exchange, on which the honest peers would
-waste their rounds. A member is counted under two keys, and neither may exceed `per_host`:
+member per token, sybils that never answer an exchange, on which the honest peers would waste
+their rounds (docs/security.md, "How many identities one machine may bring"). A member is
+counted under two keys, and neither may exceed `per_host`:
 
 - its advertised host (the host of its signed record's address), whatever path brought it:
   a join, a digest it sent itself, or one relayed by an honest peer;
@@ -17,14 +18,13 @@ The trade-off: honest peers that share an address with an attacker (one machine,
 its quota, so the cap must exceed the peers an operator runs behind one address; the default 32
 leaves room for the ~10 loopback peers of the demo, tests and chaos runs.
 
-Per prefix too (issue 22): addresses are cheap within a block, so every count above is also
+Per prefix too: addresses are cheap within a block, so every count above is also
 kept per /24 (IPv4) and /64 (IPv6) of the host and of the source, capped at `per_prefix`
 (`max_members_per_prefix`, default 4 x `per_host` = 128): an attacker holding a /24 lists at
-most 128 sybils through it, not 32 per address (8,000). The same trade-off as per host, a
+most 128 sybils through it, not 32 per address. The same trade-off as per host, a
 block wider: honest peers in one /24 (a cluster on one subnet) share its quota, so a larger
-cluster raises the cap. Across many prefixes the cap does not bind (63 sources, one per /24,
-listed 2,016): what bounds that is the table's size and the partner choice of the exchange
-and the gossip (gossip/link/partners.py).
+cluster raises the cap. Across many prefixes the cap does not bind: what bounds that is the
+table's size and the partner choice of the exchange and the gossip (gossip/link/partners.py).
 A relayed sybil counts under its relayer's address at the receiver, so a peer may list
 `per_host` sybils per honest relayer on top of the attacker's own quota: what bounds that
 residue is the table's `max_members` and the partners' back-off (gossip/link/backoff.py).
@@ -38,8 +38,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 DEFAULT_PER_HOST = 32
-# The counts are rebuilt at most this often (issue 22): one O(table) pass per message let 126
-# small messages a second (63 sources' digests and joins) take an honest peer's event loop.
+# The counts are rebuilt at most this often: one O(table) pass per message would let a flood of
+# small digests and joins from many sources take an honest peer's event loop.
 # Members that fall silent meanwhile are still counted until the next rebuild: conservative.
 REUSE_S = 1.0
 PREFIX_FACTOR = 4  # the per-prefix cap and rate, in per-host ones (`max_members_per_prefix`)

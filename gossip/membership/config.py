@@ -41,9 +41,10 @@ class MembershipConfig:
     max_members: int = 1024
     # ... and each host (advertised, or the source that introduced a member) keeps at most
     # `max_members_per_host` live members: rates bound how fast, this how many (an insider
-    # holding the secret could otherwise list 1,000 sybils); see `swarmnode.gossip.membership.caps`
+    # holding the secret could otherwise list sybils without end); see
+    # `swarmnode.gossip.membership.caps`
     max_members_per_host: int = DEFAULT_PER_HOST
-    # ... and each /24 or /64 of them `max_members_per_prefix` (0: 4 x per host; issue 22)
+    # ... and each /24 or /64 of them `max_members_per_prefix` (0: 4 x per host)
     max_members_per_prefix: int = 0
     new_member_rate: float = 32.0
     new_member_burst: int = 512

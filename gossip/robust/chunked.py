@@ -1,16 +1,15 @@
 """Distances and clipping between two 100 MB models without 100 MB temporaries.
 
 Distances and norms of contiguous float32 vectors take one pass in NumKong's SIMD kernels
-(`sqeuclidean`, `dot`: the difference and the sum in float64, the GIL released): 6 ms per
-100 MB pair here, against 35-49 ms for the chunked numpy loop below, which stays for anything
-else (a strided view, float64 input). Same results up to the order of the float64 summation,
-NaN and Inf alike (tests/gossip/test_chunked.py).
+(`sqeuclidean`, `dot`: the difference and the sum in float64, the GIL released), several times
+faster than the chunked numpy loop below, which stays for anything else (a strided view,
+float64 input). Same results up to the order of the float64 summation, NaN and Inf alike
+(tests/gossip/test_chunked.py).
 
 `other.astype(np.float64) - own` allocates two 200 MB float64 arrays (and `(own + diff)
 .astype(np.float32)` two more): ~700 MB of fresh pages per pushed model, each page a fault on
-first touch. Measured in a `swarmnode start` node (25M parameters, load ~3): 414 ms mean for one
-`PushGuard.bound`, the largest span of a pushpull answer (docs/benchmarks-history.md, "Signing
-cost").
+first touch, which made bounding a push the largest span of a pushpull answer (figures:
+docs/benchmarks-history.md, "Signing cost").
 
 Here the same float64 arithmetic runs over cache-sized chunks (CHUNK elements: a 2 MB float64
 scratch, allocated once per call): one read of both models for a distance, and one more, with a
@@ -87,8 +86,7 @@ def toward(own: np.ndarray, other: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _sum_of_squares(d: np.ndarray) -> float:
-    """sum(d * d), squaring `d` in place. Not np.dot/np.vdot: OpenBLAS's threaded ddot took
-    ~6 ms per 2 MB chunk on this 2-core box under load (600-900 ms per 100 MB, against 40 ms
-    for this pairwise sum, measured 2026-11-24)."""
+    """sum(d * d), squaring `d` in place. Not np.dot/np.vdot: OpenBLAS's threaded ddot is many
+    times slower per chunk on a small, loaded box than this pairwise sum."""
     np.multiply(d, d, out=d)
     return float(d.sum())

@@ -1,15 +1,15 @@
-"""What an `average` peer mixes of its group's answers, and the consensus cut (issue 22).
+"""What an `average` peer mixes of its group's answers, and the consensus cut.
 
-The average round mixed its group's answers as they came (a liar is picked only as one of
-`group` random members): a dissensus liar (He, Karimireddy and Jaggi 2022) that answers each
-peer its own model pushed away from the honest mean, x_i - eps (mean - x_i), then took the
-default swarm from 64% to 20-30% on non-iid shards of the signal task; clipping its pushes did not
-help, since its answers alone reverse the consensus step. Two bounds, both about this round:
+A group's answers are not mixed as they come: a dissensus liar (He, Karimireddy and Jaggi 2022)
+answers each peer its own model pushed away from the honest mean, x_i - eps (mean - x_i), and
+its answers alone reverse the consensus step, however its pushes are clipped. The threat and
+the bounds: docs/security.md ("Hostile insiders"); the figures: docs/benchmarks.md ("Hostile
+insiders"). Two bounds, both about this round:
 
 - answers are clipped like robust mode's ss-clip, around the model this peer sent: to the
   (k - 1)-th smallest of the k answers' distances when k >= 2 (one liar per group is clipped
   to an honest distance), never past the push bound's radius, and an answer farther than
-  `SS_CLIP_REJECT` radii counts as this peer's own model. The mean is then taken as before.
+  `SS_CLIP_REJECT` radii counts as this peer's own model. The mean is taken over what is left.
 - the consensus cut: where the swarm is, as this peer last saw it, is the mean of its last
   round's bounded answers (`consensus`). A model's component pointing away from it, beyond
   `AWAY_LIMIT` x the median distance of the recent rounds, is cut (answers and pushes alike;

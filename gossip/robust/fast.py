@@ -28,7 +28,7 @@ import numpy as np
 # n = 64 near-identical rows: 2.9 against 7.5 u * mean|x|). A float32 pairwise tree (bound
 # ceil(log2 n) * u) was measured too: it needs 2 log2(n) numpy calls per cache-sized block and
 # reached only 0.8-0.9x np.mean's speed at n = 64, d = 1e6; the sgemv runs at 1.4-1.9x
-# (docs/benchmarks.md, issue 12).
+# (docs/benchmarks.md).
 #
 # Finiteness: NaN or +-Inf in a column makes its sum NaN or +-Inf, so all-finite sums still prove
 # all-finite rows. A float32 sum of finite values can overflow to +-Inf (rows near 3.4e38); that
@@ -43,7 +43,7 @@ SUM_BLOCK_ELEMENTS = 1 << 17  # (rows x columns) per block of the float64 sums: 
 SORT_BLOCK_ELEMENTS = 1 << 20  # (rows x columns) per transposed block of the sorted rules
 # Up to this many rows (numpy only) the sorted rules sort with a min/max network instead; see
 # `_network_sorted_columns`. Trimmed mean at d = 1e6, one thread, against the transposed sorts
-# (docs/benchmarks.md, issue 12, two runs): 4.1x less time at n = 8, 1.3-2.3x at n = 16, ~1.5x
+# (docs/benchmarks.md, two runs): 4.1x less time at n = 8, 1.3-2.3x at n = 16, ~1.5x
 # at 24 (a separate measurement), none at 32.
 NETWORK_MAX_ROWS = 24
 NETWORK_BLOCK_ELEMENTS = 1 << 18  # (rows x columns) per block of the network: about L2

@@ -1,19 +1,18 @@
 """A direction-aware bound for robust mode: no model may pull this peer back along its heading.
 
 The inner-product-manipulation liar (IPM, Xie et al. 2020) serves r - eps (mean - r): the swarm's
-mean one period ago, pushed back along the swarm's progress. It sits inside the honest spread
-(1.8-4.2 clip radii on the signal task), so the distance rules clip it to tau but do not drop it,
-and every accepted answer or push pulls the honest peers back by up to tau / n — along the same
-direction each time, which the outer momentum adds up (docs/benchmarks-history.md, "Robust mode
-against IPM").
+mean one period ago, pushed back along the swarm's progress. It sits inside the honest spread,
+so the distance rules clip it to tau but do not drop it, and every accepted answer or push pulls
+the honest peers back by up to tau / n — along the same direction each time, which the outer
+momentum adds up (docs/security.md, "Hostile insiders"; the story: docs/benchmarks-history.md,
+"Robust mode against IPM").
 
 What tells it apart is the direction. The peer's outer momentum m (node/train/mixing/mixes.py
 `OuterStep`, taken after mixing) is mostly the swarm's progress as this peer saw it; an honest
 model's difference x_j - x differs from it mostly sideways (the non-iid spread: shards pull
-apart, not back), an IPM model's points eps periods of progress back. Measured on the signal task
-(scripts/sim/robust.py, eps = 10): cos(x_j - x, m) has median 0.70 for the liar, 0.11 for honest
-models (90th percentile 0.48). The receiver's own last update is no such reference: honest
-differences undo its shard drift, so they point back against it too.
+apart, not back), an IPM model's points eps periods of progress back (scripts/sim/robust.py
+measures both). The receiver's own last update is no such reference: honest differences undo
+its shard drift, so they point back against it too.
 
 `OuterStep` keeps m as the sum of d = anchor - x, so m points *back*, from the model to where it
 was. Before the distance clip, the component of x_j - x along m (backwards) is cut to at most

@@ -1,10 +1,11 @@
-"""How much one sender may move this peer by pushes: a rate and a travel cap (issue 22).
+"""How much one sender may move this peer by pushes: a rate and a travel cap.
 
-The push bound (push_guard.py) limits each push to tau x weight. A member chooses how often it
-pushes, so it did not limit a sender: an insider (open admission: anyone who reaches a peer)
-pushed 150 models a second, each inside the bound, all toward the model with every hidden ReLU
-dead, and within 10 s every honest peer of an `average` swarm stood at chance, for good (a dead
-unit gets no gradient back). Counted in this peer's *own* rounds (a sender does not choose them):
+The push bound (push_guard.py) limits each push to tau x weight, not a sender: a member chooses
+how often it pushes, so many small pushes inside the bound, all the same way (toward the model
+with every hidden ReLU dead, say: a dead unit gets no gradient back), could still drag an honest
+peer anywhere. The threat: docs/security.md ("Hostile insiders"); the figures:
+docs/benchmarks.md ("Hostile insiders"). Counted in this peer's *own* rounds (a sender does not
+choose them):
 
 - rate: each sender earns `per_round` mixed pushes per own round, banked up to `burst`; a push
   without credit is answered like any other (the pusher mixes our model) but not mixed here. An
@@ -17,8 +18,8 @@ unit gets no gradient back). Counted in this peer's *own* rounds (a sender does 
   pulling the same way and runs out.
 - distrust: a sender named by the collapse guard (a mix that killed units or jumped the loss,
   rolled back: node/train/mixing/collapse.py) gets nothing mixed for `distrust_rounds` own rounds,
-  doubled for each time it was named before (a liar's pushes came back every 64 rounds, each
-  time with a dip of 10-30 points until the guard caught it again).
+  doubled for each time it was named before, so that a liar named again and again is not let
+  back in at a fixed period.
 - cuts: a sender CUT_LIMIT of whose last CUT_WINDOW mixed pushes needed the consensus cut
   (consensus.py: they pulled this peer away from where its group was) is distrusted the same
   way. A dissensus liar's pushes do, most of the time; honest ones almost never.

@@ -5,8 +5,8 @@ A peer that is pushed to (a `pushpull` request) mixes the pushed model y in only
     own + clip(y - own, tau)        (nothing at all when |y - own| > SS_CLIP_REJECT x tau)
 
 and then at its mode's weight, so one push moves an honest model by at most tau x weight
-whatever the pusher sent. Without it, `average` mode mixed y in as is: one 19 KB push of
-2 t - x landed the receiver on the attacker's target t (issue 10, item 7).
+whatever the pusher sent. Without it one small push of 2 t - x would land the receiver on the
+attacker's target t (docs/security.md, "Hostile insiders").
 
 Only the radius tau differs between the modes, and both come from the peer's *own* rounds, in
 which it picked the peers at random (a pusher chooses when and how often it pushes, so its
@@ -22,14 +22,12 @@ pushes never set the bound they are judged by):
   while a push built to replace my model (the attack: biases at -1e4, |y - own|
   thousands of times |own|) is refused. Robust mode mixes nothing before its first round.
 
-Anchored (issue 22): the radius grew with the distances the peer saw, so a drag that pulled
-the honest models apart widened its own allowance (the drag's step grew from 15 to 450 in 10
-s). The average radius is now factor x min(median of the last WINDOW distances, ANCHOR_SLACK x
-median of the last LONG_WINDOW), and it grows by at most GROWTH a round (it shrinks at once),
-once ANCHOR_MIN distances are known: in a young swarm the first distances say nothing yet (a
-joiner that loaded the founder's model answers at ~0.004 and, trained at full speed on its
-shard, pushes at ~1.3 a few rounds later: anchored at once, the radius needed 25 rounds to
-reach it, and refused the joiner meanwhile).
+Anchored: a radius that follows the distances the peer sees would let a drag that pulls the
+honest models apart widen its own allowance. So the average radius is factor x min(median of
+the last WINDOW distances, ANCHOR_SLACK x median of the last LONG_WINDOW), and it grows by at
+most GROWTH a round (it shrinks at once), once ANCHOR_MIN distances are known: in a young swarm
+the first distances say nothing yet, and a radius anchored at once would refuse a joiner whose
+pushes jump as it trains on its shard (docs/security.md, "Hostile insiders").
 How often a sender may push, and how far its pushes may move this peer in all, is
 push_budget.py's business.
 """
@@ -51,15 +49,14 @@ WINDOW = 16  # distances kept: about five rounds of a group of 3
 LONG_WINDOW = 256  # the anchor's: about 85 rounds of a group of 3
 ANCHOR_SLACK = 2.0  # the radius is at most this x the anchor's median
 GROWTH = 0.2  # the radius grows by at most this fraction a round
-# At 2 it clipped honest pushes: the worst of 4 iid peers on the signal task fell 2-3 points (75-76%
-# against 79% unbounded); at 4, 78-79% (tests/integration/test_learning.py, 2026-11-24)
+# Not 2: that clipped honest pushes and cost the swarm points (docs/exchange.md, "Pushes and
+# their bounds")
 RADIUS_FACTOR = 4.0
-# average mode with issue 22's bounds on: a push is *clipped* at this share of the radius (2 x
+# average mode with the push budget on: a push is *clipped* at this share of the radius (2 x
 # the typical distance) and still refused only beyond SS_CLIP_REJECT radii. At the full radius a
-# dissensus liar's pushes, cut along the consensus but not sideways, moved an honest peer 2
-# typical distances each, and one of four dipped 10-27 points every few seconds (the full
-# scenario failed 2 of 2 runs, -11 to -13 points); at half, 0 of 2 (-0.1 to -4.3), at the same
-# cost with no attacker (docs/benchmarks.md, "Hostile insiders").
+# dissensus liar's pushes, cut along the consensus but not sideways, still moved an honest peer
+# by two typical distances each; half costs nothing with no attacker (docs/benchmarks.md,
+# "Hostile insiders").
 PUSH_CLIP_SHARE = 0.5
 LOG_EVERY_S = 60.0  # one refusal line per sender per minute (a liar may push at every round)
 MAX_SENDERS_LOGGED = 256  # the rate limiter's memory; the oldest sender is forgotten first
@@ -88,7 +85,7 @@ class PushGuard:
             )
         self.factor = factor
         self.reject = reject
-        self.anchored = anchored  # False: the short median alone (before issue 22)
+        self.anchored = anchored  # False: the short median alone (`push_budget` off)
         self.log_every_s = log_every_s
         self._clock = clock
         self._dists: deque[float] = deque(maxlen=window)

@@ -1,10 +1,9 @@
-"""Large byte buffers reused once nothing references them (issue 10, exchange throughput).
+"""Large byte buffers reused once nothing references them.
 
-Every exchange used to allocate its 100 MB buffers afresh (the frame a snapshot is copied into,
-the buffer an arriving body is read into) and free them after the round: each round then paid
-for the kernel mapping and zeroing 100 MB again, page by page on first touch. Measured in a
-`swarmnode start` node under load ~2: the snapshot copy into a fresh frame took 76 ms mean
-against ~20 ms into pages already touched (docs/benchmarks-history.md, "Signing cost").
+A 100 MB buffer allocated afresh for every exchange (the frame a snapshot is copied into, the
+buffer an arriving body is read into) and freed after the round makes each round pay for the
+kernel mapping and zeroing 100 MB again, page by page on first touch: a copy into fresh pages
+costs several times one into pages already touched (docs/benchmarks-history.md, "Signing cost").
 
 A `BufferPool` keeps up to `keep` buffers it handed out and hands one out again only when the
 pool holds the *only* reference to it: every view, memoryview, slice or decoded array over a
@@ -75,9 +74,9 @@ FRAMES = BufferPool()  # wire frames built by this process (gossip/wire/frames.p
 BODIES = BufferPool()  # large HTTP bodies read by this process (node/net/transport.py)
 # model-sized float32 vectors that live for a round or less: snapshots (node/peer/param_store.py),
 # decoded lossy payloads (gossip/wire/codecs.py), a compressed exchange's differences and
-# references (gossip/exchange/refs.py). Fresh 100 MB allocations cost 60-850 ms of page faults
-# here against 18-45 ms for the copy into a reused one (2026-11-27, load 20); a compressed round
-# made five of them on each side. A pair's references hold theirs for longer: room for 8.
+# references (gossip/exchange/refs.py). Fresh 100 MB allocations cost many times the copy into
+# a reused one in page faults, and a compressed round makes several on each side. A pair's
+# references hold theirs for longer: room for 8.
 MODELS = BufferPool(keep=8)
 
 

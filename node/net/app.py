@@ -5,8 +5,8 @@ same ones the in-memory network calls). This module adds what HTTP needs around 
 caps checked before reading, errors mapped to status codes with one log line each, a server that
 keeps running whatever a peer sends, and a bulk path for 100 MB parameter bodies.
 
-Bulk path (measured with scripts/bench/exchange.py; aiohttp's defaults reach 10-25% of raw
-loopback TCP for a 100 MB push-pull):
+Bulk path (aiohttp's defaults reach a small share of raw loopback TCP for a 100 MB push-pull;
+scripts/bench/exchange.py measures it, docs/benchmarks.md "Exchange throughput" has the figures):
 - bodies are read into ONE preallocated, huge-page-backed buffer of the declared size
   (`swarmnode.node.net.transport.read_sized_body`), not collected and joined: handlers receive `bytes`
   up to 1 MiB and a writable `memoryview` beyond (treat the body as bytes-like, never assume

@@ -78,7 +78,7 @@ class PeerConfig(NodeConfig):
     # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps (NodeConfig's: the lr
     # schedule's warm-up too).
     # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
-    # conv net whose lr had no headroom (docs/benchmarks.md, issue 12, "lr scaled").
+    # conv net whose lr had no headroom (docs/benchmarks.md, "The lr scaled with the swarm").
     lr_scale: str = "none"
     lr_scale_max: int = 8
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
@@ -91,7 +91,7 @@ class PeerConfig(NodeConfig):
     enable_admin: bool = False
     admin_key: str | None = None
     # False only for the unsigned baseline of scripts/bench/exchange.py: params and pushpull
-    # then take requests from anyone, in any member's name, as before issue 10 item 3.
+    # then take requests from anyone, in any member's name (what signing exists to prevent).
     sign_exchange: bool = True
     # A request body must arrive within body_grace_s + size / body_min_rate seconds, else it is
     # cut off (node/net/intake.py: a trickled body once held the exchange slots).

@@ -150,7 +150,7 @@ TRAINING = (
         _num("lr", "learning rate", "LR"),
         Option("optimizer", "sgd or adamw", choices=("sgd", "adamw")),
         _num("momentum", "SGD momentum (ignored by adamw)", "B"),
-        # --- the lr schedule (issue 30): one block, carried over as it is ---
+        # --- the lr schedule: one block, carried over as it is ---
         Option(
             "lr-schedule",
             "the lr on the swarm's step counter (a joiner continues the swarm's, a resumed run "

@@ -3,11 +3,10 @@
 A peer on a non-iid shard (`--partition dirichlet:A`) sees a few classes far more often than the
 whole training set holds them. Plain cross-entropy then teaches its model the shard's class
 prior: within a few steps of a mix, the output layer leans towards the peer's own classes and
-its accuracy on the (balanced) test set falls far below the swarm's mean model. Measured on the
-signal task (4 peers, dirichlet:0.5, full average every 10 steps, lock-step simulator;
-docs/benchmarks-history.md, "Sixth session (2026-11-27): logit adjustment on the lab"): 5 steps
-after a mix, the peers' own models stood 20-30 points below their mean; every evaluation of a
-peer's own model lands somewhere in that swing.
+its accuracy on the (balanced) test set falls far below the swarm's mean model, and every
+evaluation of a peer's own model lands somewhere in that swing (the algorithm:
+docs/exchange.md, "Logit adjustment on a label-skewed shard"; the figures: docs/benchmarks.md,
+"The default exchange, and logit adjustment").
 
 The logit-adjusted loss (Menon et al. 2021, "Long-tail learning via logit adjustment"; used for
 federated label skew by FedLC, Zhang et al. 2022) trains on logits + tau log(pi_shard / pi_all):
@@ -15,12 +14,11 @@ the shard's excess prior is carried by that constant, not learnt into the weight
 keeps estimating the whole set's posterior. Evaluation and prediction use the plain logits. tau
 = 1 is the Bayes-consistent choice, but it silences a class that a shard lacks entirely (its
 logit sits so low that the shard never pushes it down), and no peer then learns to tell two
-classes held by different peers apart: the swarm's mean model ended 1.5 points lower on the
-small MLP. tau = 0.5, the default, kept most of the gain (mid-period, the peers' own models
-3-12 points higher; 4-20 at tau = 1) without that loss.
+classes held by different peers apart. tau = 0.5, the default, keeps most of the gain without
+that loss.
 
 Only where the peer knows the whole set's prior: a `--shard` of a data set it loaded whole.
-A peer on its own data file, or on all of it, trains exactly as before (no offset).
+A peer on its own data file, or on all of it, trains with plain cross-entropy (no offset).
 """
 
 from __future__ import annotations

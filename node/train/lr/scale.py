@@ -20,7 +20,7 @@ elastic, with a hysteresis that errs towards safety:
 
 n is capped at `max_n`: membership is gossip, and a peer holding the swarm secret can list
 sybil members; the cap bounds what it buys (a lr at most f(max_n) x the base, not unbounded).
-A peer alone (n = 1) trains at exactly its base lr, as it did before.
+A peer alone (n = 1) trains at exactly its base lr.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ check on what a mix did. Imports no other room of node/train.
   training thread applies between two steps; `OuterStep`, the outer step (momentum) on a
   round's progress; `axpby`, the one-pass fold.
 - `collapse.py`: `CollapseGuard`, a mix that kills hidden units or makes the loss jump is rolled
-  back and its senders named (issue 22).
+  back and its senders named.
 """
 
 from swarmnode.node.train.mixing.collapse import CollapseGuard

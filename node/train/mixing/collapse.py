@@ -1,5 +1,5 @@
-"""The collapse guard (issue 22): a mix that kills hidden units or makes the loss jump is rolled
-back, and the peers that pushed models into it are distrusted.
+"""The collapse guard: a mix that kills hidden units or makes the loss jump is rolled back, and
+the peers that pushed models into it are distrusted (docs/security.md, "Hostile insiders").
 
 The push bound and the push budget (gossip/robust/push_guard.py, push_budget.py) and the bounds
 on a round's answers (gossip/robust/consensus.py) limit how far a mix may move a peer; this is

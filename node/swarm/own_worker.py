@@ -18,11 +18,13 @@ value by value (x <- x + w (mean(y) - sent - m): a value already updated in `sen
 one not yet updated is kept whole), so nothing is lost or counted twice.
 
 A turn with nothing pending is a few attribute reads and one clock read (scripts/bench/
-swarm_step.py). A landed mix is one pass over the model (`MixAccumulator.apply_to`), plus one
-read pass that checks the pending update is finite: one with NaN or Inf (a peer's bug, an
-overflow) is dropped before it lands, logged, and training goes on. The collapse guard of the
-built-in loop judges the loss of the step after a mix; the user's loss is theirs, so it is off
-here (the finiteness check stands in for its last line of defence).
+swarm_step.py). A landed mix is one pass over the model (`MixAccumulator.apply_to`) and two
+read passes (BLAS dots, no temporaries) that check the pending update before it lands and the
+model after: an update with NaN or Inf (a peer's bug, an overflow) is dropped before it
+lands, logged, and training goes on; a model that is not finite after a finite update was
+broken by the loop's own steps, which `DivergedError` says (and the peer stops serving it).
+The collapse guard of the built-in loop judges the loss of the step after a mix; the user's
+loss is theirs, so it is off here (the finiteness checks stand in for its last line).
 """
 
 from __future__ import annotations
@@ -53,10 +55,9 @@ class CheckedMixes(MixAccumulator):
         with self._lock:
             if not self._pending:
                 return True
-            acc = self._acc
-            # one BLAS pass, no temporary: acc.acc is finite iff every value is (or its norm
-            # passes 1e19, which no model survives either)
-            return math.isfinite(self._scale) and math.isfinite(float(acc.dot(acc)))
+            # acc.acc is finite iff every value is (or the norm passes 1e19: no model survives
+            # that either)
+            return math.isfinite(self._scale) and _finite(self._acc)
 
 
 class SavedOuterStep(OuterStep):
@@ -239,12 +240,13 @@ class OwnLoopWorker(TrainingWorker):
         x = self.trainer.model.params.data
         landed = True
         if self.mixes.pending:
-            if self.mixes.finite():
-                if self.mixes.apply_to(x):
-                    self._last_mix_step = self.trainer.step_count
-            else:
+            if not self.mixes.finite():
                 landed = False
                 self._reject(x)
+            elif self.mixes.apply_to(x):
+                self._last_mix_step = self.trainer.step_count
+                if not _finite(x):  # a finite update on a finite model stays finite
+                    self._diverged()
         with self._outer_lock:
             pending, self._outer_pending = self._outer_pending, None
         if pending is not None and landed:
@@ -254,19 +256,23 @@ class OwnLoopWorker(TrainingWorker):
         sources = self.mixes.take_sources()
         self.mixes.discard()
         self.mixes_rejected += 1
-        if not math.isfinite(float(x.dot(x))):
-            exc = DivergedError(
-                f"training diverged: the model's parameters hold NaN or Inf at step "
-                f"{self.trainer.step_count}, before any mix landed (the swarm checks its mixes): "
-                "this peer stops serving its model; restart from a checkpoint with a smaller lr"
-            )
-            self._break(exc)
-            raise exc
+        if not _finite(x):  # the round's update carries our own NaN along: not the mix's
+            self._diverged()
         log.warning(
             "a mix %s held NaN or Inf: dropped before it landed (%d so far); training goes on",
             f"of models pushed by {', '.join(sorted(sources))}" if sources else "of my round",
             self.mixes_rejected,
         )
+
+    def _diverged(self) -> None:
+        exc = DivergedError(
+            f"training diverged: the model's parameters hold NaN or Inf at step "
+            f"{self.trainer.step_count}, and the swarm's mixes are checked before they land: "
+            "the loop's own steps did it; this peer stops serving its model (restart from a "
+            "checkpoint with a smaller lr)"
+        )
+        self._break(exc)
+        raise exc
 
     # --- the swarm's own state -----------------------------------------------------------
 
@@ -291,6 +297,11 @@ class OwnLoopWorker(TrainingWorker):
             t.step_count = max(int(t.step_count), int(state["step"]))
             t.samples_seen = max(int(t.samples_seen), int(state.get("samples_seen", 0)))
             self.outer.load(state, t.model.params.data)
+
+
+def _finite(v: Any) -> bool:
+    # one BLAS pass and no temporary, as node/train/model/user_model.py checks a user's vector
+    return math.isfinite(float(v.dot(v)))
 
 
 def check_state(state: Any, size: int) -> None:

@@ -138,7 +138,7 @@ def test_a_restarted_peer_with_a_checkpoint_dir_rejoins_under_its_id(tmp_path):
 
 
 def test_settings_of_the_built_in_loop_and_a_bad_model_are_refused_before_anything_starts():
-    with pytest.raises(swarmnode.SwarmnodeError, match="lr=.*your optimizer"):
+    with pytest.raises(swarmnode.SwarmnodeError, match=r"lr=.*your optimizer"):
         swarmnode.Swarm(np.zeros(3, np.float32), lr=0.1)
     with pytest.raises(swarmnode.SwarmnodeError, match="float32"):
         swarmnode.Swarm(np.zeros(3))

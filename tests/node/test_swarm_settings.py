@@ -34,13 +34,13 @@ def test_an_exchange_given_whole_and_single_keys_merge():
 
 
 def test_an_unknown_setting_is_named():
-    with pytest.raises(ConfigError, match="unknown setting.*sync_evry"):
+    with pytest.raises(ConfigError, match=r"unknown setting.*sync_evry"):
         _config_from(sync_evry=10)
 
 
 @pytest.mark.parametrize("key", ["lr", "optimizer", "steps", "data", "device"])
 def test_the_built_in_loops_own_settings_are_refused_with_the_reason(key):
-    with pytest.raises(ConfigError, match=f"{key}=.*own training loop"):
+    with pytest.raises(ConfigError, match=rf"{key}=.*own training loop"):
         check_own_loop({key: 1})
 
 

@@ -91,6 +91,10 @@ class _Handle:
         """This peer's exchange rounds that landed a mix."""
         return int(self._peer().exchanger.rounds_applied)
 
+    def live_peers(self) -> list[str]:
+        """The addresses of the other live members this peer knows."""
+        return [m.addr for m in self._peer().membership.live_peers()]
+
     @property
     def metrics(self) -> WorkerMetrics:
         return self._peer().worker.metrics()

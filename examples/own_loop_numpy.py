@@ -19,9 +19,9 @@ import json
 import time
 
 import numpy as np
+from swarmnode.node.train.data.datasets import load_dataset  # the bundled digits
 
 import swarmnode
-from swarmnode.node.train.data.datasets import load_dataset  # the bundled digits
 
 
 def init_params(seed: int, n_in: int = 64, n_hidden: int = 128, n_out: int = 10) -> dict:

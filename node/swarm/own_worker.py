@@ -99,7 +99,7 @@ class OwnLoopWorker(TrainingWorker):
         self.on_broken: Callable[[str], None] | None = None  # stop serving (thread-safe)
         self.mixes_rejected = 0  # pending updates with NaN or Inf, dropped before landing
         self._owner: int | None = None
-        self._owner_name = ""
+        self._owner_thread: threading.Thread | None = None
         self._bind_lock = threading.Lock()
         self._broken: BaseException | None = None  # raised again by every later step
         self._last_t = 0.0
@@ -194,15 +194,17 @@ class OwnLoopWorker(TrainingWorker):
         self._refresh(float(test_loss), float(test_acc), self.trainer.step_count)
 
     def _bind(self) -> None:
-        """The first step names the training thread; a step from any other is refused."""
+        """The first step names the training thread; a step from any other is refused while
+        that one lives (a loop that moves to a new thread once the old one ended may)."""
         me = threading.current_thread()
         with self._bind_lock:
-            if self._owner is None:
-                self._owner, self._owner_name = me.ident, me.name
+            owner = self._owner_thread
+            if owner is None or not owner.is_alive():
+                self._owner, self._owner_thread = me.ident, me
                 return
         raise StepThreadError(
             f"Swarm.step() was called from thread {me.name!r}, but this swarm's steps are "
-            f"taken on thread {self._owner_name!r}: call step() from the one thread that runs "
+            f"taken on thread {owner.name!r}: call step() from the one thread that runs "
             "the optimizer (two threads updating one model race each other; one Swarm per "
             "model and thread)"
         )

@@ -153,19 +153,26 @@ def test_a_step_from_a_second_thread_is_refused_by_name():
     assert w.trainer.step_count == 1  # the refused call counted nothing
 
 
+def test_a_loop_that_moves_to_a_new_thread_once_the_old_one_ended_may():
+    w = _worker(np.zeros(2, np.float32))
+    first = threading.Thread(target=_step, args=(w,))
+    first.start()
+    first.join()
+    _step(w)  # the first thread is gone: this one takes over
+    assert w.trainer.step_count == 2
+
+
 def test_at_the_staleness_bound_the_step_waits_serving_mixes_and_the_wait_shows():
     x = np.zeros(2, np.float32)
     w = _worker(x)
     w.set_step_limit(2)
-    _step(w)
     done = threading.Event()
 
     def user_loop() -> None:
+        _step(w)
         _step(w)  # step 2 reaches the bound: held here until the next round ends
         done.set()
 
-    # the user's thread is this one's child: bind it there
-    w._owner = None
     t = threading.Thread(target=user_loop)
     t.start()
     wait_for(lambda: w._held_since is not None, 10, "held at the bound")

@@ -7,6 +7,8 @@ swarmnode` stays cheap:
   `loss_and_grad(x, y) -> (loss, grad)`, `evaluate(x, y) -> (loss, accuracy)`.
 - `Peer` — one swarm peer: `async with Peer(model, data, **settings) as peer`, `await
   peer.wait()`, or the blocking `Peer(...).run()`; `run(...)` is the latter in one call.
+- `Swarm`, `AsyncSwarm` — the swarm for a training loop of your own: `swarm = Swarm(model,
+  join=..., sync_every=10)`, `swarm.step()` after each optimizer step, `swarm.close()`.
 - `PeerConfig`, `ExchangeConfig` — every setting, with its default (docs/options.md).
 - `NpyRows` — the rows of a `.npy` file read on demand: inputs larger than memory.
 - `TorchModel` — a torch `nn.Module` and loss as a `Model` (needs `pip install swarmnode[torch]`).
@@ -27,6 +29,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Model": "swarmnode.node.train.model.protocol",
     "Peer": "swarmnode.node.peer.api",
+    "Swarm": "swarmnode.node.swarm.handle",
+    "AsyncSwarm": "swarmnode.node.swarm.handle",
     "PeerConfig": "swarmnode.node.settings",
     "ExchangeConfig": "swarmnode.gossip.exchange",
     "NpyRows": "swarmnode.node.train.data.streamed",

@@ -171,6 +171,14 @@ RULES = [
         lambda s, d: not _within(s, "node.peer") or not _within(d, "node.cli"),
     ),
     (
+        "node.swarm (the handle of the user's own loop) sits on node.peer and node.train: it "
+        "never imports node.cli, and nothing of node but itself imports it",
+        lambda s, d: (
+            (not _within(s, "node.swarm") or not _within(d, "node.cli"))
+            and (not _within(d, "node.swarm") or not _within(s, "node") or _within(s, "node.swarm"))
+        ),
+    ),
+    (
         "outside fault/, only the peer's wiring (node.peer) imports fault.inject",
         lambda s, d: (
             not _within(d, "fault.inject") or _within(s, "fault") or _within(s, "node.peer")

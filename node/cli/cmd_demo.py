@@ -33,7 +33,7 @@ DEMO_TOML = """\
 # A task the swarm cannot solve at once: 24 classes of shifted, noisy 1-D signals with 10% of the
 # train labels flipped (chance 4%). Paced at 0.03 s a step (a compute-bound peer; four of them
 # share a laptop's cores) and lr 0.02, the swarm climbs from ~10% to ~58% over about 20 s.
-# Every key is documented in fault/chaos/scenario/schema.py.
+# Every key is documented in docs/chaos.md.
 
 [scenario]
 name = "demo"

@@ -38,10 +38,34 @@ def test_the_models_pages_numpy_model_trains_as_written(tmp_path, monkeypatch: p
 
 @pytest.mark.timeout(60)
 def test_the_readmes_short_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
-    (code,) = _blocks(README, "## Your own model, from Python")
+    (code,) = _blocks(README, "## Your own model, in our loop")
     first = README.read_text().splitlines().index("import swarmnode")
     assert first < 60, f"the first `import swarmnode` is on line {first + 1}, not the first screen"
     assert len(code.splitlines()) <= 30, "a few lines"
     exec(compile(code, str(README), "exec"), {"__name__": "__main__"})  # a peer, alone, 1500 steps
     printed = re.search(r"test accuracy ([\d.]+)%", capsys.readouterr().out)
     assert printed is not None and float(printed.group(1)) >= 90.0
+
+
+@pytest.mark.timeout(60)
+def test_the_readmes_own_loop_block_runs_as_written() -> None:
+    # The three lines around a user's torch loop, as the README shows them; only the seed's
+    # address becomes None (this peer founds its own swarm) and the loop's names are given.
+    torch = pytest.importorskip("torch")
+    (code,) = _blocks(README, "## Your training loop, with the swarm added")
+    assert code.count("swarm") >= 3 and len(code.splitlines()) <= 8, "three lines and a loop"
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    batches = [(torch.randn(16, 8), torch.randint(0, 2, (16,))) for _ in range(30)]
+    scope = {
+        "swarmnode": __import__("swarmnode"),
+        "model": model,
+        "loader": batches,
+        "loss_fn": torch.nn.functional.cross_entropy,
+        "opt": torch.optim.AdamW(model.parameters(), lr=1e-2),
+    }
+    exec(compile(code.replace('"10.0.0.5:7070"', "None"), str(README), "exec"), scope)
+    trained = list(model.parameters())
+    assert all(not torch.equal(a, b.detach()) for a, b in zip(before, trained, strict=True))
+    assert scope["swarm"].step_count == len(batches)

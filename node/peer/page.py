@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
-from swarmnode.node.peer.status_routes import StatusSource, self_status
+from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
 from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
 from swarmnode.node.web import web_routes as _web_routes
 
@@ -84,7 +84,7 @@ def probes(node: PageSource) -> list[Probe]:
         Probe("refused", "forged member records dropped", lambda: members.intake.forged_digests),
         Probe("byzantine", "pushed models refused (beyond the clip bound)", lambda: ex.guard.refused),
         Probe("rejected", "received models rejected (malformed)", lambda: ex.rejected),
-        Probe("fault", "faults", lambda: node.faults.config.to_spec(), counter=False),
+        Probe("fault", "faults", lambda: fault_spec(node), counter=False),
         Probe("fault", "byzantine behaviour", lambda: node.byzantine.kind, counter=False),
         Probe("fault", "slowdown", pace, counter=False),
         Probe("state", "state", lambda: node.state, counter=False),

@@ -47,12 +47,17 @@ def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
-def imports_of(path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
-    """(imported project module, line) for every import statement of the file."""
+def imports_of(
+    path: Path, modules: dict[str, Path], *, type_only: bool = False
+) -> Iterator[tuple[str, int]]:
+    """(imported project module, line) for every import statement of the file; with
+    `type_only`, those under `if TYPE_CHECKING:` too."""
     tree = ast.parse(path.read_text(), str(path))
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Import | ast.ImportFrom) or _in_type_checking(node, parents):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if not type_only and _in_type_checking(node, parents):
             continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -69,9 +74,12 @@ def imports_of(path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]
                 yield name, node.lineno
 
 
-def import_graph(root: Path) -> dict[str, list[tuple[str, int]]]:
+def import_graph(root: Path, *, type_only: bool = False) -> dict[str, list[tuple[str, int]]]:
     modules = project_modules(root)
-    return {name: sorted(set(imports_of(path, modules))) for name, path in modules.items()}
+    return {
+        name: sorted(set(imports_of(path, modules, type_only=type_only)))
+        for name, path in modules.items()
+    }
 
 
 def _within(module: str, package: str) -> bool:
@@ -285,6 +293,15 @@ def test_the_project_has_no_import_circles():
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_the_project_has_no_import_circles_counting_type_only_imports():
+    # A circle hidden under `if TYPE_CHECKING:` is still two modules that each need the other
+    # to be read: the shared type belongs on the lower side (or a Protocol it declares).
+    cycles = import_cycles(import_graph(ROOT, type_only=True))
+    assert not cycles, "import circles (type-only imports counted):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
 def test_the_rooms_of_node_train_import_each_other_in_no_circle():
     cycles = train_room_cycles(import_graph(ROOT))
     assert not cycles, "circles between node/train's rooms:\n" + "\n".join(
@@ -354,7 +371,8 @@ def test_fault_chaos_rooms_have_a_front():
 
 
 def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
-    # A tree that breaks two rules and has a circle: the checker must see all three.
+    # A tree that breaks rules and has circles (one through a type-only import): the checker
+    # must see them all.
     for rel, text in {
         "kernels/__init__.py": "",
         "kernels/ops.py": "from swarmnode.gossip.wire import frames\n",
@@ -374,6 +392,9 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
         "node/train/data/shard.py": "import swarmnode.node.train.mixing.mixes\n",
         "node/train/mixing/mixes.py": "import swarmnode.node.train.data.streamed\n",
         "node/train/data/streamed.py": "",
+        # a circle closed only by a type-only import
+        "fault/inject/record.py": "if TYPE_CHECKING:\n    from swarmnode.fault.inject.parse import T\n",
+        "fault/inject/parse.py": "from swarmnode.fault.inject import record\n",
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
@@ -385,5 +406,8 @@ def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):
     assert any("robust.rules:1 imports swarmnode.gossip.wire.frames" in v for v in violations)
     assert any("model.user_model:1 imports swarmnode.node.train.worker" in v for v in violations)
     assert import_cycles(graph) == [["swarmnode.gossip.wire.frames", "swarmnode.kernels.ops"]]
+    assert ["swarmnode.fault.inject.parse", "swarmnode.fault.inject.record"] in import_cycles(
+        import_graph(tmp_path, type_only=True)
+    )
     # data.shard -> mixing.mixes -> data.streamed: no circle of modules, one of rooms
     assert train_room_cycles(graph) == [["data", "mixing"]]

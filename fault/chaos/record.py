@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
 
 PEER_LIFECYCLE = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 FAULT_ACTIONS = ("kill", "terminate", "freeze", "partition", "fault", "byzantine", "slowdown")
@@ -26,6 +23,70 @@ BACK_ACTIONS = ("restart", "join", "thaw")  # after these a peer's samples are i
 DEFAULT_EXCHANGE_TIMEOUT = ExchangeConfig().timeout
 # max_wait: the round's own work around its one network deadline (see assertions.py).
 WAIT_ALLOWANCE = 0.2
+
+
+# What the assertions and their validation read of a scenario. Declared here, below both, so
+# that the assertions never import the scenario room whose parser calls their validation (the
+# room's `Scenario`, `PeerSpec`, `AssertionSpec` and `Event` implement these).
+
+
+class EventView(Protocol):
+    """One `[[event]]` as the assertions read it."""
+
+    @property
+    def at(self) -> float: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def peer(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def id(self) -> str | None: ...
+
+
+class PeerView(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class AssertionView(Protocol):
+    """One `[[assert]]` table, validated: its kind, its parameters, whether it must fail."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
+    @property
+    def must_fail(self) -> bool: ...
+
+
+class ControlView(Protocol):
+    @property
+    def peer(self) -> str: ...
+
+
+class ScenarioView(Protocol):
+    """A parsed scenario as the assertions read it."""
+
+    @property
+    def node(self) -> dict[str, Any]: ...
+    @property
+    def peers(self) -> Sequence[PeerView]: ...
+    @property
+    def events(self) -> Sequence[EventView]: ...
+    @property
+    def assertions(self) -> Sequence[AssertionView]: ...
+    @property
+    def sample_every(self) -> float: ...
+    @property
+    def params_every(self) -> float: ...
+    @property
+    def control(self) -> ControlView | None: ...
+
+    def flags_for(self, name: str) -> dict[str, Any]: ...
+
+    def event_by_id(self, event_id: str) -> EventView: ...
 
 
 @dataclasses.dataclass
@@ -47,7 +108,7 @@ class RunRecord:
     control: RunRecord | None = None
     control_result: str | None = None
 
-    def event_time(self, scenario: Scenario, index: int) -> float:
+    def event_time(self, scenario: ScenarioView, index: int) -> float:
         for entry in self.timeline:
             if entry.get("index") == index:
                 return float(entry["t"])
@@ -109,7 +170,7 @@ class Result:
         return out
 
 
-def honest_peers(scenario: Scenario) -> list[str]:
+def honest_peers(scenario: ScenarioView) -> list[str]:
     """Peers that are never byzantine (by flag or by an event) during the run."""
     turned = {e.peer for e in scenario.events if e.action == "byzantine" and e.kind != "none"}
     return [
@@ -119,7 +180,7 @@ def honest_peers(scenario: Scenario) -> list[str]:
     ]
 
 
-def rejoined(scenario: Scenario) -> list[str]:
+def rejoined(scenario: ScenarioView) -> list[str]:
     seen: list[str] = []
     for e in scenario.events:
         if e.action in ("restart", "join") and e.peer not in seen:
@@ -127,19 +188,19 @@ def rejoined(scenario: Scenario) -> list[str]:
     return seen
 
 
-def running_at_end(scenario: Scenario, record: RunRecord, names: Iterable[str]) -> list[str]:
+def running_at_end(scenario: ScenarioView, record: RunRecord, names: Iterable[str]) -> list[str]:
     return [n for n in names if record.final_state.get(n) == "running"]
 
 
 def first_event(
-    scenario: Scenario, params: Mapping[str, Any], actions: tuple[str, ...]
+    scenario: ScenarioView, params: Mapping[str, Any], actions: tuple[str, ...]
 ) -> list[int]:
     if params.get("after"):
         return [next(i for i, e in enumerate(scenario.events) if e.id == params["after"])]
     return [i for i, e in enumerate(scenario.events) if e.action in actions]
 
 
-def exchange_timeout(s: Scenario) -> float:
+def exchange_timeout(s: ScenarioView) -> float:
     return float(s.node.get("exchange-timeout", DEFAULT_EXCHANGE_TIMEOUT))
 
 

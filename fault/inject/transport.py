@@ -1,7 +1,8 @@
 """`FaultyTransport`: a `Transport` wrapper that injects network faults on the calling side.
 
-Every peer sends through its own wrapper, so faults on the caller's side cover both directions
-of every link; no server-side twin is needed. All random choices come from one seeded
+Every peer that can be faulted (`--fault`, or the admin routes; others send straight through
+HTTP) sends through its own wrapper, so faults on the caller's side cover both directions of
+every link; no server-side twin is needed. All random choices come from one seeded
 `random.Random`: each request draws a 64-bit sub-seed at entry (before any await) and takes
 every decision for that request from it. The same seed and the same sequence of `request`
 calls therefore give the same faults, however the requests interleave once they are running,

@@ -15,10 +15,20 @@ swarm through the `PeerDirectory` its owner hands it.
   feedback.
 - `access.py`: who may pull or push (a live member, in its own name); `slots.py`: bounds on
   inbound bulk work; `round_log.py`: one log line per round.
+- `memory_store.py`: `InMemoryStore`, the in-process twin of `ParamStore` (tests, simulations).
 """
 
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.exchanger import Exchanger
+from swarmnode.gossip.exchange.memory_store import InMemoryStore
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, Round, RoundResult
 
-__all__ = ["ExchangeConfig", "Exchanger", "ParamStore", "PeerDirectory", "Round", "RoundResult"]
+__all__ = [
+    "ExchangeConfig",
+    "Exchanger",
+    "InMemoryStore",
+    "ParamStore",
+    "PeerDirectory",
+    "Round",
+    "RoundResult",
+]

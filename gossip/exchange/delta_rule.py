@@ -29,37 +29,11 @@ the round took. Figures: docs/benchmarks.md ("delta rule").
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import numpy as np
-from swarmnode.gossip.exchange.types import ParamStore
+from swarmnode.gossip.exchange.types import Moved, ParamStore
 from swarmnode.gossip.wire import covered
 from swarmnode.gossip.wire import frames as wire
-
-
-class Moved:
-    """m: how far the pushes mixed in during one round of mine moved my model, summed as they
-    come (worker threads), so a long round that many peers push to holds one model, not one
-    per push."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sum: np.ndarray | None = None
-
-    def add(self, clipped: np.ndarray, own: np.ndarray, weight: float) -> None:
-        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own)."""
-        moved = clipped - own
-        moved *= np.float32(weight)
-        with self._lock:
-            if self._sum is None:
-                self._sum = moved
-            else:
-                self._sum += moved
-
-    def take_from(self, delta: np.ndarray) -> None:
-        with self._lock:
-            if self._sum is not None:
-                delta -= self._sum
 
 
 async def land(

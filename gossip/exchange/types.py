@@ -1,16 +1,15 @@
 """What the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what an exchange mode
-is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports (`RoundResult`)."""
+is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports (`RoundResult`);
+`Moved`, the pushes mixed in during a round, which a round hands the delta rule."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
-
-if TYPE_CHECKING:  # delta_rule imports this module
-    from swarmnode.gossip.exchange.delta_rule import Moved
 
 
 class ParamStore(Protocol):
@@ -74,6 +73,31 @@ class PeerDirectory(Protocol):
         """Whether a request's declared sender is a live member (checked where no signature
         names the sender: the in-memory network of the simulations and unit tests)."""
         ...
+
+
+class Moved:
+    """m: how far the pushes mixed in during one round of mine moved my model, summed as they
+    come (worker threads), so a long round that many peers push to holds one model, not one
+    per push. The delta rule (`delta_rule.py`) takes it out of the round's step."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sum: np.ndarray | None = None
+
+    def add(self, clipped: np.ndarray, own: np.ndarray, weight: float) -> None:
+        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own)."""
+        moved = clipped - own
+        moved *= np.float32(weight)
+        with self._lock:
+            if self._sum is None:
+                self._sum = moved
+            else:
+                self._sum += moved
+
+    def take_from(self, delta: np.ndarray) -> None:
+        with self._lock:
+            if self._sum is not None:
+                delta -= self._sum
 
 
 @runtime_checkable

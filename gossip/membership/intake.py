@@ -9,6 +9,9 @@ In order, cheapest first, so that a flood costs as little as possible:
    (`swarmnode.gossip.membership.caps`); then for newcomers the source's and the global newcomer
    rate; a refused newcomer is never verified;
 4. the table merge, which checks a signature only for an entry that would change the table.
+
+The join route takes the same path for its one entry (`open`, `sort`, `merge`): a digest drops
+what is refused, the join answers with why (`UNTRUSTED`, `CAPPED`, `TOO_FAST`, or forged).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ from swarmnode.gossip.membership.records import RecordOpener, Verifier
 from swarmnode.gossip.membership.table import MemberTable
 
 log = logging.getLogger(__name__)
+
+# Why `sort` keeps an entry out of the table, in the order the checks run.
+UNTRUSTED = "untrusted"  # a newcomer whose key the admission mode does not list
+CAPPED = "capped"  # it would list a member live past the per-host (or per-prefix) cap
+TOO_FAST = "too fast"  # a newcomer past the source's or the global newcomer rate
 
 
 class Intake:
@@ -44,6 +52,11 @@ class Intake:
         self._capped_logged = 0
         self._open = parse_entry if self.opener is None else self.opener
 
+    def open(self, raw: object) -> Gossiped:
+        """One entry (a join's or a leave's), parsed as a digest's are; `CodecError` if it is
+        malformed (a lone entry is refused whole, not dropped)."""
+        return self._open(raw)
+
     def parse(self, raw: object, what: str) -> list[Gossiped]:
         """The well-formed entries of a digest; malformed ones are dropped with one log line."""
         good, dropped = parse_entries(raw, self.max_digest, self._open)
@@ -60,17 +73,25 @@ class Intake:
     def admit(
         self, entries: Sequence[Gossiped], source: str, now: float, solicited: bool = False
     ) -> list[Gossiped]:
-        """The entries allowed to reach the table: known members, and newcomers that pass the
-        admission mode and (unless we asked for them: a join answer) the rate limits; any entry
-        that would list a member live at a new host must also fit the per-host cap."""
+        """The entries allowed to reach the table (`sort`'s first half)."""
+        return self.sort(entries, source, now, solicited)[0]
+
+    def sort(
+        self, entries: Sequence[Gossiped], source: str, now: float, solicited: bool = False
+    ) -> tuple[list[Gossiped], list[tuple[Gossiped, str]]]:
+        """(admitted, refused with why): known members, and newcomers that pass the admission
+        mode and (unless we asked for them: a join answer) the rate limits, are admitted; any
+        entry that would list a member live at a new host must also fit the per-host cap."""
         table, admission, cap = self.table, self.admission, self.cap
         # introducers are counted by address; a declared id (no address known) is not one
         via = None if solicited else address_of(source)
-        out = []
+        out: list[Gossiped] = []
+        refused: list[tuple[Gossiped, str]] = []
         counts = None  # built on the first entry that needs them: most digests have none
         for g in entries:
             known = table.knows(g.peer_id)
             if not known and not admission.listable(g.peer_id):
+                refused.append((g, UNTRUSTED))
                 continue
             capped = table.enlists(g)
             if capped:
@@ -78,27 +99,18 @@ class Intake:
                     counts = cap.counts(table.live_addrs(now), now)
                 # the cap before the rate: a capped flood spends no newcomer tokens
                 if not cap.fits(counts, g.addr, via):
+                    refused.append((g, CAPPED))
                     continue
             if known or solicited or admission.take_newcomer(source, now):
                 if capped:
                     cap.add(counts, g.peer_id, g.addr, via)
                 out.append(g)
+            else:
+                refused.append((g, TOO_FAST))
         if counts is not None:
             self._log_capped(source)
             cap.forget(table.knows)
-        return out
-
-    def fits(self, g: Gossiped, source: str, now: float) -> bool:
-        """Whether a joiner's entry fits the per-host cap (the join route's check)."""
-        if not self.table.enlists(g):
-            return True
-        counts = self.cap.counts(self.table.live_addrs(now), now)
-        via = address_of(source)
-        if not self.cap.fits(counts, g.addr, via):
-            self._log_capped(source)
-            return False
-        self.cap.add(counts, g.peer_id, g.addr, via)
-        return True
+        return out, refused
 
     def _log_capped(self, source: str) -> None:
         # one line per 100 refusals, as for a full table: a flood must not flood the log
@@ -115,9 +127,11 @@ class Intake:
             )
             self._capped_logged = refused
 
-    def merge(self, entries: Sequence[Gossiped], now: float, what: str) -> None:
+    def merge(self, entries: Sequence[Gossiped], now: float, what: str) -> bool:
+        """Merge into the table; True when a forged signature was found (the rest ignored)."""
         check = self.verifier.check if self.verifier is not None else None
-        if self.table.merge(entries, now, check):
+        forged = bool(self.table.merge(entries, now, check))
+        if forged:
             self.forged_digests += 1
             log.warning(
                 "%s: forged signature in a %s: the rest of it is ignored (%d such digests)",
@@ -125,3 +139,4 @@ class Intake:
                 what,
                 self.forged_digests,
             )
+        return forged

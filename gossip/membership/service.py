@@ -46,10 +46,10 @@ from swarmnode.gossip.link.transport import Arrival, Handler, Transport
 from swarmnode.gossip.membership.admission import DECLARED, Admission
 from swarmnode.gossip.membership.caps import HostCap
 from swarmnode.gossip.membership.config import MembershipConfig
-from swarmnode.gossip.membership.entries import Gossiped, parse_entry
+from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
-from swarmnode.gossip.membership.intake import Intake
-from swarmnode.gossip.membership.records import RecordSigner, Verifier, open_entry, to_wire
+from swarmnode.gossip.membership.intake import CAPPED, UNTRUSTED, Intake
+from swarmnode.gossip.membership.records import RecordSigner, Verifier, to_wire
 from swarmnode.gossip.membership.sampling import sample_peers
 from swarmnode.gossip.membership.table import Change, Member, MemberTable
 from swarmnode.gossip.wire.control import (
@@ -217,33 +217,37 @@ class Membership:
         return self._encode("gossip-ack")
 
     def _one_entry(self, msg: dict[str, Any]) -> Gossiped:
-        raw = require(msg, "member", list)
-        return open_entry(raw) if self.key is not None else parse_entry(raw)
+        return self.intake.open(require(msg, "member", list))
 
     async def _on_join(self, req: Arrival) -> bytes:
+        """A newcomer's entry goes through the intake as a digest's do (`Intake.sort`, then
+        `merge`, which checks its signature); what a digest would drop, the join refuses, with
+        why (the joiner gives up on a 403 and retries a 429 later)."""
         msg = decode_control(req.body, "join")
         joiner = self._one_entry(msg)
         if joiner.peer_id == self.self_id:
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
         if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
             raise RemoteError("this peer is leaving the swarm: join through another", 503)
-        source, new = self._source(req, msg), not self.table.knows(joiner.peer_id)
-        if new and not self.admission.listable(joiner.peer_id):
-            raise RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
-        if not self.intake.fits(joiner, source, self._now()):
+        _, refused = self.intake.sort([joiner], self._source(req, msg), self._now())
+        if refused:
+            raise self._join_refusal(joiner, refused[0][1])
+        if self._absorb([joiner], "join"):
+            raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
+        log.debug("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        return self._encode("join-ack")
+
+    def _join_refusal(self, joiner: Gossiped, why: str) -> RemoteError:
+        if why == UNTRUSTED:
+            return RemoteError(f"key of {joiner.peer_id!r} is not trusted by this swarm", 403)
+        if why == CAPPED:
             cap = self.intake.cap
-            raise RemoteError(
+            return RemoteError(
                 f"too many members at {joiner.addr} or from its source ({cap.per_host} per "
                 f"address, {cap.per_prefix} per /24 or /64)",
                 429,
             )
-        if new and not self.admission.take_newcomer(source, self._now()):
-            raise RemoteError("too many new members from this source: retry later", 429)
-        if self.verifier is not None and not self.verifier.check(joiner):
-            raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
-        self._absorb([joiner])
-        log.debug("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
-        return self._encode("join-ack")
+        return RemoteError("too many new members from this source: retry later", 429)
 
     async def _on_leave(self, req: Arrival) -> bytes:
         msg = decode_control(req.body, "leave")
@@ -259,16 +263,18 @@ class Membership:
         """Merge a digest message; True when we had to refute (our incarnation went up)."""
         entries = self.intake.parse(require(msg, "members", list), what)
         entries = self.intake.admit(entries, source, self._now(), solicited)
-        return self._absorb(entries, what)
+        before = self.table.incarnation
+        self._absorb(entries, what)
+        return self.table.incarnation != before
 
     def _absorb(self, entries: Sequence[Gossiped], what: str = "message") -> bool:
-        before = self.table.incarnation
+        """Merge admitted entries; True when one had a forged signature (the rest ignored)."""
         now = self._now()
-        self.intake.merge(entries, now, what)
+        forged = self.intake.merge(entries, now, what)
         if len(self.table) <= SWEEP_ALWAYS or not 0 <= now - self._swept < SWEEP_EVERY_S:
             self._swept = now
             self._notify(self.table.sweep(now))
-        return self.table.incarnation != before
+        return forged
 
     def _notify(self, changes: list[Change]) -> None:
         for change in changes:

@@ -99,6 +99,7 @@ class Node:
         self.state = "starting"
         self.events = EventLog()  # what the page shows happening (node/web/events.py)
         self.watch: Any = None  # the page's fan-out (node/web/watch.py), built with the server
+        self.faults: FaultyTransport | None = None  # only with --fault or the admin routes
         self.max_steps_between_rounds = 0  # the largest gap between two own rounds' ends
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -187,17 +188,23 @@ class Node:
         for named in filter(None, (self.signer, self.operator)):
             named.name = self.addr
 
+    def _fault_layer(self, http: HttpTransport) -> FaultyTransport | None:
+        """The fault-injecting wrapper, only where faults can be asked for: a `--fault` that
+        injects something, or the admin routes (which set faults at runtime). Elsewhere every
+        request would pay for a wrapper that never acts. Built once the address is known:
+        partitions compare it to the others' addresses."""
+        faults = parse_fault_spec(self.cfg.fault)
+        if not (faults.active or self.cfg.enable_admin):
+            return None
+        return FaultyTransport(http, faults, self.cfg.seed, self.addr)
+
     def _build_network(self) -> None:
         """Transport (faults, auth), membership, byzantine serving, exchanger; their routes."""
         cfg = self.cfg
-        # Built once the address is known: partitions compare it to the others' addresses.
-        self.faults = FaultyTransport(
-            HttpTransport(max_response_bytes=answer_cap(cfg, self.store.size)),
-            parse_fault_spec(cfg.fault),
-            cfg.seed,
-            self.addr,
-        )
-        transport = self.links = MeasuringTransport(AuthTransport(self.faults, self.signer))
+        http = HttpTransport(max_response_bytes=answer_cap(cfg, self.store.size))
+        self.faults = self._fault_layer(http)
+        wire = http if self.faults is None else self.faults
+        transport = self.links = MeasuringTransport(AuthTransport(wire, self.signer))
         self.membership = Membership(
             self.peer_id,
             self.addr,
@@ -357,9 +364,9 @@ class Node:
             await self.watch.close()
         if self._runner is not None:
             await self._runner.cleanup()
-        faults = getattr(self, "faults", None)
-        if faults is not None:
-            await faults.close()
+        links = getattr(self, "links", None)
+        if links is not None:  # the whole stack, down to the HTTP pool
+            await links.close()
 
     async def _stop_worker(self, budget: float) -> None:
         """Wait up to `budget` s for the training thread, then save the final checkpoint."""

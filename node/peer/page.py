@@ -2,24 +2,32 @@
 
 The page room knows no `Node`; this module hands it callables over the node's live objects,
 turns membership changes into event lines, and lists the counters and settings whose moves are
-events (`Probe`s, read once a second by an owned task: `probe_loop`).
+events (`Probe`s, read once a second by an owned task: `probe_loop`). What it reads of the peer
+is `PageSource`, declared here so that the `Node` that wires the page in is never imported.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
-from swarmnode.node.peer.status_routes import self_status
+from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
 from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
 from swarmnode.node.web import web_routes as _web_routes
 
 if TYPE_CHECKING:
     from swarmnode.gossip.membership.views import Change
-    from swarmnode.node.peer.node import Node
 
 
-def page_routes(node: Node) -> list[web.RouteDef]:
+class PageSource(StatusSource, Protocol):
+    """What the page reads of a peer (the `Node` implements it): the status's sources, the
+    event log it keeps, and the page's fan-out, which `page_routes` builds and the peer closes."""
+
+    events: EventLog
+    watch: SwarmWatch | None
+
+
+def page_routes(node: PageSource) -> list[web.RouteDef]:
     """The page's routes; builds `node.watch` (closed by `Node.close`)."""
     node.watch = SwarmWatch(
         Sources(
@@ -32,21 +40,21 @@ def page_routes(node: Node) -> list[web.RouteDef]:
     return _web_routes(node.watch, lambda: own_figures(node), node.events)
 
 
-def own_figures(node: Node) -> dict[str, Any] | None:
+def own_figures(node: PageSource) -> dict[str, Any] | None:
     """The `self` of /v1/status; None until the exchange exists (the server binds first)."""
     if getattr(node, "exchanger", None) is None:
         return None
     return self_status(node)
 
 
-def other_members(node: Node) -> list[dict[str, Any]]:
+def other_members(node: PageSource) -> list[dict[str, Any]]:
     membership = getattr(node, "membership", None)
     if membership is None:
         return []
     return [m.as_status() for m in membership.members() if m.peer_id != node.peer_id]
 
 
-def log_member_changes(node: Node) -> None:
+def log_member_changes(node: PageSource) -> None:
     """Every state change of a member in this peer's table becomes an event line."""
 
     def changed(change: Change) -> None:
@@ -57,7 +65,7 @@ def log_member_changes(node: Node) -> None:
     node.membership.on_change(changed)
 
 
-def probes(node: Node) -> list[Probe]:
+def probes(node: PageSource) -> list[Probe]:
     """What `watch_probes` reads of the peer once a second."""
     members, ex = node.membership, node.exchanger
 
@@ -76,14 +84,14 @@ def probes(node: Node) -> list[Probe]:
         Probe("refused", "forged member records dropped", lambda: members.intake.forged_digests),
         Probe("byzantine", "pushed models refused (beyond the clip bound)", lambda: ex.guard.refused),
         Probe("rejected", "received models rejected (malformed)", lambda: ex.rejected),
-        Probe("fault", "faults", lambda: node.faults.config.to_spec(), counter=False),
+        Probe("fault", "faults", lambda: fault_spec(node), counter=False),
         Probe("fault", "byzantine behaviour", lambda: node.byzantine.kind, counter=False),
         Probe("fault", "slowdown", pace, counter=False),
         Probe("state", "state", lambda: node.state, counter=False),
     ]  # fmt: skip
 
 
-async def probe_loop(node: Node) -> None:
+async def probe_loop(node: PageSource) -> None:
     await watch_probes(probes(node), node.events)
 
 

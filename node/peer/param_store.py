@@ -3,7 +3,8 @@
 Snapshots are copies taken between two steps (straight into a wire frame when the exchange asks
 for one); received models are folded, on this store's own thread, into the worker's pending
 update (`swarmnode.node.train.mixing.mixes`), which the training thread applies between two
-steps; a state sync's load replaces the model and waits until it has.
+steps; a state sync's load replaces the model and waits until it has. Its in-process twin,
+for tests and simulations: `swarmnode.gossip.exchange.InMemoryStore`.
 """
 
 from __future__ import annotations

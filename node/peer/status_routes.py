@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from swarmnode.fault.inject.spec import FaultConfig
 from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
 
 from swarmnode import __version__
@@ -43,13 +44,18 @@ class StatusSource(Protocol):
     worker: TrainingWorker
     membership: Membership
     byzantine: ByzantineServing
-    faults: FaultyTransport
+    faults: FaultyTransport | None  # only with --fault or the admin routes
     links: MeasuringTransport
 
     @property
     def exchanger(self) -> Exchanger | None:
         """None until the peer has built it (the server is bound before it exists)."""
         ...
+
+
+def fault_spec(node: StatusSource) -> str:
+    """The faults this peer injects, as `--fault` text ("none" without a fault layer too)."""
+    return (FaultConfig() if node.faults is None else node.faults.config).to_spec()
 
 
 def status_json(node: StatusSource) -> dict[str, Any]:
@@ -87,7 +93,7 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
         "waited_s": node.worker.waited_s,
         "byzantine": node.byzantine.kind,
         "error": None if node.worker.error is None else str(node.worker.error),
-        "faults": node.faults.config.to_spec(),
+        "faults": fault_spec(node),
         "uptime_s": time.monotonic() - node.started_at,
         "consensus_dist": consensus_distance(ex),
         "exchange": {

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.compressed import CompressedPushPull, refuse_compressed
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
@@ -16,20 +17,6 @@ pytestmark = pytest.mark.timeout(60)
 N = 3000
 
 
-class Store:
-    """A model that applies mixes and nudges at once (no training thread)."""
-
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = x.size
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        return 0, self.x.copy()
-
-    async def nudge(self, delta: np.ndarray, weight: float) -> None:
-        self.x += np.float32(weight) * delta
-
-
 async def decode(body: bytes, *, source: str, sparse: bool = False) -> tuple[dict, np.ndarray]:
     header, vec = wire.decode_params(body, expected_size=N, sparse=sparse)
     wire.validate_params(vec, N)
@@ -37,7 +24,7 @@ async def decode(body: bytes, *, source: str, sparse: bool = False) -> tuple[dic
 
 
 def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: bool = True):
-    store = Store(x)
+    store = InMemoryStore(x)
     cpp = CompressedPushPull(
         spec, self_id=name, size=N, transport=net.transport(name),
         store=store, decode=decode, timeout=2.0,

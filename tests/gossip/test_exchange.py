@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import ExchangeError, RemoteError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
@@ -17,48 +18,11 @@ from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import encode_params
 from swarmnode.kernels.errors import SwarmnodeError
 
-from tests.gossip.exchange_fakes import PlainStore
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
 D = 257
-
-
-class ArrayStore(PlainStore):
-    """A ParamStore over a plain array (the node's is over its training thread)."""
-
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = self.x.size
-        self.step = 0
-
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        return self.step, self.x.copy()
-
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
-        self.x = (1 - weight) * self.x + weight * other
-
-
-class QueuedStore(ArrayStore):
-    """A ParamStore with the node's semantics: `mix_in` returns once the mix is queued; queued
-    mixes land, in order, at the next "training step" (`step_once`)."""
-
-    def __init__(self, x: np.ndarray) -> None:
-        super().__init__(x)
-        self.pending: list[tuple[np.ndarray, float, bool]] = []
-
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
-        self.pending.append((other, weight, False))
-
-    async def nudge(self, delta: np.ndarray, weight: float) -> None:
-        self.pending.append((delta, weight, True))
-
-    def step_once(self) -> None:
-        for other, weight, nudge in self.pending:
-            self.x = self.x + weight * other if nudge else (1 - weight) * self.x + weight * other
-        self.pending.clear()
-        self.step += 1
 
 
 class StaticPeers:
@@ -82,7 +46,7 @@ def make_swarm(vectors, cfg, outgoing=None, stores=None):
             cfg,
             self_id=f"p{i}",
             transport=net.transport(addrs[i]),
-            store=stores[i] if stores is not None else ArrayStore(v),
+            store=stores[i] if stores is not None else InMemoryStore(v),
             peers=StaticPeers(others),
             outgoing=(outgoing or {}).get(i),
         )
@@ -107,15 +71,17 @@ async def test_two_peers_averaging_with_each_other_at_once_do_not_deadlock():
     # a <- 0.25 a + 0.75 b = 3.5, b <- 0.25 b + 0.75 a = 2.5 (the mean, 3, is preserved).
     # (Not from zero: a pushed model is bounded by the receiver's own norm before its first round.)
     a, b = np.full(D, 2.0), np.full(D, 4.0)
-    stores = [QueuedStore(a), QueuedStore(b)]
+    stores = [InMemoryStore(a, queued=True), InMemoryStore(b, queued=True)]
     _, (ea, eb) = make_swarm([a, b], ExchangeConfig(mode="average", mix=0.5), stores=stores)
     ra, rb = await asyncio.wait_for(asyncio.gather(ea.round(), eb.round()), 10)
     assert ra.applied and rb.applied and ea.served == eb.served == 1
-    # queued, not applied: the rounds did not wait for a training step
-    assert len(stores[0].pending) == len(stores[1].pending) == 2
+    # queued, not applied: the rounds did not wait for a training step (each round's outer
+    # step is queued behind its mix; the first only anchors the model)
+    for store in stores:
+        assert len([c for c in store.pending if c.kind != "outer"]) == 2
     np.testing.assert_array_equal(stores[0].x, 2.0)
     for store in stores:
-        store.step_once()
+        store.train()
     np.testing.assert_array_equal(stores[0].x, 3.5)
     np.testing.assert_array_equal(stores[1].x, 2.5)
 
@@ -320,21 +286,6 @@ def test_config_errors_name_the_problem():
         ExchangeConfig(mode="robust", aggregator="krum", byzantine_f=2, pull=3).validate()
 
 
-class FramedStore(ArrayStore):
-    """A store that can hand out its snapshot already framed (as the node's WorkerStore does)."""
-
-    framed = 0
-
-    async def snapshot_frame(self, sender: str):
-        self.framed += 1
-
-        def fill(payload: np.ndarray) -> int:
-            payload[...] = self.x
-            return 7
-
-        return wire.encode_into_frame(self.size, fill, sender=sender)
-
-
 @pytest.mark.parametrize("poisoning", [False, True])
 async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its_outgoing(
     poisoning,
@@ -342,7 +293,7 @@ async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its
     async def negate(step: int, vec: np.ndarray, to: str = "") -> np.ndarray:
         return -vec
 
-    store = FramedStore(np.full(D, 2.0))
+    store = InMemoryStore(np.full(D, 2.0), step=7)
     ex = Exchanger(
         ExchangeConfig(),
         self_id="p0",
@@ -356,5 +307,5 @@ async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its
         await ex.handlers()["params"](Arrival(encode_control("pull", sender="t")))
     )
     np.testing.assert_array_equal(served, -2.0 if poisoning else 2.0)
-    assert store.framed == (0 if poisoning else 1)
-    assert header["step"] == (0 if poisoning else 7)
+    assert store.calls["snapshot_frame"] == (0 if poisoning else 1)
+    assert header["step"] == 7  # the snapshot's step, either way

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.wire import frames as wire
 
-from tests.gossip.exchange_fakes import RandomPeers, Store, spread
+from tests.gossip.exchange_fakes import RandomPeers, spread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,12 +24,15 @@ def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
     rng = np.random.default_rng(0)
     addrs = [f"p{i}:1" for i in range(len(specs))]
     out = []
+    # plain gossip, no outer step: its momentum moves each peer's own model, not the mean kept
+    plain = {"outer_lr": 1.0, "outer_momentum": 0.0}
     for i, spec in enumerate(specs):
         others = [(f"p{j}", a) for j, a in enumerate(addrs) if j != i]
         ex = Exchanger(
-            ExchangeConfig(mode=mode, compress=spec, pull=len(specs) - 1, aggregator="median"),
+            ExchangeConfig(mode=mode, compress=spec, pull=len(specs) - 1, aggregator="median",
+                           **plain),
             self_id=f"p{i}", transport=net.transport(addrs[i]),
-            store=Store(rng.standard_normal(D)), peers=RandomPeers(others, i), segs=SEGS,
+            store=InMemoryStore(rng.standard_normal(D)), peers=RandomPeers(others, i), segs=SEGS,
         )  # fmt: skip
         net.register(addrs[i], ex.handlers())
         out.append(ex)

@@ -7,12 +7,10 @@ import asyncio
 
 import numpy as np
 import pytest
-from swarmnode.gossip.exchange import delta_rule
+from swarmnode.gossip.exchange import InMemoryStore, delta_rule
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
-
-from tests.gossip.exchange_fakes import Store
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,10 +41,10 @@ def exchangers(net: InMemoryNetwork, stores: list, cfg: ExchangeConfig) -> list[
 
 
 def pair(a: np.ndarray, b: np.ndarray, cfg: ExchangeConfig, trained: np.ndarray | None = None):
-    """Two exchangers over `Store`s; with `trained`, peer 0 "trains" by that much while its
+    """Two exchangers over `InMemoryStore`s; with `trained`, peer 0 "trains" by that much while its
     push to peer 1 is being answered (the round is in flight)."""
     net = InMemoryNetwork()
-    stores = [Store(a), Store(b)]
+    stores = [InMemoryStore(a), InMemoryStore(b)]
     exs = exchangers(net, stores, cfg)
     net.register("p0:1", exs[0].handlers())
     handlers = exs[1].handlers()
@@ -54,7 +52,7 @@ def pair(a: np.ndarray, b: np.ndarray, cfg: ExchangeConfig, trained: np.ndarray 
         answer = handlers["pushpull"]
 
         async def slow_answer(req: Arrival) -> bytes:
-            stores[0].x = stores[0].x + trained  # training steps on peer 0 meanwhile
+            stores[0].train(trained)  # training steps on peer 0 meanwhile
             return await answer(req)
 
         handlers = {**handlers, "pushpull": slow_answer}
@@ -94,26 +92,23 @@ async def test_two_peers_pushing_to_each_other_at_once_meet_halfway(delta_rule):
 
 
 async def test_with_the_delta_rule_off_a_round_lands_as_the_plain_mix():
-    class MixOnly(Store):
-        async def nudge(self, delta: np.ndarray, weight: float) -> None:
-            raise AssertionError("the plain mix never nudges")
-
     a, b = np.full(D, 2.0), np.full(D, 4.0)
     net = InMemoryNetwork()
-    stores = [MixOnly(a), MixOnly(b)]
+    stores = [InMemoryStore(a), InMemoryStore(b)]
     exs = exchangers(net, stores, ExchangeConfig(**PAIR, delta_rule=False))
     for i, ex in enumerate(exs):
         net.register(f"p{i}:1", ex.handlers())
     assert (await exs[0].round()).applied
     np.testing.assert_allclose(stores[0].x, 3.0)
     np.testing.assert_allclose(stores[1].x, 3.0)
+    assert stores[0].calls["nudge"] == stores[1].calls["nudge"] == 0  # the plain mix never nudges
 
 
 def robust_swarm(xs: list[np.ndarray], cfg: ExchangeConfig, trained: np.ndarray | None):
     """Peer 0 and four others, robust; with `trained`, peer 0 trains by that much while the
     first of its pushes is answered."""
     net = InMemoryNetwork()
-    stores = [Store(x) for x in xs]
+    stores = [InMemoryStore(x) for x in xs]
     addrs = [f"p{i}:1" for i in range(len(xs))]
     exs = []
     for i in range(len(xs)):
@@ -126,7 +121,7 @@ def robust_swarm(xs: list[np.ndarray], cfg: ExchangeConfig, trained: np.ndarray 
             answer = handlers["pushpull"]
 
             async def slow_answer(req: Arrival, answer=answer) -> bytes:
-                stores[0].x = stores[0].x + trained
+                stores[0].train(trained)
                 return await answer(req)
 
             handlers = {**handlers, "pushpull": slow_answer}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.gossip.wire import frames as wire
 
-from tests.gossip.test_exchange import ArrayStore, D, make_swarm
+from tests.gossip.test_exchange import D, make_swarm
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -47,26 +48,24 @@ async def test_a_group_round_mixes_what_came_back_when_some_peers_fail():
     np.testing.assert_allclose(exs[0].store.x, 0.5, rtol=1e-6)  # pairwise: the --mix weight
 
 
-class OuterStore(ArrayStore):
-    def __init__(self, x: np.ndarray) -> None:
-        super().__init__(x)
-        self.outer: list[tuple[float, float]] = []
-
-    async def outer_step(self, lr: float, momentum: float) -> None:
-        self.outer.append((lr, momentum))
+def outer_steps(store: InMemoryStore) -> list[tuple[float, float]]:
+    return [(c.weight, c.momentum) for c in store.landed if c.kind == "outer"]
 
 
 @pytest.mark.parametrize("mode", ["average", "robust"])
 async def test_an_own_round_asks_for_the_outer_step_after_its_mix(mode):
-    stores = [OuterStore(np.full(D, float(i))) for i in range(5)]
+    stores = [InMemoryStore(np.full(D, float(i))) for i in range(5)]
     cfg = ExchangeConfig(mode=mode, outer_lr=0.7, outer_momentum=0.9)
     _, exs = make_swarm([s.x for s in stores], cfg, stores=stores)
     assert (await exs[0].round()).applied
-    assert stores[0].outer == [(0.7, 0.9)] and stores[1].outer == []  # responders take none
+    assert (
+        outer_steps(stores[0]) == [(0.7, 0.9)] and outer_steps(stores[1]) == []
+    )  # responders take none
+    assert stores[0].landed[-1].kind == "outer"  # behind the round's mix
     cfg = ExchangeConfig(mode=mode, outer_lr=1.0, outer_momentum=0.0)  # plain averaging
     _, exs = make_swarm([s.x for s in stores], cfg, stores=stores)
     await exs[0].round()
-    assert stores[0].outer == [(0.7, 0.9)]
+    assert outer_steps(stores[0]) == [(0.7, 0.9)]
 
 
 async def test_robust_default_is_self_centered_clipping_taken_whole():

@@ -6,25 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import ExchangeError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig
 from swarmnode.gossip.robust import heading
 
-from tests.gossip.test_exchange import ArrayStore, make_swarm
+from tests.gossip.test_exchange import make_swarm
 
 pytestmark = pytest.mark.timeout(30)
 
 D = 300
-
-
-class HeadingStore(ArrayStore):
-    """An ArrayStore whose outer momentum is a fixed m (pointing back)."""
-
-    def __init__(self, x: np.ndarray, m: np.ndarray) -> None:
-        super().__init__(x)
-        self.m = m.astype(np.float32)
-
-    async def heading(self) -> np.ndarray:
-        return self.m.copy()
 
 
 def ipm_swarm(limit: float) -> tuple[list, np.ndarray, np.ndarray]:
@@ -37,8 +27,11 @@ def ipm_swarm(limit: float) -> tuple[list, np.ndarray, np.ndarray]:
     sides = [s - (s @ u) * u for s in sides]  # the non-iid spread: sideways, none back
     honest = [base, *(base + s.astype(np.float32) for s in sides)]
     liar = base + 4 * m  # back along the heading, inside the drop bound
-    stores = [HeadingStore(v, m) for v in [*honest, liar]]
-    cfg = ExchangeConfig(mode="robust", pull=4, backward_limit=limit)
+    stores = [InMemoryStore(v, heading=m) for v in [*honest, liar]]  # m pointing back
+    # no outer step: the heading stays m, the one the bounds are measured against
+    cfg = ExchangeConfig(
+        mode="robust", pull=4, backward_limit=limit, outer_lr=1.0, outer_momentum=0.0
+    )
     _, exs = make_swarm([*honest, liar], cfg, stores=stores)
     return exs, base, m
 

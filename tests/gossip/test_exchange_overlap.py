@@ -8,47 +8,25 @@ import dataclasses
 
 import numpy as np
 import pytest
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.robust.consensus import cut_away
 from swarmnode.gossip.wire import frames as wire
 
-from tests.gossip.exchange_fakes import PlainStore
-
 pytestmark = pytest.mark.timeout(30)
 
 D = 1000
 
 
-class FramedStore(PlainStore):
-    """The node's store's shape: framed snapshots (one copy), mixes only queued; counts them."""
+def mixed(store: InMemoryStore) -> list[tuple[np.ndarray, float]]:
+    """The mixes queued so far: the store is `queued`, so none has landed (no training step)."""
+    return [(c.other, c.weight) for c in store.pending if c.kind == "mix"]
 
-    def __init__(self, x: np.ndarray) -> None:
-        self.x = x.astype(np.float32)
-        self.size = D
-        self.snapshots = 0
-        self.reads = 0  # distances and norms of the model, read in place
-        self.mixed: list[tuple[np.ndarray, float]] = []
 
-    async def snapshot(self) -> tuple[int, np.ndarray]:
-        self.snapshots += 1
-        return 0, self.x.copy()
-
-    async def snapshot_frame(self, sender: str) -> memoryview:
-        self.snapshots += 1
-        return wire.encode_params(self.x, sender=sender, step=0)
-
-    async def distance(self, other: np.ndarray) -> float:
-        self.reads += 1
-        return await super().distance(other)
-
-    async def norm(self) -> float:
-        self.reads += 1
-        return await super().norm()
-
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
-        self.mixed.append((np.array(other), weight))
+def snapshots(store: InMemoryStore) -> int:
+    return store.calls["snapshot"] + store.calls["snapshot_frame"]
 
 
 class Anyone:
@@ -64,7 +42,7 @@ def _node(x: np.ndarray) -> Exchanger:
         ExchangeConfig(mode="average", mix=0.5),
         self_id="me",
         transport=InMemoryNetwork().transport("me:1"),
-        store=FramedStore(x),
+        store=InMemoryStore(x, queued=True),  # the node's shape: mixes only queued
         peers=Anyone(),
         mix_after_answer=True,
     )
@@ -80,10 +58,12 @@ async def test_the_answer_is_a_framed_snapshot_and_the_mix_follows_it() -> None:
     np.testing.assert_array_equal(mine, 1.0)
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 1  # the answer's; the bound measures my model in place
-    assert store.reads >= 1  # its norm (no radius yet) and the distance of the push
-    assert len(store.mixed) == 1 and store.mixed[0][1] == 0.5
-    np.testing.assert_array_equal(store.mixed[0][0], theirs)
+    assert snapshots(store) == 1  # the answer's; the bound measures my model in place
+    assert (
+        store.calls["distance"] + store.calls["norm"] >= 1
+    )  # its norm (no radius yet) and the distance of the push
+    assert len(mixed(store)) == 1 and mixed(store)[0][1] == 0.5
+    np.testing.assert_array_equal(mixed(store)[0][0], theirs)
 
 
 async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
@@ -92,7 +72,7 @@ async def test_a_far_push_is_still_refused_when_mixed_after_answering() -> None:
     reply = await ex.handlers()["pushpull"](Arrival(wire.encode_params(far, sender="liar", step=3)))
     assert wire.decode_params(reply)[1][0] == 1.0
     await ex.settle()
-    assert ex.store.mixed == [] and ex.guard.refused == 1
+    assert mixed(ex.store) == [] and ex.guard.refused == 1
 
 
 @pytest.mark.parametrize("budget, share", [(True, 0.5), (False, 1.0)])
@@ -108,9 +88,9 @@ async def test_a_push_to_clip_is_mixed_in_place_at_a_smaller_weight(budget, shar
     await ex.handlers()["pushpull"](Arrival(wire.encode_params(pushed, sender="p1", step=3)))
     await ex.settle()
     store = ex.store
-    assert store.snapshots == 1  # the answer's only
-    ((mixed, weight),) = store.mixed
-    np.testing.assert_array_equal(mixed, pushed)
+    assert snapshots(store) == 1  # the answer's only
+    ((got, weight),) = mixed(store)
+    np.testing.assert_array_equal(got, pushed)
     assert ex.guard.refused == 0
     assert weight == pytest.approx(0.5 * share * tau / (8 * np.sqrt(D)))
 
@@ -129,12 +109,12 @@ async def test_the_push_budget_holds_on_the_in_place_path() -> None:
     await _push(ex, close, "p1")  # the burst: two pushes banked
     await _push(ex, close, "p1")  # no credit left this round
     store = ex.store
-    assert len(store.mixed) == 2 and store.snapshots == 3  # the three answers' snapshots only
+    assert len(mixed(store)) == 2 and snapshots(store) == 3  # the three answers' snapshots only
     assert ex.budget.over_rate == 1
     assert ex.budget.travelled("p1") == pytest.approx(2 * 0.5 * 0.5 * np.sqrt(D), rel=1e-5)
     ex.budget.own_round()
     await _push(ex, close, "p1")
-    assert len(store.mixed) == 3
+    assert len(mixed(store)) == 3
 
 
 async def test_a_push_away_from_the_consensus_is_cut_against_a_snapshot() -> None:
@@ -150,13 +130,13 @@ async def test_a_push_away_from_the_consensus_is_cut_against_a_snapshot() -> Non
     sideways[1] = 3.0
     await _push(ex, sideways, "p1")
     store = ex.store
-    assert store.snapshots == 1 and len(store.mixed) == 1  # in place: the answer's snapshot only
-    np.testing.assert_array_equal(store.mixed[0][0], sideways)
+    assert snapshots(store) == 1 and len(mixed(store)) == 1  # in place: the answer's snapshot only
+    np.testing.assert_array_equal(mixed(store)[0][0], sideways)
     onward = x.copy()
     onward[0] = 4.0  # 3 past me, away from the consensus: cut to 1
     await _push(ex, onward, "p2")
-    assert store.snapshots == 3 and len(store.mixed) == 2  # my own snapshot for the cut
-    np.testing.assert_allclose(store.mixed[1][0][0], 2.0, rtol=1e-5)
+    assert snapshots(store) == 3 and len(mixed(store)) == 2  # my own snapshot for the cut
+    np.testing.assert_allclose(mixed(store)[1][0][0], 2.0, rtol=1e-5)
 
 
 async def test_the_in_place_consensus_test_agrees_with_the_cut() -> None:

@@ -8,12 +8,11 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import RemoteError, WireError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.wire import frames
-
-from tests.gossip.exchange_fakes import Store
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -62,7 +61,7 @@ def _pair(cfg: ExchangeConfig, reads: list[int]) -> tuple[Exchanger, Exchanger, 
                 cfg,
                 self_id=f"p{i}",
                 transport=net.transport(f"p{i}:1"),
-                store=Store(base + 0.01 * rng.standard_normal(D).astype(np.float32)),
+                store=InMemoryStore(base + 0.01 * rng.standard_normal(D).astype(np.float32)),
                 peers=Everyone(other),
             )
         )

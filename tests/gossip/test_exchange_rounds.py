@@ -8,15 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from swarmnode.gossip.exchange import Round
+from swarmnode.gossip.exchange import InMemoryStore, Round
 from swarmnode.gossip.exchange import exchanger as exchanger_module
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import MODES
 from swarmnode.gossip.exchange.exchanger import ROUNDS, ExchangeConfig, Exchanger
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
-
-from tests.gossip.exchange_fakes import Store
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -34,7 +32,7 @@ def _exchanger(mode: str) -> Exchanger:
         ExchangeConfig(mode=mode),
         self_id="me",
         transport=InMemoryNetwork().transport("me:1"),
-        store=Store(np.ones(8, np.float32)),
+        store=InMemoryStore(np.ones(8, np.float32)),
         peers=Nobody(),
     )
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.wire import frames as wire
 
-from tests.gossip.exchange_fakes import RandomPeers, Store, spread
+from tests.gossip.exchange_fakes import RandomPeers, spread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,9 +24,7 @@ class Members(RandomPeers):
         return any(p == peer_id for p, _ in self.peers)
 
 
-def swarm(
-    spec: str, starts: list[np.ndarray], n_members: int | None = None, store: type = Store
-) -> list[Exchanger]:
+def swarm(spec: str, starts: list[np.ndarray], n_members: int | None = None) -> list[Exchanger]:
     """Peers at X0 plus a little training each, `init` their own start; the first
     `n_members` know each other (the rest are strangers to them)."""
     net = InMemoryNetwork()
@@ -38,7 +37,7 @@ def swarm(
         x = x0 + (0.01 * rng.standard_normal(D)).astype(np.float32)
         ex = Exchanger(
             ExchangeConfig(compress=spec), self_id=f"p{i}", transport=net.transport(addrs[i]),
-            store=store(x), peers=Members(others, i), init=x0,
+            store=InMemoryStore(x), peers=Members(others, i), init=x0,
         )  # fmt: skip
         net.register(addrs[i], ex.handlers())
         out.append(ex)
@@ -101,18 +100,9 @@ async def test_a_strangers_pull_is_refused_and_opens_no_pair() -> None:
     assert err.value.status == 403 and "p2" not in exs[0].compression.refs.sent
 
 
-class OuterStore(Store):
-    def __init__(self, x: np.ndarray) -> None:
-        super().__init__(x)
-        self.outer_steps = 0
-
-    async def outer_step(self, lr: float, beta: float) -> None:
-        self.outer_steps += 1
-
-
 @pytest.mark.parametrize(("spec", "outer"), [("topk:0.01", False), ("int8", True), ("none", True)])
 async def test_the_outer_step_follows_dense_rounds_only(spec: str, outer: bool) -> None:
-    exs = swarm(spec, [X0] * 3, store=OuterStore)
+    exs = swarm(spec, [X0] * 3)
     r = await exs[0].round()
     assert r.applied, r.note or r.failures
-    assert exs[0].store.outer_steps == (1 if outer else 0)
+    assert exs[0].store.calls["outer_step"] == (1 if outer else 0)

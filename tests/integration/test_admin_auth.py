@@ -14,14 +14,18 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from swarmnode.fault.inject.transport import FaultyTransport
 from swarmnode.gossip.auth.operator import OperatorKey
 from swarmnode.gossip.auth.signer import Signer
 from swarmnode.gossip.wire.control import encode_control
+from swarmnode.node.net.transport import HttpTransport
 from swarmnode.node.peer.node import Node
+from swarmnode.node.peer.status_routes import fault_spec
 from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.inprocess import peer_config
 from tests.integration.peers import OPERATOR, operator_pub
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -58,7 +62,7 @@ def flip_last(data: bytes) -> bytes:
 
 def sabotaged(node: Node) -> bool:
     return (
-        node.faults.config.to_spec() not in ("", "none")
+        fault_spec(node) not in ("", "none")
         or node.byzantine.kind is not None
         or node.worker.pacer.slowdown != 4.0
     )
@@ -72,6 +76,37 @@ async def test_admin_routes_are_404_unless_enabled(nodes, http):
         signed = OPERATOR.sign(route, body, to=node.addr)  # even signed: nothing is there
         assert await post(http, node.addr, route, signed) == 404
     assert not sabotaged(node)
+
+
+def under_auth(node: Node) -> object:
+    """The transport the peer's signed requests go out through (below links and auth)."""
+    return node.links.inner.inner
+
+
+async def test_the_fault_layer_is_on_the_path_only_with_fault_or_admin(nodes, http, tmp_path):
+    """A peer sends straight through HTTP unless faults can be asked of it: a `--fault` that
+    injects something, or the admin routes; then through `FaultyTransport`, which the
+    operator's `admin/fault` drives."""
+    plain = await Node.create(peer_config())
+    nodes.append(plain)
+    nodes.append(none := await Node.create(peer_config(fault="none")))  # asks for nothing
+    for n in (plain, none):
+        assert n.faults is None and type(under_auth(n)) is HttpTransport
+        assert fault_spec(n) == "none"
+    nodes.append(faulty := await Node.create(peer_config(fault="delay=1ms")))
+    pub = operator_pub(tmp_path)
+    admin_cfg = peer_config(enable_admin=True, admin_key=pub, join=[plain.addr])
+    nodes.append(admin := await Node.create(admin_cfg))
+    for n in (faulty, admin):
+        assert type(under_auth(n)) is FaultyTransport and under_auth(n) is n.faults
+        assert type(n.faults.inner) is HttpTransport
+    assert fault_spec(faulty) == "delay=0.001s" and fault_spec(admin) == "none"
+
+    # the operator's admin/fault reaches the layer, and the layer acts on the peer's requests
+    body = OPERATOR.sign("admin/fault", encode_control("fault", spec="drop=1"), to=admin.addr)
+    assert await post(http, admin.addr, "admin/fault", body) == 200
+    assert admin.faults.config.drop == 1.0 and sabotaged(admin)
+    await eventually(lambda: admin.faults.stats()["dropped"] > 0, 20, "a dropped gossip")
 
 
 def test_enabling_admin_needs_an_operator_key():

@@ -27,7 +27,14 @@ from swarmnode.node.settings import PeerConfig
 
 from tests.integration.member_client import MemberClient
 from tests.integration.peers import operator_pub, signed_admin
-from tests.integration.route_bodies import ADMIN_ROUTES, PUSHER_KEY, cases_for, valid_body
+from tests.integration.route_bodies import (
+    ADMIN_ROUTES,
+    PUSHER_KEY,
+    TESTER,
+    cases_for,
+    entry,
+    valid_body,
+)
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -219,6 +226,32 @@ async def test_oversized_bodies_are_refused_413(route, node, http, caplog):
         413,
         lambda: post(http, node, route, chunked(OVERSIZE)),
     )
+
+
+async def test_a_join_takes_the_intakes_path_and_is_refused_like_any_route(node, http, caplog):
+    """A join's entry goes through the membership intake a digest's entries go through: an
+    unsigned record is malformed (400), a record whose signature fails is forged (403, counted
+    with the forged digests); each refusal is the one line every route's refusal is, and nobody
+    joins. Its oversized and malformed bodies are the parametrized tests above."""
+    caplog.set_level(logging.INFO)
+    good = entry()
+    forged = [good[0], bytes(64), *good[2:]]  # TESTER's record under a signature that fails
+    plain = [TESTER.peer_id, "127.0.0.1:9", 0, 1, "alive", 0.0, {}]  # no signature at all
+    intake = node.membership.intake
+    start = intake.forged_digests
+    for what, member, status in [("an unsigned record", plain, 400), ("a forged one", forged, 403)]:
+        forged_before = intake.forged_digests
+        body = encode_control("join", member=member)
+        send = lambda body=body: post(http, node, "join", body)  # noqa: E731
+        await check_case(http, node, caplog, f"join with {what}", "/v1/join", status, send)
+        (line,) = route_lines(caplog, "/v1/join")
+        assert line.startswith("rejected /v1/join from ") and f": {status} " in line, line
+        assert not node.membership.table.knows(TESTER.peer_id)
+        assert intake.forged_digests == forged_before + (status == 403)
+    # the same forged record in a gossip digest: dropped by the same merge, and counted alike
+    gossip = encode_control("gossip", sender="t", members=[forged])
+    assert await post(http, node, "gossip", gossip) == 200
+    assert intake.forged_digests == start + 2 and not node.membership.table.knows(TESTER.peer_id)
 
 
 async def test_admin_body_split_across_packets_is_read_whole(node, caplog):

@@ -22,7 +22,7 @@ from swarmnode.node.peer.node import Node
 
 from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config
-from tests.integration.peers import ENV
+from tests.integration.peers import ENV, operator_pub
 from tests.waiting import free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -33,9 +33,11 @@ def peer_config(**kw: Any):
 
 
 @pytest.fixture
-async def swarm() -> AsyncIterator[list[Node]]:
-    """Three peers that see each other alive and have each evaluated once."""
-    async with evaluated_swarm(peer_config) as nodes:
+async def swarm(tmp_path) -> AsyncIterator[list[Node]]:
+    """Three peers that see each other alive and have each evaluated once; with the admin
+    routes on, so that their faults can be set at runtime (the fault layer is on their path)."""
+    admin = {"enable_admin": True, "admin_key": operator_pub(tmp_path)}
+    async with evaluated_swarm(lambda **kw: peer_config(**admin, **kw)) as nodes:
         yield nodes
 
 

@@ -15,12 +15,11 @@ from swarmnode.fault.inject.byzantine import (
     ByzantineError,
     alie_z,
 )
+from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.membership.table import Member
 from swarmnode.node.peer.byzantine_serving import ByzantineServing, peer_rng
-
-from tests.gossip.exchange_fakes import Store
 
 D = 1000  # parameters per test vector
 
@@ -56,7 +55,7 @@ class Swarm:
                 ExchangeConfig(mode="robust"),
                 self_id=pid,
                 transport=self.net.transport(f"{pid}:1"),
-                store=Store(vec),
+                store=InMemoryStore(vec),
                 peers=StaticPeers(),
             )
             self.net.register(f"{pid}:1", ex.handlers())

@@ -78,7 +78,7 @@ Any kind takes `must_fail = true`: the bar is expected to fail ("failed as expec
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.assertions.accuracy import (
     accuracy_drop,
@@ -96,14 +96,11 @@ from swarmnode.fault.chaos.assertions.hostile import (
     victim_alive,
 )
 from swarmnode.fault.chaos.assertions.swarm import membership, merge, reconverge
-from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
+from swarmnode.fault.chaos.record import Result, RunRecord, ScenarioView, honest_peers
 
 __all__ = ["EVALUATORS", "Result", "RunRecord", "evaluate", "honest_peers", "validate_assertion"]
 
-Evaluator = Callable[["Scenario", RunRecord, Mapping[str, Any]], Result]
+Evaluator = Callable[[ScenarioView, RunRecord, Mapping[str, Any]], Result]
 EVALUATORS: dict[str, Evaluator] = {
     "final_accuracy": final_accuracy,
     "accuracy_drop": accuracy_drop,
@@ -124,7 +121,7 @@ EVALUATORS: dict[str, Evaluator] = {
 assert EVALUATORS.keys() == SCHEMAS.keys()  # a kind is validated and evaluated, or neither
 
 
-def evaluate(scenario: Scenario, record: RunRecord) -> list[Result]:
+def evaluate(scenario: ScenarioView, record: RunRecord) -> list[Result]:
     """Every assertion of `scenario` over `record`, in file order."""
     results = []
     for spec in scenario.assertions:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.record import (
     BACK_ACTIONS,
@@ -17,6 +17,7 @@ from swarmnode.fault.chaos.record import (
     OUTAGE_STARTS,
     Result,
     RunRecord,
+    ScenarioView,
     first_event,
     honest_peers,
     longest_stall,
@@ -24,9 +25,6 @@ from swarmnode.fault.chaos.record import (
     rejoined,
     running_at_end,
 )
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
 
 
 def _acc_window(
@@ -40,7 +38,7 @@ def _acc_window(
     return statistics.fmean(inside) if inside else float(good[-1]["acc"])
 
 
-def final_accuracy(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def final_accuracy(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     peers = p["peers"] or running_at_end(scenario, record, honest_peers(scenario))
     per = {n: _acc_window(record.samples.get(n, []), record.end_t, p["window"]) for n in peers}
     known = [v for v in per.values() if v is not None]
@@ -57,14 +55,14 @@ def final_accuracy(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) 
     )
 
 
-def _survivors(scenario: Scenario, p: Mapping[str, Any]) -> list[str]:
+def _survivors(scenario: ScenarioView, p: Mapping[str, Any]) -> list[str]:
     """The peers an outage must not hurt: given, or the honest peers no event targets."""
     touched = {e.peer for e in scenario.events if e.peer}
     return p["peers"] or [n for n in honest_peers(scenario) if n not in touched]
 
 
 def _window_end(
-    scenario: Scenario, record: RunRecord, p: Mapping[str, Any], index: int, default: float
+    scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any], index: int, default: float
 ) -> float:
     """When the observed window after event `index` closes: the `until` event, or `default`."""
     if p.get("until"):
@@ -73,7 +71,7 @@ def _window_end(
     return default
 
 
-def accuracy_drop(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def accuracy_drop(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     index = first_event(scenario, p, FAULT_ACTIONS)[0]
     event = scenario.events[index]
     t_e = record.event_time(scenario, index)
@@ -106,7 +104,7 @@ def accuracy_drop(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -
     )
 
 
-def keeps_training(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def keeps_training(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     index = first_event(scenario, p, OUTAGE_STARTS)[0]
     event = scenario.events[index]
     t_e = record.event_time(scenario, index)
@@ -140,7 +138,7 @@ def keeps_training(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) 
     )
 
 
-def _outage_end(scenario: Scenario, record: RunRecord, index: int) -> float:
+def _outage_end(scenario: ScenarioView, record: RunRecord, index: int) -> float:
     """The first restart/join/thaw/heal after event `index` (the end of the run if none)."""
     for j in range(index + 1, len(scenario.events)):
         if scenario.events[j].action in OUTAGE_ENDS:
@@ -148,7 +146,7 @@ def _outage_end(scenario: Scenario, record: RunRecord, index: int) -> float:
     return record.end_t
 
 
-def catch_up(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def catch_up(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     targets = p["peers"] or rejoined(scenario)
     honest = running_at_end(scenario, record, honest_peers(scenario))
     final = {n: _acc_window(record.samples.get(n, []), record.end_t, p["window"]) for n in honest}
@@ -177,7 +175,7 @@ def catch_up(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Res
 
 
 def _acc_since_back(
-    scenario: Scenario, record: RunRecord, name: str, window: float
+    scenario: ScenarioView, record: RunRecord, name: str, window: float
 ) -> tuple[float | None, str]:
     """(mean accuracy at the end, "") of a peer that came back, or (None, why not).
 

@@ -8,27 +8,25 @@ swarmnode.fault.chaos.assertions.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.chaos.record import (
     FAULT_ACTIONS,
     OUTAGE_STARTS,
     WAIT_ALLOWANCE,
+    ScenarioView,
     exchange_timeout,
     first_event,
     rejoined,
 )
 from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS
 
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
-
 _REQUIRED = object()
-_Check = Callable[[Any, str, "Scenario"], Any]
+_Check = Callable[[Any, str, ScenarioView], Any]
 
 
-def validate_assertion(kind: str, raw: Mapping[str, Any], scenario: Scenario) -> dict[str, Any]:
+def validate_assertion(kind: str, raw: Mapping[str, Any], scenario: ScenarioView) -> dict[str, Any]:
     """Check an `[[assert]]` table's keys; return its parameters with defaults filled in."""
     if kind not in SCHEMAS:
         raise ScenarioError(f"unknown assertion kind (known: {', '.join(SCHEMAS)})")
@@ -48,7 +46,7 @@ def validate_assertion(kind: str, raw: Mapping[str, Any], scenario: Scenario) ->
     return params
 
 
-def _check_references(kind: str, params: dict[str, Any], scenario: Scenario) -> None:
+def _check_references(kind: str, params: dict[str, Any], scenario: ScenarioView) -> None:
     after = params.get("after")
     actions = {
         "accuracy_drop": FAULT_ACTIONS,
@@ -79,15 +77,15 @@ def _check_references(kind: str, params: dict[str, Any], scenario: Scenario) -> 
         raise ScenarioError("needs [scenario] params_every > 0 (model distances)")
 
 
-def _v_unit(value: Any, key: str, _s: Scenario) -> float:
+def _v_unit(value: Any, key: str, _s: ScenarioView) -> float:
     return _v_range(value, key, 0.0, 1.0)
 
 
-def _v_seconds(value: Any, key: str, _s: Scenario) -> float:
+def _v_seconds(value: Any, key: str, _s: ScenarioView) -> float:
     return _v_range(value, key, 0.0, 3600.0)
 
 
-def _v_factor(value: Any, key: str, _s: Scenario) -> float:
+def _v_factor(value: Any, key: str, _s: ScenarioView) -> float:
     return _v_range(value, key, 0.0, 1e6)
 
 
@@ -97,7 +95,7 @@ def _v_range(value: Any, key: str, lo: float, hi: float) -> float:
     return float(value)
 
 
-def _v_peers(value: Any, key: str, scenario: Scenario) -> list[str]:
+def _v_peers(value: Any, key: str, scenario: ScenarioView) -> list[str]:
     names = {p.name for p in scenario.peers}
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise ScenarioError(f"'{key}' must be a non-empty list of peer names")
@@ -107,17 +105,17 @@ def _v_peers(value: Any, key: str, scenario: Scenario) -> list[str]:
     return list(value)
 
 
-def _v_peer(value: Any, key: str, scenario: Scenario) -> str:
+def _v_peer(value: Any, key: str, scenario: ScenarioView) -> str:
     return _v_peers([value], key, scenario)[0]
 
 
-def _v_count(value: Any, key: str, _s: Scenario) -> int:
+def _v_count(value: Any, key: str, _s: ScenarioView) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ScenarioError(f"'{key}' must be a whole number >= 0, got {value!r}")
     return value
 
 
-def _v_event(value: Any, key: str, scenario: Scenario) -> str:
+def _v_event(value: Any, key: str, scenario: ScenarioView) -> str:
     ids = [e.id for e in scenario.events if e.id]
     if not isinstance(value, str) or value not in ids:
         raise ScenarioError(
@@ -126,11 +124,11 @@ def _v_event(value: Any, key: str, scenario: Scenario) -> str:
     return value
 
 
-def _default_stall(s: Scenario) -> float:
+def _default_stall(s: ScenarioView) -> float:
     return exchange_timeout(s) + 2 * s.sample_every
 
 
-def _default_train_stall(s: Scenario) -> float:
+def _default_train_stall(s: ScenarioView) -> float:
     return 2 * s.sample_every + 1.0
 
 

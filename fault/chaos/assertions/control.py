@@ -9,17 +9,14 @@ did not complete) fails these, saying why."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.assertions.accuracy import _acc_window
 from swarmnode.fault.chaos.assertions.hostile import _rate
-from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers, missing_note
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
+from swarmnode.fault.chaos.record import Result, RunRecord, ScenarioView, honest_peers, missing_note
 
 
-def _peers(scenario: Scenario, p: Mapping[str, Any]) -> list[str]:
+def _peers(scenario: ScenarioView, p: Mapping[str, Any]) -> list[str]:
     """The peers compared: given, or those honest here (the control's seat is not one)."""
     seat = scenario.control.peer if scenario.control is not None else None
     return p["peers"] or [n for n in honest_peers(scenario) if n != seat]
@@ -29,7 +26,7 @@ def _no_control(record: RunRecord) -> str:
     return f"no control record (the control run ended: {record.control_result or 'not run'})"
 
 
-def control_accuracy(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def control_accuracy(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     """(lowest accuracy of the peers here) - (lowest of the same peers in the control), each
     peer's the mean over `window` s up to `at` (default: the end of the run)."""
     peers = _peers(scenario, p)
@@ -64,7 +61,7 @@ def control_accuracy(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]
     )
 
 
-def control_rounds(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def control_rounds(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     """Exchange rounds applied a second, summed over the peers, here / in the control, over
     [`from`, `until`] (default: the first hostile event's actual span, else the whole run)."""
     peers = _peers(scenario, p)
@@ -90,7 +87,7 @@ def control_rounds(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) 
     )
 
 
-def _span(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> tuple[float, float]:
+def _span(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> tuple[float, float]:
     if p["from"] is not None or p["until"] is not None:
         t0 = p["from"] if p["from"] is not None else 0.0
         return t0, min(record.end_t, p["until"] if p["until"] is not None else record.end_t)

@@ -6,29 +6,27 @@ swarmnode.fault.chaos.assertions for the kinds' keys and defaults)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.record import (
     Result,
     RunRecord,
+    ScenarioView,
     exchange_timeout,
     honest_peers,
     longest_stall,
     missing_note,
 )
 
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
 
-
-def exchange_progress(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def exchange_progress(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     default = [n for n in honest_peers(scenario) if n not in _stragglers(scenario)]
     per = {name: longest_stall(record.samples.get(name, [])) for name in p["peers"] or default}
     text = f"no honest peer's exchange round counter stalls longer than {p['max_stall']:g} s"
     return Result.over_peers("exchange_progress", text, per, max, p["max_stall"], "<=")
 
 
-def max_wait(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def max_wait(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     disturbed = {e.peer for e in scenario.events if e.action in ("freeze", "kill", "terminate")}
     disturbed |= _stragglers(scenario)
     default = [n for n in honest_peers(scenario) if n not in disturbed]
@@ -63,7 +61,7 @@ def max_wait(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Res
     )
 
 
-def _stragglers(scenario: Scenario) -> set[str]:
+def _stragglers(scenario: ScenarioView) -> set[str]:
     """Peers slowed down beyond the rest: by a `slowdown` event, or a per-peer `slowdown` above
     the [node] one (a [node] slowdown paces every peer alike and makes nobody a straggler)."""
     base = float(scenario.node.get("slowdown", 1.0))

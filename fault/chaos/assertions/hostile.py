@@ -7,17 +7,14 @@ swarmnode.fault.chaos.assertions for the kinds' keys and defaults)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from swarmnode.fault.chaos.record import Result, RunRecord, honest_peers
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
+from swarmnode.fault.chaos.record import Result, RunRecord, ScenarioView, honest_peers
 
 MIN_WINDOW_S = 3.0  # a baseline window shorter than this (the run ended) is left out
 
 
-def member_cap(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def member_cap(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     per: dict[str, Any] = {}
     for name in p["peers"] or honest_peers(scenario):
         counts = [len(s.get("members") or {}) for s in record.samples.get(name, []) if s["ok"]]
@@ -26,7 +23,7 @@ def member_cap(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> R
     return Result.over_peers("member_cap", text, per, max, p["max"], "<=")
 
 
-def victim_alive(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def victim_alive(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     """The share of each honest observer's samples, during the attack, in which it lists the
     victim alive; the victim is `peer`, else the forged-records event's victim or the target."""
     attack = _attack(scenario, record, p)
@@ -56,7 +53,7 @@ def victim_alive(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) ->
     )
 
 
-def exchange_rate(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def exchange_rate(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     """Honest exchange rounds applied per second (summed over `peers`) during the attack,
     against the `baseline` seconds (default: as long as the attack) before it and after it:
     the mean of the two cancels a drift of the shared box's load over the run (measured: the
@@ -89,7 +86,7 @@ def exchange_rate(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -
     )
 
 
-def hostile_accepted(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def hostile_accepted(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     """What the attacks got through, by their own count (sybils listed, forged claims shown)."""
     reports = [r for r in record.hostile if p["after"] in (None, r.get("id"))]
     per = {f"{r['kind']} on {r['peer']} @{r['start']:.0f}s": r.get("accepted") for r in reports}
@@ -98,7 +95,7 @@ def hostile_accepted(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]
     return Result.over_peers("hostile_accepted", text, per, sum, p["max"], "<=", facts=facts)
 
 
-def _attack(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> dict[str, Any]:
+def _attack(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> dict[str, Any]:
     """The actor report of the event `after` names (default: the first attack), with the
     victim's scenario name; its scheduled span when the actor never reported."""
     events = [e for e in scenario.events if e.action == "hostile"]

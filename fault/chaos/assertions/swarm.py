@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.record import (
     PEER_LIFECYCLE,
     Result,
     RunRecord,
+    ScenarioView,
     first_event,
     running_at_end,
 )
 
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario import Scenario
 
-
-def membership(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def membership(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     per: dict[str, Any] = {}
     for index in first_event(scenario, p, ("kill", "terminate")):
         event = scenario.events[index]
@@ -54,7 +52,7 @@ def membership(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> R
     )
 
 
-def _next_start(scenario: Scenario, record: RunRecord, peer: str | None, index: int) -> float:
+def _next_start(scenario: ScenarioView, record: RunRecord, peer: str | None, index: int) -> float:
     for j in range(index + 1, len(scenario.events)):
         e = scenario.events[j]
         if e.peer == peer and e.action in ("restart", "join"):
@@ -83,7 +81,7 @@ def _sees_gone(sample: Mapping[str, Any], ids: set[str]) -> bool:
     return any(members.get(pid) in ("dead", "left") for pid in ids)
 
 
-def reconverge(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def reconverge(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     heal_index = first_event(scenario, p, ("heal",))[0]
     t_heal = record.event_time(scenario, heal_index)
     splits = [
@@ -141,7 +139,7 @@ def _num(value: float | None) -> str:
     return "no sample" if value is None else f"{value:.4g}"
 
 
-def merge(scenario: Scenario, record: RunRecord, p: Mapping[str, Any]) -> Result:
+def merge(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) -> Result:
     heal_index = first_event(scenario, p, ("heal",))[0]
     t_heal = record.event_time(scenario, heal_index)
     # Peers running from the heal to the end, by their current ids; a peer the runner stops or

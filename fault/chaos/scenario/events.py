@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.chaos.scenario.values import (
@@ -21,9 +21,6 @@ from swarmnode.fault.hostile import HOSTILE_KINDS
 from swarmnode.fault.hostile.sybils import source_addresses
 from swarmnode.fault.inject.byzantine import parse_byzantine
 from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
-
-if TYPE_CHECKING:
-    from swarmnode.fault.chaos.scenario.schema import PeerSpec
 
 PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")
@@ -178,9 +175,10 @@ def _source_fields(raw: Mapping[str, Any], kind: str, where: str) -> dict[str, A
     return out
 
 
-def check_timeline(events: list[Event], peers: list[PeerSpec]) -> None:
-    """Replay the timeline on peer states, so an impossible step fails before anything runs."""
-    state = {p.name: ("absent" if p.late else "running") for p in peers}
+def check_timeline(events: list[Event], late: Mapping[str, bool]) -> None:
+    """Replay the timeline on peer states, so an impossible step fails before anything runs.
+    `late`: each peer's name, and whether a `join` event starts it (not t = 0)."""
+    state = {name: ("absent" if is_late else "running") for name, is_late in late.items()}
     allowed = {
         "kill": ("running", "frozen"),
         "terminate": ("running",),

@@ -287,7 +287,7 @@ def _parse(
     peers = [dataclasses.replace(p, late=p.name in late) for p in peers]
     if all(p.late for p in peers):
         raise ScenarioError("every peer is a late joiner: at least one must start at t = 0")
-    check_timeline(events, peers)
+    check_timeline(events, {p.name: p.late for p in peers})
 
     raw_asserts = data.get("assert", [])
     if not isinstance(raw_asserts, list):

@@ -13,6 +13,7 @@ from aiohttp import web
 from swarmnode.node.peer.status_routes import self_status
 from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
 from swarmnode.node.web import web_routes as _web_routes
+from swarmnode.node.web.events import came_back
 
 if TYPE_CHECKING:
     from swarmnode.gossip.membership.views import Change
@@ -47,12 +48,15 @@ def other_members(node: Node) -> list[dict[str, Any]]:
 
 
 def log_member_changes(node: Node) -> None:
-    """Every state change of a member in this peer's table becomes an event line."""
+    """Every state change of a member in this peer's table becomes an event line; a member
+    that comes back (a new life) starts its link figures afresh (`came_back`)."""
 
     def changed(change: Change) -> None:
         said = member_event(change.old, change.new, change.incarnation)
         if said is not None:
             node.events.add(said[0], said[1], change.peer_id)
+        if came_back(change.old, change.new):
+            node.links.forget(change.addr)
 
     node.membership.on_change(changed)
 

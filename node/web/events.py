@@ -3,7 +3,9 @@
 Two sources fill a peer's `EventLog`:
 
 - its membership table's changes (`member_event`): joins, leaves, deaths, suspicions, returns,
-  as *this* peer saw them (the same death is seen by every peer: the page shows its own view);
+  as *this* peer saw them (the same death is seen by every peer: the page shows its own view).
+  A join or return is logged once per peer and incarnation: the table may report the same life
+  of a member again (a tombstone forgotten, then the member gossiped back), which is no news;
 - `watch_probes`, once a second: counters that went up (strangers refused, pushed models refused
   by the clip bound, malformed models rejected) and settings that changed (a fault injected, the
   peer turned byzantine, a slowdown). These happen *in* this peer (`local`): the page of any
@@ -24,6 +26,7 @@ from typing import Any
 
 MAX_EVENTS = 200  # kept per log; the page shows the newest
 PROBE_EVERY_S = 1.0
+ONCE_KINDS = ("join", "rejoin")  # logged once per (peer, incarnation): see the module doc
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,15 @@ class EventLog:
         self._clock = clock
         self.last_seq = 0
 
-    def add(self, kind: str, text: str, peer: str | None = None, *, local: bool = False) -> Event:
+    def add(
+        self, kind: str, text: str, peer: str | None = None, *, local: bool = False
+    ) -> Event | None:
+        """Log an event; None for a join or return already logged (same peer, same text: the
+        text names the incarnation, so a new life of the peer is logged again)."""
+        if kind in ONCE_KINDS and any(
+            e.kind == kind and e.peer == peer and e.text == text for e in self._events
+        ):
+            return None
         self.last_seq += 1
         event = Event(self.last_seq, self._clock(), kind, peer, text, local)
         self._events.append(event)
@@ -80,12 +91,19 @@ def member_event(old: str | None, new: str, incarnation: int) -> tuple[str, str]
         return "suspect", "suspect (heartbeat late)"
     kind = _MEMBER_KINDS.get((old, new))
     if kind == "join":
-        return kind, "joined"
+        return kind, f"joined (incarnation {incarnation})"
     if kind == "rejoin":
         return kind, f"is back (incarnation {incarnation})"
     if kind == "alive":
         return kind, "alive again"
     return None
+
+
+def came_back(old: str | None, new: str) -> bool:
+    """Whether a member's change is a new life at its address: new in the table, back from dead
+    or left, or alive again under a higher incarnation (`old == new == "alive"`: the table
+    reports a change of incarnation alone so). A suspect that is heard again is the same life."""
+    return new == "alive" and old != "suspect"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from aiohttp import web
 from swarmnode.node.peer.status_routes import self_status
 from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
 from swarmnode.node.web import web_routes as _web_routes
+from swarmnode.node.web.access import Access
 from swarmnode.node.web.events import came_back
 
 if TYPE_CHECKING:
@@ -22,15 +23,17 @@ if TYPE_CHECKING:
 
 def page_routes(node: Node) -> list[web.RouteDef]:
     """The page's routes; builds `node.watch` (closed by `Node.close`)."""
+    token = node.signer.read_token()  # a closed swarm's: its members ask each other with it
     node.watch = SwarmWatch(
         Sources(
             peer_id=lambda: node.peer_id,
             own=lambda: own_figures(node),
             members=lambda: other_members(node),
             events=node.events,
+            token=token,
         )
     )
-    return _web_routes(node.watch, lambda: own_figures(node), node.events)
+    return _web_routes(node.watch, lambda: own_figures(node), node.events, Access(token))
 
 
 def own_figures(node: Node) -> dict[str, Any] | None:

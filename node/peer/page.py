@@ -57,7 +57,7 @@ def log_member_changes(node: Node) -> None:
     def changed(change: Change) -> None:
         said = member_event(change.old, change.new, change.incarnation)
         if said is not None:
-            node.events.add(said[0], said[1], change.peer_id)
+            node.events.add(said[0], said[1], change.peer_id, incarnation=change.incarnation)
         if came_back(change.old, change.new):
             node.links.forget(change.addr)
 

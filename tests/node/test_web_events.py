@@ -17,7 +17,8 @@ def test_the_log_numbers_its_events_and_keeps_the_newest() -> None:
     assert [e.text for e in log.recent(2, local_only=True)] == ["e2", "e4"]
     assert log.recent(0) == [] and log.since(5) == []
     assert log.since(0)[0].to_json() == {
-        "seq": 3, "t": 5.0, "kind": "join", "peer": None, "text": "e2", "local": True
+        "seq": 3, "t": 5.0, "kind": "join", "peer": None, "text": "e2", "local": True,
+        "incarnation": None,
     }  # fmt: skip
 
 
@@ -72,17 +73,19 @@ def test_a_join_is_logged_once_per_peer_and_incarnation() -> None:
     log = EventLog()
     for incarnation in (1, 1, 2, 2):
         kind, text = member_event(None, "alive", incarnation)
-        log.add(kind, text, "b")
-    log.add("rejoin", member_event("dead", "alive", 3)[1], "b")
-    log.add("rejoin", member_event("dead", "alive", 3)[1], "b")
-    log.add("dead", "declared dead (no heartbeat)", "b")
-    log.add("dead", "declared dead (no heartbeat)", "b")  # deaths are each news
-    assert [(e.kind, e.text) for e in log.since(0)] == [
-        ("join", "joined (incarnation 1)"),
-        ("join", "joined (incarnation 2)"),
-        ("rejoin", "is back (incarnation 3)"),
-        ("dead", "declared dead (no heartbeat)"),
-        ("dead", "declared dead (no heartbeat)"),
+        log.add(kind, text, "b", incarnation=incarnation)
+    log.add("rejoin", member_event("dead", "alive", 3)[1], "b", incarnation=3)
+    log.add("rejoin", member_event("dead", "alive", 3)[1], "b", incarnation=3)
+    log.add("join", "joined", "c", incarnation=1)  # another peer's first life: news
+    log.add("dead", "declared dead (no heartbeat)", "b", incarnation=3)
+    log.add("dead", "declared dead (no heartbeat)", "b", incarnation=3)  # deaths are each news
+    assert [(e.peer, e.kind, e.incarnation) for e in log.since(0)] == [
+        ("b", "join", 1),
+        ("b", "join", 2),
+        ("b", "rejoin", 3),
+        ("c", "join", 1),
+        ("b", "dead", 3),
+        ("b", "dead", 3),
     ]
 
 

@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 import blake3
 import numpy as np
 from swarmnode.gossip.auth.peer_key import SIGNATURE_BYTES, PeerKey, verify_signature
+from swarmnode.gossip.auth.read_token import read_token
 from swarmnode.gossip.auth.replay import MAX_NONCES, MAX_SKEW_S, ReplayGuard
 from swarmnode.gossip.auth.seal_stream import StreamedSeal
 from swarmnode.gossip.auth.stream_digest import StreamDigest
@@ -146,6 +147,10 @@ class Signer:
     @property
     def has_secret(self) -> bool:
         return self._secret is not None
+
+    def read_token(self) -> str | None:
+        """The swarm's read token (gossip/auth/read_token.py); None without a secret."""
+        return None if self._secret is None else read_token(self._secret)
 
     def wraps(self, route: str) -> bool:
         """Whether requests on `route` travel in an envelope (answers: only with a secret)."""

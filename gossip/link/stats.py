@@ -117,6 +117,12 @@ class MeasuringTransport:
         tries = min(self.backoff.streak(addr, kind), 16)
         return min(timeout, max(FIRST_MIN_S, FIRST_FACTOR * typical) * 2**tries)
 
+    def forget(self, addr: str) -> None:
+        """Start the link to `addr` afresh: a partner that came back (a new life at the
+        address) is a new process, and the last one's figures are not its own; above all the
+        timeouts its death cost, counted as latency (a 3 ms link shown as 999.8 ms)."""
+        self.links.pop(addr, None)
+
     def stat(self, addr: str) -> LinkStat:
         if addr not in self.links:
             self.links[addr] = LinkStat(addr)

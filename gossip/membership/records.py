@@ -325,6 +325,14 @@ class Verifier:
         self.hashed += g.heartbeat - proof.base
         return _walk(proof.reveal, g.heartbeat - proof.base) == proof.tip
 
+    def known(self, g: Gossiped) -> bool:
+        """Whether `g`'s signature was checked already (valid or not): `check` costs no
+        Ed25519 verification then (the intake's budget counts only the others)."""
+        proof = g.proof
+        if proof is None:
+            return True  # refused without a check
+        return proof.signature + hashlib.sha256(proof.record).digest() in self._seen
+
     def _signed(self, proof: Proof) -> bool:
         # remembered by signature *and* record: a valid signature glued to other bytes is new
         seen = proof.signature + hashlib.sha256(proof.record).digest()

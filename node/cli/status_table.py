@@ -30,6 +30,17 @@ COLUMNS = (
 )
 
 
+# a cell of text another peer chose (its name, its address) is clipped to this many characters:
+# a 200-character name must not widen every row of the table (issue 34)
+CLIP = {"name": 24, "addr": 40, "device": 16, "state": 10}
+
+
+def clip(text: str, width: int) -> str:
+    """`text`, or its first `width - 1` characters and an ellipsis; one line whatever it holds."""
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
+
+
 PROGRESS_NOTE = (
     "(step, loss and acc of the other peers are as they last signed them: up to "
     f"{PROGRESS_RESEAL_S / 60:.0f} minutes old; ask a peer itself for its live figures)"
@@ -82,7 +93,8 @@ def _cell(key: str, value: Any) -> str:
         return "-"
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not number or key not in ("acc", "loss", "utilization", "last_heard_s", "rtt_ms", "mbit_s"):
-        return str(value)  # also a value of the wrong type from a peer: shown, not a crash
+        # also a value of the wrong type from a peer: shown, not a crash; clipped
+        return clip(str(value), CLIP.get(key, 24))
     if key in ("acc", "utilization"):
         return f"{100 * value:.1f}%"
     if key == "loss":

@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any
 
-from swarmnode.node.cli.status_table import MEMBER_COLUMNS, render_table
+from swarmnode.node.cli.status_table import CLIP, MEMBER_COLUMNS, clip, render_table
 
 COLUMNS = (*MEMBER_COLUMNS, ("age", "age"))
 EVENT_LINES = 8
@@ -43,10 +43,12 @@ def _headline(snap: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 def _swarm_line(s: Any) -> str:
     if not isinstance(s, dict):
         return "swarm: -"
-    accs = " / ".join(_pct(s.get(k)) for k in ("acc_best", "acc_worst", "acc_mean"))
+    accs = " / ".join(_pct(s.get(k)) for k in ("acc_best", "acc_median", "acc_worst"))
+    left_out = s.get("left_out")
+    out = f" ({left_out} left out as outliers)" if _number(left_out) and left_out > 0 else ""
     return (
         f"swarm: {s.get('live', '-')} of {s.get('members', '-')} live; "
-        f"accuracy best / worst / mean {accs}; "
+        f"accuracy best / median / worst {accs}{out}; "
         f"consensus distance {_fmt(s.get('consensus_dist'), '.3f')}; "
         f"{_fmt(s.get('rounds_per_s'), '.1f')} exchange rounds/s; "
         f"{_bytes(s.get('bytes_per_s'))}/s of parameters sent"
@@ -61,7 +63,7 @@ def _cell(key: str, row: dict[str, Any]) -> str:
         return _pct(value)
     if key == "loss":
         return _fmt(value, ".4f")
-    return "-" if value is None else str(value)
+    return "-" if value is None else clip(str(value), CLIP.get(key, 24))
 
 
 def _age(row: dict[str, Any]) -> str:
@@ -72,20 +74,23 @@ def _age(row: dict[str, Any]) -> str:
     if not row.get("stale"):
         return f"{age:.1f}s" if known else "-"
     why = row.get("why")
-    said = f" ({why})" if isinstance(why, str) and why else ""
+    said = f" ({clip(why, 24)})" if isinstance(why, str) and why else ""
     if not known:
         return f"stale: gossip, up to 2 min{said}"
     return f"stale {age:.0f}s{said}"
 
 
 def _event_line(e: dict[str, Any], me: Any) -> str:
-    """A line per event; another peer's view of a third says whose view it is."""
-    who = e.get("name") or str(e.get("peer", "?"))[:12]
+    """A line per event; another peer's view of a third says whose view it is, and a member's
+    own line says that it is its claim (what the peer asked did not see itself)."""
+    who = clip(str(e.get("name") or str(e.get("peer", "?"))[:12]), CLIP["name"])
     by = e.get("at")
     seen = ""
-    if by and by not in (e.get("peer"), me):
-        seen = f" (seen by {e.get('at_name') or str(by)[:12]})"
-    return f"  {_clock(e.get('t'))}  {who}  {e.get('text', '')}{seen}"
+    if e.get("claim") is True:
+        seen = " (its own claim)"
+    elif by and by not in (e.get("peer"), me):
+        seen = f" (seen by {clip(str(e.get('at_name') or str(by)[:12]), CLIP['name'])})"
+    return f"  {_clock(e.get('t'))}  {who}  {clip(str(e.get('text', '')), 120)}{seen}"
 
 
 def _number(x: Any) -> bool:

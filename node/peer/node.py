@@ -145,7 +145,9 @@ class Node:
         self.peer_id, self.incarnation, self.key = ident.peer_id, ident.incarnation, ident.key
         set_log_name(cfg.name or self.peer_id)
         if cfg.shard_auto:  # before the trainer: the shard decides its data
-            shard = await pick_shard(cfg.join, self.peer_id, cfg.checkpoint_dir, cfg.join_timeout)
+            shard = await pick_shard(
+                cfg.join, self.peer_id, cfg.checkpoint_dir, cfg.join_timeout, cfg.secret or None
+            )
             cfg = self.cfg = dataclasses.replace(cfg, shard=shard, shard_auto=False)
             self.shard = shard_text(shard)
         self.rng = random.Random(f"{cfg.seed}/{self.peer_id}/{self.incarnation}")

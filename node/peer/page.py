@@ -14,6 +14,8 @@ from aiohttp import web
 from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
 from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
 from swarmnode.node.web import web_routes as _web_routes
+from swarmnode.node.web.access import Access
+from swarmnode.node.web.events import came_back
 
 if TYPE_CHECKING:
     from swarmnode.gossip.membership.views import Change
@@ -29,15 +31,17 @@ class PageSource(StatusSource, Protocol):
 
 def page_routes(node: PageSource) -> list[web.RouteDef]:
     """The page's routes; builds `node.watch` (closed by `Node.close`)."""
+    token = node.signer.read_token()  # a closed swarm's: its members ask each other with it
     node.watch = SwarmWatch(
         Sources(
             peer_id=lambda: node.peer_id,
             own=lambda: own_figures(node),
             members=lambda: other_members(node),
             events=node.events,
+            token=token,
         )
     )
-    return _web_routes(node.watch, lambda: own_figures(node), node.events)
+    return _web_routes(node.watch, lambda: own_figures(node), node.events, Access(token))
 
 
 def own_figures(node: PageSource) -> dict[str, Any] | None:
@@ -55,12 +59,15 @@ def other_members(node: PageSource) -> list[dict[str, Any]]:
 
 
 def log_member_changes(node: PageSource) -> None:
-    """Every state change of a member in this peer's table becomes an event line."""
+    """Every state change of a member in this peer's table becomes an event line; a member
+    that comes back (a new life) starts its link figures afresh (`came_back`)."""
 
     def changed(change: Change) -> None:
         said = member_event(change.old, change.new, change.incarnation)
         if said is not None:
-            node.events.add(said[0], said[1], change.peer_id)
+            node.events.add(said[0], said[1], change.peer_id, incarnation=change.incarnation)
+        if came_back(change.old, change.new):
+            node.links.forget(change.addr)
 
     node.membership.on_change(changed)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from swarmnode.gossip.auth.read_token import bearer, read_token
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.train.checkpoint import list_checkpoints, load_latest
 from swarmnode.node.train.data.shard import parse_shard
@@ -74,11 +75,12 @@ def choose(held: Iterable[tuple[str, tuple[int, int]]], seed: str) -> tuple[int,
     )
 
 
-async def fetch_status(seed: str, timeout: float) -> dict[str, Any]:
+async def fetch_status(seed: str, timeout: float, token: str | None = None) -> dict[str, Any]:
+    """The seed's status; `token`: a closed swarm's read token (an outsider's view is empty)."""
     url = f"http://{seed}/v1/status"
     client_timeout = aiohttp.ClientTimeout(total=timeout)
     async with aiohttp.ClientSession(timeout=client_timeout) as session:
-        async with session.get(url) as resp:
+        async with session.get(url, headers=bearer(token)) as resp:
             if resp.status != 200:
                 raise JoinError(f"{seed} answered {resp.status} to GET /v1/status")
             data = await resp.json(content_type=None)
@@ -88,16 +90,22 @@ async def fetch_status(seed: str, timeout: float) -> dict[str, Any]:
 
 
 async def pick_shard(
-    seeds: list[str], self_id: str, checkpoint_dir: Path | None, timeout: float
+    seeds: list[str],
+    self_id: str,
+    checkpoint_dir: Path | None,
+    timeout: float,
+    secret: str | None = None,
 ) -> tuple[int, int]:
-    """The shard a `--shard auto` peer trains on (see the module doc)."""
+    """The shard a `--shard auto` peer trains on (see the module doc); `secret`: the swarm's,
+    whose read token lets a closed swarm's seed show its members' shards."""
+    token = read_token(secret) if secret else None
     resumed = await asyncio.to_thread(_checkpoint_shard, checkpoint_dir)
     if resumed is not None:
         return resumed
     failures = []
     for seed in seeds:
         try:
-            status = await fetch_status(seed, timeout)
+            status = await fetch_status(seed, timeout, token)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, JoinError) as exc:
             failures.append(f"{seed}: {str(exc) or type(exc).__name__}")
             continue

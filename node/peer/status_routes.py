@@ -3,6 +3,19 @@
 Both are computed at request time from the live objects, so nothing here can go stale. The
 Prometheus side uses prometheus-client's collector API rather than hand-written text, so the
 exposition format (escaping, types, HELP lines) is right by construction.
+
+What an outsider reads (issue 34, item 18). Of an open swarm, everything: anyone may join it and
+read the same from inside. Of a closed swarm (`--secret`), without a credential, only that this
+peer is up and what it speaks: `GET /v1/status` answers
+
+    {"self": {"state": ..., "version": ..., "envelope": ...}, "members": [], "closed": true}
+
+and `/metrics`, like the page's data routes (node/web/routes.py), answers 401. Members'
+addresses, shards, injected faults, byzantine kinds, links and figures are for a reader from
+this machine (loopback) or one that presents the swarm's read token, a one-way derivative of
+the secret (`Authorization: Bearer`, gossip/auth/read_token.py): `swarmnode status --secret`,
+the chaos runner and `--shard auto` send it. Admission in `trust` mode without a secret has no
+secret to derive a token from: its peers show everything, as an open swarm's.
 """
 
 from __future__ import annotations
@@ -18,11 +31,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from swarmnode.fault.inject.spec import FaultConfig
 from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
+from swarmnode.node.web.access import Access, refused
 
 from swarmnode import __version__
 
 if TYPE_CHECKING:
     from swarmnode.fault.inject.transport import FaultyTransport
+    from swarmnode.gossip.auth.signer import Signer
     from swarmnode.gossip.exchange.exchanger import Exchanger
     from swarmnode.gossip.link.stats import MeasuringTransport
     from swarmnode.gossip.membership.service import Membership
@@ -46,6 +61,7 @@ class StatusSource(Protocol):
     byzantine: ByzantineServing
     faults: FaultyTransport | None  # only with --fault or the admin routes
     links: MeasuringTransport
+    signer: Signer
 
     @property
     def exchanger(self) -> Exchanger | None:
@@ -225,16 +241,28 @@ def _starting() -> web.Response:
     return web.Response(status=503, text="starting: not serving status yet")
 
 
-def status_routes(node: StatusSource) -> list[web.RouteDef]:
+def outside_status(node: StatusSource) -> dict[str, Any]:
+    """What a closed swarm's peer tells a reader without its read token: up, and its version."""
+    me = {"state": node.state, "version": __version__, "envelope": ENVELOPE_VERSION}
+    return {"self": me, "members": [], "closed": True}
+
+
+def status_routes(node: StatusSource, access: Access | None = None) -> list[web.RouteDef]:
+    """The two routes; `access` (default: from the node's swarm secret) says who reads all."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PeerMetricsCollector(node))
+    access = access or Access(node.signer.read_token())
 
-    async def status(_request: web.Request) -> web.Response:
+    async def status(request: web.Request) -> web.Response:
+        if not access.may_read(request):
+            return web.json_response(outside_status(node))
         if not _ready(node):
             return _starting()
         return web.json_response(status_json(node))
 
-    async def metrics(_request: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.Response:
+        if not access.may_read(request):
+            return refused()
         if not _ready(node):
             return _starting()
         body = generate_latest(registry)

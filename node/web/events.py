@@ -3,7 +3,10 @@
 Two sources fill a peer's `EventLog`:
 
 - its membership table's changes (`member_event`): joins, leaves, deaths, suspicions, returns,
-  as *this* peer saw them (the same death is seen by every peer: the page shows its own view);
+  as *this* peer saw them (the same death is seen by every peer: the page shows its own view).
+  A join or return is logged once per peer and incarnation (`Event.incarnation`): the table may
+  report the same life of a member again (a tombstone forgotten, then the member gossiped
+  back), which is no news;
 - `watch_probes`, once a second: counters that went up (strangers refused, pushed models refused
   by the clip bound, malformed models rejected) and settings that changed (a fault injected, the
   peer turned byzantine, a slowdown). These happen *in* this peer (`local`): the page of any
@@ -24,6 +27,7 @@ from typing import Any
 
 MAX_EVENTS = 200  # kept per log; the page shows the newest
 PROBE_EVERY_S = 1.0
+ONCE_KINDS = ("join", "rejoin")  # logged once per (peer, incarnation): see the module doc
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Event:
     peer: str | None  # the peer it is about (its id), None: the log's own peer
     text: str  # one line, names included
     local: bool = False  # happened in this peer (not this peer's view of another)
+    incarnation: int | None = None  # the life of `peer` a membership event is about
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,11 +52,27 @@ class EventLog:
         self._clock = clock
         self.last_seq = 0
 
-    def add(self, kind: str, text: str, peer: str | None = None, *, local: bool = False) -> Event:
+    def add(
+        self,
+        kind: str,
+        text: str,
+        peer: str | None = None,
+        *,
+        local: bool = False,
+        incarnation: int | None = None,
+    ) -> Event | None:
+        """Log an event; None for a join or return of a life of `peer` already logged."""
+        if kind in ONCE_KINDS and incarnation is not None and self._logged(kind, peer, incarnation):
+            return None
         self.last_seq += 1
-        event = Event(self.last_seq, self._clock(), kind, peer, text, local)
+        event = Event(self.last_seq, self._clock(), kind, peer, text, local, incarnation)
         self._events.append(event)
         return event
+
+    def _logged(self, kind: str, peer: str | None, incarnation: int) -> bool:
+        return any(
+            e.kind == kind and e.peer == peer and e.incarnation == incarnation for e in self._events
+        )
 
     def since(self, seq: int) -> list[Event]:
         return [e for e in self._events if e.seq > seq]
@@ -86,6 +107,13 @@ def member_event(old: str | None, new: str, incarnation: int) -> tuple[str, str]
     if kind == "alive":
         return kind, "alive again"
     return None
+
+
+def came_back(old: str | None, new: str) -> bool:
+    """Whether a member's change is a new life at its address: new in the table, back from dead
+    or left, or alive again under a higher incarnation (`old == new == "alive"`: the table
+    reports a change of incarnation alone so). A suspect that is heard again is the same life."""
+    return new == "alive" and old != "suspect"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,23 @@ someone looks (a viewer of the stream, or a `now()` call): an unwatched peer ask
 From consecutive figures of a member the watch derives its rates (exchange rounds and parameter
 bytes per second, and the bytes per second on each of its links) and from all of them the swarm
 figures (docs/architecture.md, "The swarm page").
+
+What a member says is its claim, not this peer's observation (issue 34):
+- the feed's events about a peer are this peer's own view (its event log: its membership
+  table); a member's own events come with its figures, are taken as about that member only
+  (whatever peer they name), marked `claim`, and rate-bounded per member (`CLAIM_RATE`,
+  `CLAIM_BURST`) in a share of the feed of their own (`FEED_CLAIMS`): a member that sends 20
+  lines a second cannot push this peer's own lines (a real death) out of the feed;
+- the swarm figures are robust: medians, and best / worst over the members whose accuracy lies
+  within `OUTLIER_MADS` median absolute deviations of the median (the others are counted in
+  `left_out`); a rate counts at most `RATE_CAP_X` times the median rate. One member's 100 % or
+  step 10^15 moves neither. (With two members, no statistic can tell which one lies.)
+
+Viewer seats: `MAX_VIEWERS` streams at once, at most `SEATS_PER_ADDRESS` from one address (an
+IPv6 viewer by its /64), and `TRUSTED_SEATS` more kept for trusted viewers (loopback, or a
+bearer of the swarm's read token: node/web/access.py), so a crowd of held streams from one
+address can deny the page to nobody else. A stream that its viewer stops reading is dropped by
+the route (node/web/routes.py).
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import statistics
 import time
 from collections import deque
@@ -30,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from swarmnode.gossip.auth.read_token import bearer
 from swarmnode.node.web.events import EventLog
 from swarmnode.node.web.figures import clean_events, clean_figures
 
@@ -43,9 +62,17 @@ MAX_FIGURES_BYTES = 1 << 20
 HISTORY_FRAMES = 900  # chart points kept: 15 minutes at one a second
 HISTORY_PEERS = 64  # peers whose lines the chart keeps
 EXCHANGE_WINDOW_S = 60.0  # an edge of the exchange graph: a mix within this many seconds
-FEED_EVENTS = 200
+FEED_EVENTS = 200  # this peer's own lines kept in the feed
+FEED_CLAIMS = 100  # the members' own lines (their claims) kept beside them
+CLAIM_RATE = 0.2  # a member's claims taken per second (one every 5 s), after a burst of
+CLAIM_BURST = 5
 HELLO_EVENTS = 100
-MAX_VIEWERS = 32
+MAX_VIEWERS = 32  # streams of untrusted viewers at once
+SEATS_PER_ADDRESS = 4  # of those, from one address (IPv6: one /64)
+TRUSTED_SEATS = 8  # streams of trusted viewers (loopback, the read token), beyond MAX_VIEWERS
+OUTLIER_MADS = 3.0  # an accuracy this many median absolute deviations off is left out
+OUTLIER_FLOOR = 0.005  # the deviation's floor: peers that agree to 0.1 % are no outliers at 1 %
+RATE_CAP_X = 10.0  # a member's rate counts at most this many times the median rate
 FETCHED_STATES = ("alive", "suspect")
 
 log = logging.getLogger(__name__)
@@ -54,12 +81,14 @@ log = logging.getLogger(__name__)
 @dataclass
 class Sources:
     """What the watch reads of its peer: its id, its own figures (the `self` of /v1/status;
-    None while it starts), the other members' rows of /v1/status, and its event log."""
+    None while it starts), the other members' rows of /v1/status, its event log, and the
+    swarm's read token, which a closed swarm's members ask for (node/web/access.py)."""
 
     peer_id: Callable[[], str]
     own: Callable[[], dict[str, Any] | None]
     members: Callable[[], list[dict[str, Any]]]
     events: EventLog
+    token: str | None = None
 
 
 @dataclass
@@ -75,6 +104,21 @@ class Seen:
     link_base: dict[str, tuple[float, float]] = field(default_factory=dict)
     link_rate: dict[str, float] = field(default_factory=dict)  # bytes/s each way, summed
     event_seq: int = 0  # its local events taken so far
+
+
+class Bucket:
+    """`rate` tokens a second up to `burst`, on the watch's clock."""
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate, self.burst, self.tokens, self.stamp = rate, burst, float(burst), now
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 class SwarmWatch:
@@ -93,13 +137,18 @@ class SwarmWatch:
         self._changed = asyncio.Condition()
         self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_FRAMES)
         self._plotted: set[str] = set()
-        self._feed: deque[dict[str, Any]] = deque(maxlen=FEED_EVENTS)
+        self._feed: deque[dict[str, Any]] = deque(maxlen=FEED_EVENTS)  # this peer's view
+        self._claims: deque[dict[str, Any]] = deque(maxlen=FEED_CLAIMS)  # the members' own
+        self._claim_budget: dict[str, Bucket] = {}  # kept across a member's restarts
+        self.claims_dropped = 0
         self._feed_seq = 0
         self._own_seq = 0
         self._cursor = 0
         self._session: aiohttp.ClientSession | None = None
         self._pump: asyncio.Task[None] | None = None
-        self.viewers = 0
+        self.viewers = 0  # streams open now, trusted or not
+        self._seats: dict[str, int] = {}  # untrusted streams by address (the `seat` key)
+        self._trusted = 0
         self.closed = False
 
     # --- the snapshot ----------------------------------------------------------------------
@@ -120,6 +169,7 @@ class SwarmWatch:
         members = self.src.members()
         known = {me, *(str(m.get("peer_id")) for m in members)}
         self._seen = {pid: s for pid, s in self._seen.items() if pid in known}  # expired: forgotten
+        self._claim_budget = {p: b for p, b in self._claim_budget.items() if p in known}
         await asyncio.gather(*(self._fetch(m) for m in self._targets(members)))
         self._taken_at = self._clock()
         self._snapshot = self._build(me, own, members)
@@ -143,7 +193,7 @@ class SwarmWatch:
             return
         figures = clean_figures(raw.get("self") if isinstance(raw, dict) else None)
         if figures is None or figures["peer_id"] != pid:
-            seen.failed = "answered as another peer" if figures else "not a peer's figures"
+            seen.failed = "another peer" if figures else "bad answer"
             return
         self._take(pid, figures, clean_events(raw.get("events")))
 
@@ -153,12 +203,12 @@ class SwarmWatch:
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S)
             )
-        async with self._session.get(url) as resp:
+        async with self._session.get(url, headers=bearer(self.src.token)) as resp:
             if resp.status != 200:
-                raise ValueError(f"answered {resp.status}")
+                raise BadAnswer(f"answered {resp.status}")
             body = await resp.content.read(MAX_FIGURES_BYTES + 1)
             if len(body) > MAX_FIGURES_BYTES:
-                raise ValueError("figures too large")
+                raise BadAnswer("too large")
             return json.loads(body)
 
     def _take(
@@ -189,26 +239,42 @@ class SwarmWatch:
         self._feed_events(pid, events, seen, own_log)
 
     def _feed_events(self, pid: str, events: list[Any], seen: Seen, own_log: bool) -> None:
-        """This peer's events (all: its view of the others too) and the others' local ones."""
+        """This peer's events (all: its view of the others too) and the others' local ones,
+        taken as their claims about themselves (see the module doc)."""
         if own_log:
             new = [e.to_json() for e in events]
             self._own_seq = max([self._own_seq, *(e["seq"] for e in new)])
         else:
             new = [e for e in events if e["seq"] > seen.event_seq]
             seen.event_seq = max([seen.event_seq, *(e["seq"] for e in new)])
+            new = self._within_budget(pid, new)
         for e in sorted(new, key=lambda e: e["t"]):
             self._feed_seq += 1
-            about = e.get("peer") or pid
-            self._feed.append(
-                {
-                    "seq": self._feed_seq,
-                    "t": e["t"],
-                    "kind": e["kind"],
-                    "peer": about,
-                    "at": pid,
-                    "text": e["text"],
-                }
-            )
+            line = {
+                "seq": self._feed_seq,
+                "t": e["t"],
+                "kind": e["kind"],
+                # a member speaks for itself only: the peer its line names is not taken
+                "peer": (e.get("peer") or pid) if own_log else pid,
+                "at": pid,
+                "text": e["text"],
+                "claim": not own_log,
+            }
+            (self._feed if own_log else self._claims).append(line)
+
+    def _within_budget(self, pid: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The newest of a member's lines its claim budget pays for; the rest dropped."""
+        now = self._clock()
+        budget = self._claim_budget.get(pid)
+        if budget is None:
+            budget = self._claim_budget[pid] = Bucket(CLAIM_RATE, CLAIM_BURST, now)
+        kept = [e for e in reversed(events) if budget.take(now)]
+        self.claims_dropped += len(events) - len(kept)
+        return kept[::-1]
+
+    def feed(self) -> list[dict[str, Any]]:
+        """The feed in order: this peer's own lines and the members' claims, by number."""
+        return sorted([*self._feed, *self._claims], key=lambda e: e["seq"])
 
     # --- what the page gets ----------------------------------------------------------------
 
@@ -220,7 +286,10 @@ class SwarmWatch:
             key=lambda r: (str(r["name"] or "~"), r["peer_id"]),  # named first, then by id
         )
         names = {r["peer_id"]: r["name"] for r in rows}
-        for e in self._feed:  # names may come after the event (a joiner's record travels later)
+        for e in (
+            *self._feed,
+            *self._claims,
+        ):  # names may come after the event (a joiner's record travels later)
             e["name"], e["at_name"] = names.get(e["peer"]), names.get(e["at"])
         point = self._point(rows)
         return {
@@ -311,32 +380,55 @@ class SwarmWatch:
     def hello(self) -> bytes:
         """What a new viewer gets first: the snapshot, the chart history, the recent events."""
         snap = self._snapshot or {}
-        body = {**snap, "history": list(self._history), "events": list(self._feed)[-HELLO_EVENTS:]}
+        body = {**snap, "history": list(self._history), "events": self.feed()[-HELLO_EVENTS:]}
         return b"event: hello\ndata: " + _dumps(body) + b"\n\n"
 
     def recent_events(self, n: int = 10) -> list[dict[str, Any]]:
-        return list(self._feed)[-n:]
+        return self.feed()[-n:]
 
     def _publish(self) -> None:
         snap = self._snapshot or {}
-        events = [e for e in self._feed if e["seq"] > self._published]
+        events = [e for e in self.feed() if e["seq"] > self._published]
         self._published = self._feed_seq
         self._frame = b"data: " + _dumps({**snap, "events": events}) + b"\n\n"
         self._frame_seq += 1
 
     @contextlib.asynccontextmanager
-    async def viewer(self) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def viewer(
+        self, seat: str = "", *, trusted: bool = False
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Count a viewer while it reads; yields its frames (the hello first), one a second.
-        Raises `Busy` beyond `MAX_VIEWERS`."""
-        if self.viewers >= MAX_VIEWERS:
-            raise Busy(f"{MAX_VIEWERS} viewers already: try again later")
-        self.viewers += 1
+        `seat`: the viewer's address (its /64 for IPv6), `trusted`: loopback or the read token.
+        Raises `Busy` when no seat is free for it (see the module doc)."""
+        self._sit(seat, trusted)
         try:
             if not self.closed and (self._pump is None or self._pump.done()):
                 self._pump = asyncio.create_task(self._run_pump(), name="web-watch-pump")
             yield self._frames()
         finally:
-            self.viewers -= 1
+            self._stand(seat, trusted)
+
+    def _sit(self, seat: str, trusted: bool) -> None:
+        if trusted:
+            if self._trusted >= TRUSTED_SEATS:
+                raise Busy(f"{TRUSTED_SEATS} trusted viewers already: try again later")
+            self._trusted += 1
+        else:
+            if self._seats.get(seat, 0) >= SEATS_PER_ADDRESS:
+                raise Busy(f"{SEATS_PER_ADDRESS} viewers from {seat or 'one address'} already")
+            if sum(self._seats.values()) >= MAX_VIEWERS:
+                raise Busy(f"{MAX_VIEWERS} viewers already: try again later")
+            self._seats[seat] = self._seats.get(seat, 0) + 1
+        self.viewers += 1
+
+    def _stand(self, seat: str, trusted: bool) -> None:
+        self.viewers -= 1
+        if trusted:
+            self._trusted -= 1
+        elif self._seats[seat] > 1:
+            self._seats[seat] -= 1
+        else:
+            del self._seats[seat]
 
     async def _frames(self) -> AsyncIterator[bytes]:
         async with self._changed:
@@ -384,24 +476,44 @@ class Busy(Exception):
     """Too many viewers."""
 
 
+class BadAnswer(ValueError):
+    """A member answered, but not with figures: its short reason is shown as is."""
+
+
 def swarm_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Figures of the whole swarm over its live honest members (self, alive, suspect; not a
-    peer that reports itself byzantine): best, worst and mean accuracy; consensus distance, the
-    mean over members of each one's median distance to the models it mixed with lately;
-    exchange rounds and parameter bytes per second, summed over the members."""
+    peer that reports itself byzantine), robust to one member's claims (see the module doc):
+    the median accuracy, best and worst over the inliers (`left_out`: how many were not); the
+    median step; consensus distance, the median over members of each one's median distance to
+    the models it mixed with lately; exchange rounds and parameter bytes per second, summed
+    over the members, each capped at `RATE_CAP_X` x the median."""
     live = [r for r in rows if r["state"] in ("self", "alive", "suspect") and not r["byzantine"]]
     accs = [r["acc"] for r in live if r["acc"] is not None]
+    kept = inliers(accs)
+    steps = [r["step"] for r in live if r.get("step") is not None]
     dists = [r["consensus_dist"] for r in live if r["consensus_dist"] is not None]
     return {
         "members": len(rows),
         "live": len(live),
-        "acc_best": max(accs, default=None),
-        "acc_worst": min(accs, default=None),
-        "acc_mean": statistics.fmean(accs) if accs else None,
-        "consensus_dist": statistics.fmean(dists) if dists else None,
-        "rounds_per_s": _sum(r["rounds_per_s"] for r in live),
-        "bytes_per_s": _sum(r["bytes_per_s"] for r in live),
+        "acc_best": max(kept, default=None),
+        "acc_worst": min(kept, default=None),
+        "acc_median": statistics.median(accs) if accs else None,
+        "left_out": len(accs) - len(kept),
+        "step": statistics.median_low(steps) if steps else None,
+        "consensus_dist": statistics.median(dists) if dists else None,
+        "rounds_per_s": capped_sum(r["rounds_per_s"] for r in live),
+        "bytes_per_s": capped_sum(r["bytes_per_s"] for r in live),
     }
+
+
+def inliers(values: list[float]) -> list[float]:
+    """The values within `OUTLIER_MADS` median absolute deviations (at least `OUTLIER_FLOOR`)
+    of the median; all of them below three (two cannot outvote each other)."""
+    if len(values) < 3:
+        return list(values)
+    mid = statistics.median(values)
+    mad = max(statistics.median(abs(v - mid) for v in values), OUTLIER_FLOOR)
+    return [v for v in values if abs(v - mid) <= OUTLIER_MADS * mad]
 
 
 def _restarted(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
@@ -412,15 +524,27 @@ def _restarted(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
     return old is not None and new is not None and new < old
 
 
-def _sum(values: Any) -> float | None:
+def capped_sum(values: Any) -> float | None:
+    """The sum, each value capped at `RATE_CAP_X` x the median: one member's claimed 10^15
+    rounds a second add at most ten typical members' worth."""
     known = [v for v in values if v is not None]
-    return sum(known) if known else None
+    if not known:
+        return None
+    moving = [v for v in known if v > 0]  # idle members say nothing of a typical rate
+    cap = RATE_CAP_X * statistics.median(moving) if len(moving) >= 3 else math.inf
+    return sum(min(v, cap) for v in known)
 
 
 def _why(exc: BaseException) -> str:
+    """A stale reason in a word or two (a row of `status --watch` must not wrap), never the
+    client library's text: "timed out", "refused", "unreachable", "bad answer"."""
     if isinstance(exc, asyncio.TimeoutError):
-        return f"no answer within {FETCH_TIMEOUT_S:g} s"
-    return " ".join(str(exc).split())[:120] or type(exc).__name__
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "refused" if isinstance(exc.os_error, ConnectionRefusedError) else "unreachable"
+    if isinstance(exc, (aiohttp.ClientResponseError, aiohttp.ClientPayloadError, ValueError)):
+        return str(exc) if isinstance(exc, BadAnswer) else "bad answer"
+    return "unreachable"
 
 
 def _dumps(body: dict[str, Any]) -> bytes:

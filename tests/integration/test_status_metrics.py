@@ -317,3 +317,80 @@ async def test_cli_status_against_something_that_is_not_a_peer(what, reply):
     assert rc == 2, (what, out, err)
     assert out == "" and len(err.strip().splitlines()) == 1, (what, err)
     assert "Traceback" not in err
+
+
+# --- what an outsider reads of a closed swarm (issue 34, item 18) --------------------------
+
+SECRET = "the-closed-swarm"
+
+
+@pytest.fixture
+async def closed() -> AsyncIterator[list[Node]]:
+    """Two peers of a `--secret` swarm, each with a fault set and a shard (what must not leak)."""
+    config = lambda **kw: peer_config(secret=SECRET, fault="delay=1ms", **kw)  # noqa: E731
+    async with evaluated_swarm(config, names=("a", "b")) as nodes:
+        yield nodes
+
+
+async def test_a_closed_swarm_shows_an_outsider_only_that_it_is_up(closed, monkeypatch):
+    from swarmnode.gossip.auth.read_token import bearer, read_token
+    from swarmnode.node.web import access
+
+    a, b = closed
+    monkeypatch.setattr(access, "TRUST_LOOPBACK", False)  # play an outsider on 127.0.0.1
+    # the routes read the rule when built: a peer built now is one outsiders reach
+    c = await Node.create(peer_config(secret=SECRET, join=[a.addr], name="c", fault="delay=1ms"))
+    try:
+        await eventually(lambda: len(c.membership.live_peers()) == 2, 20, "c to see a and b")
+        token = read_token(SECRET)
+        async with aiohttp.ClientSession() as http:
+            base = f"http://{c.addr}"
+            async with http.get(base + "/v1/status") as r:
+                outside = await r.json()
+            assert r.status == 200 and outside == {
+                "self": {"state": "alive", "version": outside["self"]["version"],
+                         "envelope": outside["self"]["envelope"]},
+                "members": [], "closed": True,
+            }  # fmt: skip
+            for path in ("/metrics", "/v1/figures", "/v1/watch/now", "/v1/watch"):
+                for headers in ({}, bearer("0" * 32)):  # none, and a wrong one
+                    async with http.get(base + path, headers=headers) as r:
+                        assert r.status == 401, (path, headers, r.status)
+                        assert "closed swarm" in await r.text()
+            async with http.get(base + "/") as r:  # the page itself holds no figures
+                assert r.status == 200
+            # with the read token: everything, as a member's operator sees it
+            async with http.get(base + "/v1/status", headers=bearer(token)) as r:
+                inside = await r.json()
+            assert inside["self"]["faults"] == "delay=0.001s"
+            assert {m["peer_id"] for m in inside["members"]} == {a.peer_id, b.peer_id}
+            async with http.get(base + "/metrics", headers=bearer(token)) as r:
+                assert r.status == 200 and "swarmnode_step" in await r.text()
+            async with http.get(f"{base}/v1/watch?token={token}") as r:  # as the page asks
+                assert r.status == 200 and r.content_type == "text/event-stream"
+            # c's own watch asks a and b with the token: their figures are fresh, not 401
+            async with http.get(base + "/v1/watch/now", headers=bearer(token)) as r:
+                rows = {m["peer_id"]: m for m in (await r.json())["members"]}
+            assert rows[a.peer_id]["source"] == "fresh", rows[a.peer_id]["why"]
+
+        from swarmnode.node.cli.command import main
+
+        env = {"SWARMNODE_SECRET": SECRET}
+        monkeypatch.delenv("SWARMNODE_SECRET", raising=False)
+        code = await asyncio.to_thread(main, ["status", "--peer", c.addr])
+        assert code == 2  # without the secret: one line that says what is needed
+        monkeypatch.setenv("SWARMNODE_SECRET", env["SWARMNODE_SECRET"])
+        assert await asyncio.to_thread(main, ["status", "--peer", c.addr]) == 0
+        assert await asyncio.to_thread(main, ["status", "--peer", c.addr, "--secret", "x"]) == 2
+    finally:
+        await c.close()
+
+
+async def test_a_closed_swarms_peer_shows_everything_on_this_machine(closed):
+    a, _ = closed
+    async with aiohttp.ClientSession() as http:
+        for path in ("/v1/status", "/metrics", "/v1/figures", "/v1/watch/now"):
+            async with http.get(f"http://{a.addr}{path}") as r:
+                assert r.status == 200, path
+        async with http.get(f"http://{a.addr}/v1/status") as r:
+            assert "closed" not in await r.json()

@@ -50,6 +50,7 @@ READ_PAGE = """
 return {
   rows: [...document.querySelectorAll('#members tbody tr')].map(r => [r.dataset.peer, r.dataset.state]),
   points: Number(document.getElementById('chart').dataset.points || 0),
+  span: Number(document.getElementById('chart').dataset.span || -1),
   events: [...document.querySelectorAll('#events li')].map(li => [li.dataset.kind, li.dataset.peer]),
   link: document.getElementById('link').textContent,
 };
@@ -96,6 +97,9 @@ def test_the_page_follows_a_real_swarm_and_shows_a_killed_peer_dead(tmp_path, br
 
         first = wait_for(listed, 20, "the page to list 3 members, 2 alive besides itself")
         assert first["link"] == "live"
+        # a page opened cold: its time axis spans its few points (10 s at least), not years
+        drawn = wait_for(lambda: (p := page())["span"] >= 0 and p, 5, "the chart's time axis")
+        assert drawn["span"] <= max(10, drawn["points"] + 2), drawn
         wait_for(lambda: page()["points"] >= first["points"] + 3, 20, "the chart to gain points")
 
         victim = peers[2]
@@ -113,6 +117,8 @@ def test_the_page_follows_a_real_swarm_and_shows_a_killed_peer_dead(tmp_path, br
         wait_for(
             lambda: ["dead", victim.peer_id] in page()["events"], 5, "an event line for the death"
         )
+        events = page()["events"]
+        assert len(events) == len({tuple(e) for e in events}), f"an event twice: {events}"
         errors = console_errors(browser)
         assert not errors, errors
     finally:

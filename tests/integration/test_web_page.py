@@ -172,3 +172,67 @@ def test_status_watch_fails_in_one_line(capsys):
     assert main(["status", "--watch", "--count", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--count must be >= 0" in err[0], err
+
+
+async def test_held_streams_from_one_address_do_not_deny_another(monkeypatch):
+    """Issue 34, item 14: 32 streams held from 127.0.0.1 used to take every seat. Both
+    addresses play outsiders (loopback is trusted and always seated otherwise)."""
+    from swarmnode.node.web import access
+    from swarmnode.node.web import watch as watch_mod
+
+    monkeypatch.setattr(access, "TRUST_LOOPBACK", False)
+    node = await Node.create(peer_config(name="solo", listen="0.0.0.0:0"))
+    port = node.addr.rsplit(":", 1)[1]
+    held: list[aiohttp.ClientResponse] = []
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(ip, 0),
+                                                                     limit=0))
+                for ip in ("127.0.0.1", "127.0.0.2")]  # fmt: skip
+    try:
+        one, other = sessions
+        statuses = []
+        for _ in range(watch_mod.MAX_VIEWERS):
+            r = await one.get(f"http://127.0.0.1:{port}/v1/watch")
+            statuses.append(r.status)
+            held.append(r)
+        assert statuses.count(200) == watch_mod.SEATS_PER_ADDRESS
+        assert statuses.count(503) == watch_mod.MAX_VIEWERS - watch_mod.SEATS_PER_ADDRESS
+        async with other.get(f"http://127.0.0.2:{port}/v1/watch") as r:
+            assert r.status == 200  # another address still gets the page
+            name, _ = await anext(read_events(r))
+            assert name == "hello"
+    finally:
+        for r in held:
+            r.close()
+        for s in sessions:
+            await s.close()
+        await node.close()
+
+
+async def test_a_stream_its_viewer_stopped_reading_is_dropped(monkeypatch):
+    """Issue 34, item 14: a held stream that reads nothing gives its seat back."""
+    import socket
+
+    from swarmnode.node.web import routes
+    from swarmnode.node.web import watch as watch_mod
+
+    monkeypatch.setattr(watch_mod, "FRAME_EVERY_S", 0.01)
+    monkeypatch.setattr(routes, "STALL_S", 0.5)
+    node = await Node.create(peer_config(name="n" * 64))  # a big frame fills buffers sooner
+    host, port = node.addr.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+        request = f"GET /v1/watch HTTP/1.1\r\nHost: {node.addr}\r\n\r\n".encode()
+        await asyncio.get_running_loop().sock_sendall(sock, request)
+        deadline = time.monotonic() + 30
+        while node.watch.viewers == 0:  # seated
+            assert time.monotonic() < deadline, "never seated"
+            await asyncio.sleep(0.05)
+        while node.watch.viewers:  # ... and never reads a byte: dropped
+            assert time.monotonic() < deadline, "a stream that reads nothing kept its seat"
+            await asyncio.sleep(0.05)
+    finally:
+        sock.close()
+        await node.close()

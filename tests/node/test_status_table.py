@@ -48,3 +48,14 @@ def test_this_peers_utilization_is_a_column_and_the_others_show_none() -> None:
     util_col = lines[0].split().index("util")
     assert lines[2].split()[util_col] == "37.5%"
     assert lines[3].split()[util_col] == "-"
+
+
+def test_a_long_name_is_clipped() -> None:
+    """Issue 34, item 13: one member's 200-character name must not widen the table."""
+    status = {
+        "self": {"peer_id": "a", "name": "me"},
+        "members": [{"peer_id": "b", "name": "n" * 200 + "\n" + "x", "state": "alive"}],
+    }
+    lines = format_status_table(status).splitlines()
+    assert max(len(ln) for ln in lines[:4]) < 120
+    assert "n" * 23 + "…" in lines[3] and "\n" not in lines[3]

@@ -8,6 +8,7 @@ each test gives them; the watch's clock is a fake one the tests move (ages and r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -125,7 +126,7 @@ async def test_fresh_figures_replace_gossip_and_say_their_age(h, peers):
     assert rows["x0000000"]["stale"] and rows["x0000000"]["why"] == "dead"
     y = rows["y0000000"]  # never reached: the gossiped figures, stale, no age
     assert y["source"] == "gossip" and y["stale"] and y["age_s"] is None and y["step"] == 3
-    assert y["why"]
+    assert y["why"] == "refused"  # a short reason, never the client library's text
 
     b.status = 503  # b stops answering: its last figures stay, stale, with their age
     rows = rows_of(await h.snap(advance=2.0))
@@ -142,8 +143,8 @@ async def test_a_peer_cannot_pass_on_what_it_likes(h, peers):
     h.members = [b.row(), c.row(), d.row()]
     rows = rows_of(await h.snap())
     assert rows[b.pid]["acc"] is None and len(rows[b.pid]["name"]) == 200
-    assert rows[c.pid]["why"] == "answered as another peer" and rows[c.pid]["source"] == "gossip"
-    assert rows[d.pid]["why"] == "not a peer's figures"
+    assert rows[c.pid]["why"] == "another peer" and rows[c.pid]["source"] == "gossip"
+    assert rows[d.pid]["why"] == "bad answer"
     json.dumps(await h.snap(), allow_nan=False)  # what the page parses: no NaN anywhere
     assert h.watch.hello().startswith(b"event: hello\ndata: {")
 
@@ -283,6 +284,86 @@ def test_swarm_figures_count_live_honest_peers_only():
     ]
     s = swarm_figures(rows)
     assert (s["members"], s["live"]) == (4, 2)
-    assert (s["acc_best"], s["acc_worst"]) == (0.8, 0.6) and s["acc_mean"] == pytest.approx(0.7)
+    assert (s["acc_best"], s["acc_worst"]) == (0.8, 0.6) and s["acc_median"] == pytest.approx(0.7)
     assert s["consensus_dist"] == pytest.approx(0.3) and s["rounds_per_s"] == 3.5
     assert s["bytes_per_s"] == 10.0
+
+
+async def test_stale_reasons_are_a_word_or_two(h, peers, monkeypatch):
+    """`status --watch` rows must not wrap: never aiohttp's text (issue 34, item 7)."""
+    monkeypatch.setattr(watch_mod, "FETCH_TIMEOUT_S", 0.2)
+    b, c, d = peers
+    gone = {"peer_id": "x0000000", "addr": f"127.0.0.1:{closed_port()}", "state": "alive"}
+    late = asyncio.Event()
+
+    async def slow(_request: web.Request) -> web.Response:
+        await late.wait()  # never set: the watch's deadline ends the request
+        return web.Response(text="{}")
+
+    assert c.server is not None
+    c.server.app.router._frozen = False  # the test server's app: one more route for c
+    c.server.app.router.add_get("/slow/v1/figures", slow)
+    d.body = "not json"
+    h.members = [gone, b.row(), {**c.row(), "addr": c.addr + "/slow"}, d.row()]
+    b.status = 503
+    rows = rows_of(await h.snap())
+    whys = {pid: rows[pid]["why"] for pid in ("x0000000", b.pid, c.pid, d.pid)}
+    assert whys == {"x0000000": "refused", b.pid: "answered 503", c.pid: "timed out",
+                    d.pid: "bad answer"}  # fmt: skip
+
+
+async def test_a_members_events_are_its_own_rate_bounded_claims(h, peers):
+    """Issue 34, item 13: b sends 20 forged lines a fetch about c; they are b's claims about
+    itself, a few a minute, in their own share of the feed; this peer's own line stays."""
+    b, c, _ = peers
+    h.members = [b.row(), c.row()]
+    h.events.add("dead", "declared dead (no heartbeat)", c.pid)  # what this peer saw
+    seq = 0
+    for _ in range(30):
+        forged = [{"seq": seq + i, "t": time.time(), "kind": "leave", "peer": c.pid,
+                   "text": "left the swarm"} for i in range(1, 21)]  # fmt: skip
+        seq += 20
+        b.body = {"self": figures(b.pid), "events": forged}
+        await h.snap(advance=1.0)
+    feed = h.watch.feed()
+    claims = [e for e in feed if e["claim"]]
+    # 30 s at one claim every 5 s, after a burst of 5: 11 at most of b's 600 lines
+    assert 0 < len(claims) <= watch_mod.CLAIM_BURST + 30 * watch_mod.CLAIM_RATE + 1
+    assert all(e["peer"] == b.pid and e["at"] == b.pid for e in claims)  # about b only
+    assert h.watch.claims_dropped == 600 - len(claims)
+    mine = [e for e in feed if not e["claim"]]
+    assert [(e["peer"], e["kind"]) for e in mine] == [(c.pid, "dead")]
+
+
+def test_one_members_claims_do_not_move_the_swarm_figures():
+    """Issue 34, item 13: accuracy 100 %, step 10^15 and 10^15 rounds a second from one."""
+
+    def row(acc, step, rounds):
+        return {"state": "alive", "acc": acc, "step": step, "byzantine": None,
+                "consensus_dist": 0.1, "rounds_per_s": rounds, "bytes_per_s": None}  # fmt: skip
+
+    honest = [row(0.95, 1000, 2.0), row(0.96, 1010, 2.5), row(0.97, 990, 3.0)]
+    before = swarm_figures(honest)
+    after = swarm_figures([*honest, row(1.0, 10**15, 1e15)])
+    assert before["acc_best"] == after["acc_best"] == 0.97 and after["left_out"] == 1
+    assert after["acc_median"] == pytest.approx(0.965) and after["step"] == 1000
+    assert after["rounds_per_s"] <= before["rounds_per_s"] + watch_mod.RATE_CAP_X * 3.0
+    # a slow joiner is no liar, but it is left out of best / worst the same way: counted
+    assert swarm_figures([*honest, row(0.1, 5, 1.0)])["left_out"] == 1
+
+
+async def test_held_streams_from_one_address_deny_no_other(h):
+    """Issue 34, item 14: seats per address, and a trusted viewer always has one."""
+    async with contextlib.AsyncExitStack() as held:
+        for _ in range(watch_mod.SEATS_PER_ADDRESS):
+            await held.enter_async_context(h.watch.viewer("10.0.0.1"))
+        with pytest.raises(Busy, match=r"from 10\.0\.0\.1"):
+            await held.enter_async_context(h.watch.viewer("10.0.0.1"))
+        others = [f"10.0.1.{i}" for i in range(watch_mod.MAX_VIEWERS)]
+        for addr in others[: watch_mod.MAX_VIEWERS - watch_mod.SEATS_PER_ADDRESS]:
+            await held.enter_async_context(h.watch.viewer(addr))
+        with pytest.raises(Busy, match="viewers already"):  # every public seat taken
+            await held.enter_async_context(h.watch.viewer("10.0.2.1"))
+        async with h.watch.viewer("127.0.0.1", trusted=True):  # loopback still gets in
+            assert h.watch.viewers == watch_mod.MAX_VIEWERS + 1
+    assert h.watch.viewers == 0 and h.watch._seats == {}

@@ -1,11 +1,18 @@
 // The swarm page: reads the peer's /v1/watch stream (Server-Sent Events) and draws it.
 // Read-only: it sends nothing but the stream request. Every text another peer wrote (names,
-// event lines) is set as textContent, never as markup.
+// event lines) is set as textContent, never as markup, and clipped to a width (a 200-character
+// name must not widen the table; the whole name is its title). A closed swarm's peer serves
+// its figures from elsewhere than this machine only with the swarm's read token: the page takes
+// it from its address's #token=... (never sent to the server by the browser) and passes it on.
 "use strict";
 
 (function () {
   const MAX_POINTS = 900;  // as the peer keeps (node/web/watch.py HISTORY_FRAMES)
   const MAX_EVENTS = 200;
+  const NAME_CHARS = 24;  // as node/cli/status_table.py CLIP["name"]
+  const GAP_S = 5;        // frames come every second: a longer pause is a gap, not a line
+  const MIN_SPAN_S = 10;  // the time axis of a page with less data than this: its last 10 s
+  const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token");
   const PALETTE = ["#2764c5", "#d9480f", "#2b8a3e", "#ae3ec9", "#e67700", "#0b7285",
                    "#c2255c", "#5f3dc4", "#5c940d", "#862e9c", "#1864ab", "#a61e4d"];
   const SVG = "http://www.w3.org/2000/svg";
@@ -18,6 +25,7 @@
     chart: null,
     chartKeys: "",
     events: [],
+    lastEventSeq: 0,      // the feed's numbers: an event already shown is not shown again
     lastFrameAt: 0,
     self: null,           // the id of the peer serving this page
   };
@@ -34,6 +42,17 @@
   function colorOf(id) {
     if (!state.colors.has(id)) state.colors.set(id, PALETTE[state.colors.size % PALETTE.length]);
     return state.colors.get(id);
+  }
+
+  function clip(text, n) {
+    const t = String(text ?? "");
+    return t.length <= n ? t : t.slice(0, n - 1) + "…";
+  }
+
+  function nameEl(cls, text) {
+    const e = el("span", cls, clip(text, NAME_CHARS));
+    if (String(text ?? "").length > NAME_CHARS) e.title = String(text);
+    return e;
   }
 
   const pct = (x) => (x === null || x === undefined ? "-" : (100 * x).toFixed(1) + "%");
@@ -55,7 +74,7 @@
 
   function nameOf(id) {
     const n = state.names.get(id);
-    return n || (id ? id.slice(0, 10) : "?");
+    return clip(n || (id ? id.slice(0, 10) : "?"), NAME_CHARS);
   }
 
   // --- members ----------------------------------------------------------------------------
@@ -71,14 +90,16 @@
       const who = el("td");
       const sw = el("span", "swatch");
       sw.style.background = colorOf(m.peer_id);
-      who.append(sw, el("span", "name", m.name || "-"), el("span", "id", m.peer_id.slice(0, 10)));
+      who.append(sw, nameEl("name", m.name || "-"), el("span", "id", m.peer_id.slice(0, 10)));
       if (m.byzantine) who.append(el("span", "tag bad", "byzantine " + m.byzantine));
-      if (m.faults && m.faults !== "none") who.append(el("span", "tag", m.faults));
+      if (m.faults && m.faults !== "none") who.append(nameEl("tag", m.faults));
       const st = el("td", "state " + m.state, m.state);
       const ageCell = el("td", "num age", age(m));
       if (m.stale && m.why) ageCell.title = "stale: " + m.why;
       if (m.stale) ageCell.append(el("span", "tag", "stale"));
-      tr.append(who, el("td", null, m.addr || "-"), el("td", null, m.device || "-"), st,
+      const addr = el("td");
+      addr.append(nameEl(null, m.addr || "-"));
+      tr.append(who, addr, el("td", null, clip(m.device || "-", 16)), st,
                 el("td", "num fig", m.step ?? "-"), el("td", "num fig acc", pct(m.acc)),
                 el("td", "num fig", fix(m.loss, 4)), ageCell);
       rows.push(tr);
@@ -89,19 +110,29 @@
   function drawSwarm(frame) {
     const s = frame.swarm;
     $("f-live").textContent = s.live + " of " + s.members;
-    $("f-acc").textContent = [s.acc_best, s.acc_worst, s.acc_mean].map(pct).join(" / ");
+    $("f-acc").textContent = [s.acc_best, s.acc_median, s.acc_worst].map(pct).join(" / ") +
+      (s.left_out ? " (" + s.left_out + " left out)" : "");
     $("f-dist").textContent = fix(s.consensus_dist, 3);
     $("f-rounds").textContent = fix(s.rounds_per_s, 1);
     $("f-bytes").textContent = s.bytes_per_s === null ? "-" : bytes(s.bytes_per_s) + "/s";
     const me = frame.members.find((m) => m.state === "self");
-    if (me) $("seen-by").textContent = "the swarm as " + (me.name || me.peer_id.slice(0, 10)) +
-      " (" + me.addr + ") sees it";
+    if (me) $("seen-by").textContent = "the swarm as " +
+      clip(me.name || me.peer_id.slice(0, 10), NAME_CHARS) + " (" + me.addr + ") sees it";
   }
 
   // --- chart ------------------------------------------------------------------------------
 
+  function pushRow(t) {
+    state.times.push(t);
+    for (const s of state.series.values()) { s.acc.push(null); s.loss.push(null); }
+  }
+
   function addPoint(point) {
-    if (!point || (state.times.length && point.t <= state.times[state.times.length - 1])) return;
+    const last = state.times[state.times.length - 1];
+    if (!point || (state.times.length && point.t <= last)) return;
+    // nobody watched for a while (the peer keeps no points then), or a frame came late: a
+    // row of nothing between, so that no line bridges the time it does not know
+    if (state.times.length && point.t - last > GAP_S) pushRow(last + 1);
     state.times.push(point.t);
     for (const id of Object.keys(point.values)) {
       if (!state.series.has(id)) {
@@ -122,6 +153,15 @@
     }
   }
 
+  // The time axis spans the data, never more: a page opened cold has one point, and uPlot's
+  // own range for it ran from 2027 to 2029. Under 10 s of data: the last 10 s.
+  function timeRange(u, min, max) {
+    const t = state.times;
+    if (!t.length) { const now = Date.now() / 1000; return [now - MIN_SPAN_S, now]; }
+    const lo = t[0], hi = t[t.length - 1];
+    return hi - lo >= MIN_SPAN_S ? [lo, hi] : [hi - MIN_SPAN_S, hi];
+  }
+
   function chartData() {
     const data = [state.times];
     for (const s of state.series.values()) data.push(s.acc, s.loss);
@@ -137,15 +177,16 @@
       const series = [{}];
       for (const id of state.series.keys()) {
         const c = colorOf(id);
+        // no spanGaps: a stale or dead peer's missing figures are a gap in its line
         series.push({ label: nameOf(id) + " acc", stroke: c, width: 2, scale: "%",
-                      spanGaps: true, value: (u, v) => (v === null ? "-" : v.toFixed(1) + "%") });
+                      value: (u, v) => (v === null ? "-" : v.toFixed(1) + "%") });
         series.push({ label: nameOf(id) + " loss", stroke: c, width: 1, dash: [5, 4],
-                      scale: "loss", spanGaps: true,
-                      value: (u, v) => (v === null ? "-" : v.toFixed(3)) });
+                      scale: "loss", value: (u, v) => (v === null ? "-" : v.toFixed(3)) });
       }
       state.chart = new uPlot({
         width, height: 300, series,
-        scales: { x: { time: true }, "%": { range: [0, 100] }, loss: { auto: true } },
+        scales: { x: { time: true, range: timeRange }, "%": { range: [0, 100] },
+                  loss: { auto: true } },
         axes: [{}, { scale: "%", label: "accuracy %" },
                { scale: "loss", side: 1, label: "loss", grid: { show: false } }],
         legend: { live: false },
@@ -157,6 +198,8 @@
     }
     $("chart-points").textContent = state.times.length + " points";
     $("chart").dataset.points = String(state.times.length);
+    const x = state.chart.scales.x;  // what the axis spans, in seconds (the browser test reads it)
+    if (x.min !== null && x.max !== null) $("chart").dataset.span = String(Math.round(x.max - x.min));
   }
 
   // --- exchange graph ---------------------------------------------------------------------
@@ -217,7 +260,7 @@
                                  stroke: dead ? "#c0392b" : "#1d232b",
                                  "stroke-dasharray": dead ? "3 2" : "none" }));
       parts.push(svg("text", { x, y: y + 30, "text-anchor": "middle", class: "node-label" },
-                     (m.name || m.peer_id.slice(0, 8)) + (dead ? " (" + m.state + ")" : "")));
+                     clip(m.name || m.peer_id.slice(0, 8), 16) + (dead ? " (" + m.state + ")" : "")));
     }
     g.replaceChildren(...parts);
     g.dataset.edges = String(frame.edges.length);
@@ -228,13 +271,20 @@
   function addEvents(list) {
     const ol = $("events");
     for (const e of list) {
+      if (e.seq <= state.lastEventSeq) continue;  // a frame may repeat what the hello had
+      state.lastEventSeq = e.seq;
       const li = el("li");
       li.dataset.kind = e.kind;
       li.dataset.peer = e.peer;
       const t = new Date(e.t * 1000).toLocaleTimeString([], { hour12: false });
-      li.append(el("span", "time", t), el("span", "who", e.name || nameOf(e.peer)),
-                el("span", "what", e.text));
-      if (e.at && e.at !== e.peer && e.at !== state.self) {
+      li.append(el("span", "time", t), nameEl("who", e.name || nameOf(e.peer)),
+                el("span", "what", clip(e.text, 160)));
+      if (e.claim) {
+        li.classList.add("claim");
+        const by = el("span", "by", " (its own claim)");
+        by.title = "what that peer reports of itself, not what this peer saw";
+        li.append(by);
+      } else if (e.at && e.at !== e.peer && e.at !== state.self) {
         li.append(el("span", "by", " (seen by " + (e.at_name || nameOf(e.at)) + ")"));
       }
       ol.prepend(li);
@@ -250,6 +300,7 @@
     if (hello) {
       state.times = [];
       state.series = new Map();
+      state.lastEventSeq = 0;
       $("events").replaceChildren();
       for (const p of frame.history || []) addPoint(p);
     } else {
@@ -271,10 +322,25 @@
   }
 
   function connect() {
-    const source = new EventSource("/v1/watch");
+    const source = new EventSource("/v1/watch" + (TOKEN ? "?token=" + encodeURIComponent(TOKEN) : ""));
     source.addEventListener("hello", (ev) => take(JSON.parse(ev.data), true));
     source.onmessage = (ev) => take(JSON.parse(ev.data), false);
-    source.onerror = () => setLink(false);
+    source.onerror = () => { setLink(false); explain(source); };
+  }
+
+  // An EventSource does not say why it failed: ask once, to tell a closed swarm (401) or a
+  // full house (503) from a peer that is gone.
+  function explain(source) {
+    const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
+    fetch("/v1/watch/now", { headers }).then((r) => {
+      if (r.status === 401) {
+        source.close();
+        setLink(false, TOKEN ? "wrong read token" : "closed swarm: open this page with " +
+                "#token=… (swarmnode status --secret S --token)");
+      } else if (r.status === 503) {
+        setLink(false, "no seat free: retrying");
+      }
+    }).catch(() => {});
   }
 
   // A frame a second: none for 5 s means the peer (or the way to it) is gone.

@@ -17,10 +17,16 @@ from swarmnode.fault.chaos.errors import ChaosError
 from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer
-from swarmnode.fault.hostile import DragInsider, ForgedRecords, SlowBodies, SybilFlood
-from swarmnode.fault.hostile.drag import DragError, hidden_biases
-from swarmnode.fault.hostile.sybils import source_addresses
-from swarmnode.gossip.auth.signer import Signer
+from swarmnode.fault.hostile import (
+    DragError,
+    DragInsider,
+    ForgedRecords,
+    SlowBodies,
+    SybilFlood,
+    hidden_biases,
+    source_addresses,
+)
+from swarmnode.gossip.auth import Signer
 
 
 class HostileActors:

@@ -23,11 +23,9 @@ from typing import Any
 
 import aiohttp
 import numpy as np
-from swarmnode.gossip.auth.operator import OperatorKey
-from swarmnode.gossip.auth.signer import Signer, nonce_of
+from swarmnode.gossip.auth import OperatorKey, Signer, nonce_of
 from swarmnode.gossip.errors import AuthError
-from swarmnode.gossip.wire import frames as wire
-from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.wire import decode_params, encode_control
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +113,7 @@ def _open_params(signer: Signer | None, data: bytes, nonce: bytes) -> np.ndarray
     """Authenticate (with a secret) and decode a params answer; heavy: run in a thread."""
     if signer is not None:
         data = signer.open("params", data, reply_to=nonce)
-    _header, vec = wire.decode_params(data)
+    _header, vec = decode_params(data)
     return np.asarray(vec)
 
 

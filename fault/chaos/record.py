@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.exchange import ExchangeConfig
 
 PEER_LIFECYCLE = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 FAULT_ACTIONS = ("kill", "terminate", "freeze", "partition", "fault", "byzantine", "slowdown")

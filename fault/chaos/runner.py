@@ -34,8 +34,7 @@ from swarmnode.fault.chaos.sampler import Clock, Sampler
 from swarmnode.fault.chaos.scenario import Scenario
 from swarmnode.fault.chaos.supervisor import SECRET_VAR, ScenarioPeer, Supervisor
 from swarmnode.fault.chaos.timeline import Timeline
-from swarmnode.gossip.auth.operator import OperatorKey
-from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.auth import OperatorKey, Signer
 
 __all__ = ["ChaosError", "ChaosRunner", "RunOutcome"]
 

@@ -18,8 +18,7 @@ import aiohttp
 from swarmnode.fault.chaos import probe
 from swarmnode.fault.chaos.scenario import Scenario
 from swarmnode.fault.chaos.supervisor import ScenarioPeer
-from swarmnode.gossip.auth.operator import OperatorKey
-from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.auth import OperatorKey, Signer
 
 PARAMS_TIMEOUT = 5.0
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from swarmnode.fault.chaos.errors import ChaosError
 from swarmnode.fault.chaos.processes import PeerProcess, one_thread_env, start_peer
 from swarmnode.fault.chaos.scenario import PeerSpec, Scenario, flag_argv
-from swarmnode.gossip.auth.peer_key import KEY_FILE, PeerKey
+from swarmnode.gossip.auth import KEY_FILE, PeerKey
 
 SECRET_VAR = "SWARMNODE_SECRET"  # what `swarmnode start` reads when --secret is not given
 LOG_TAIL_LINES = 6

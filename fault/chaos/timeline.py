@@ -21,9 +21,8 @@ from swarmnode.fault.chaos.hostile import HostileActors
 from swarmnode.fault.chaos.sampler import Clock
 from swarmnode.fault.chaos.scenario import Event
 from swarmnode.fault.chaos.supervisor import ScenarioPeer, Supervisor
-from swarmnode.fault.inject.spec import FaultConfig, make_partition, parse_fault_spec
-from swarmnode.gossip.auth.operator import OperatorKey
-from swarmnode.gossip.auth.signer import Signer
+from swarmnode.fault.inject import FaultConfig, make_partition, parse_fault_spec
+from swarmnode.gossip.auth import OperatorKey, Signer
 
 ADMIN_TIMEOUT = 3.0
 

@@ -32,12 +32,10 @@ from typing import Any
 import aiohttp
 import numpy as np
 from swarmnode.fault.hostile.speak import Speaker
-from swarmnode.gossip.auth.peer_key import PeerKey
-from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
-from swarmnode.gossip.membership.entries import Gossiped
-from swarmnode.gossip.membership.records import RecordSigner, to_wire
-from swarmnode.gossip.wire import frames as wire
-from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.auth import SIGNED_ROUTES, PeerKey, Signer
+from swarmnode.gossip.errors import WireError
+from swarmnode.gossip.membership import Gossiped, RecordSigner, to_wire
+from swarmnode.gossip.wire import decode_params, encode_control, encode_params
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.kernels.layers import Flatten, Linear, ReLU
 from swarmnode.kernels.model import plan
@@ -191,7 +189,7 @@ class DragInsider:
                 self._remember(addr, status, data)
                 return
             y = await asyncio.to_thread(self._pushed, x)
-            frame = bytes(wire.encode_params(y, sender=self.peer_id, step=1))
+            frame = bytes(encode_params(y, sender=self.peer_id, step=1))
             status, data = await speaker.post(addr, "pushpull", frame)
             self.pushes += 1
             self.answered += status == 200
@@ -203,8 +201,8 @@ class DragInsider:
         if status != 200:
             return
         try:
-            _, vec = wire.decode_params(data)
-        except wire.WireError:
+            _, vec = decode_params(data)
+        except WireError:
             return
         self.models[addr] = np.array(vec, dtype=np.float32)
 

@@ -20,11 +20,9 @@ from typing import Any
 import aiohttp
 import msgpack
 from swarmnode.fault.hostile.speak import SENDER, Speaker, paced
-from swarmnode.gossip.auth.peer_key import PeerKey
-from swarmnode.gossip.auth.signer import Signer
-from swarmnode.gossip.membership.entries import Gossiped
-from swarmnode.gossip.membership.records import seal, to_wire
-from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.auth import PeerKey, Signer
+from swarmnode.gossip.membership import Gossiped, seal, to_wire
+from swarmnode.gossip.wire import encode_control
 
 HIJACK_ADDR = "127.0.0.1:6666"
 FORGED_INCARNATION = 2**62

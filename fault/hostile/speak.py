@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from swarmnode.gossip.auth.signer import Signer, nonce_of
+from swarmnode.gossip.auth import Signer, nonce_of
 from swarmnode.gossip.errors import AuthError, CodecError
-from swarmnode.gossip.wire.control import decode_control, encode_control
+from swarmnode.gossip.wire import decode_control, encode_control
 
 TIMEOUT_S = 3.0
 SENDER = "hostile"

@@ -28,11 +28,9 @@ from typing import Any
 
 import aiohttp
 from swarmnode.fault.hostile.speak import SENDER, Speaker, paced
-from swarmnode.gossip.auth.peer_key import PeerKey
-from swarmnode.gossip.auth.signer import Signer
-from swarmnode.gossip.membership.entries import Gossiped
-from swarmnode.gossip.membership.records import RecordSigner, to_wire
-from swarmnode.gossip.wire.control import encode_control
+from swarmnode.gossip.auth import PeerKey, Signer
+from swarmnode.gossip.membership import Gossiped, RecordSigner, to_wire
+from swarmnode.gossip.wire import encode_control
 
 BATCH = 256  # entries per digest: ~110 KB, well within a control message
 SYBIL_ADDR = "127.0.0.1:9"  # the discard port: nobody answers there

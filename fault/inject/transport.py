@@ -34,7 +34,7 @@ from typing import Any
 from swarmnode.fault.inject.partition import is_blocked
 from swarmnode.fault.inject.spec import FaultConfig, FaultSpecError
 from swarmnode.gossip.errors import PeerUnreachable, RequestTimeout
-from swarmnode.gossip.link.transport import Parts, Transport, completed
+from swarmnode.gossip.link import Parts, Transport, completed
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,33 @@
 """
 
 from swarmnode.gossip.auth.operator import OperatorKey, OperatorVerifier
-from swarmnode.gossip.auth.peer_key import PeerKey, peer_id_of
+from swarmnode.gossip.auth.peer_key import (
+    KEY_FILE,
+    PUBLIC_KEY_BYTES,
+    SIGNATURE_BYTES,
+    PeerKey,
+    parse_public_key,
+    peer_id_of,
+    verify_signature,
+)
+from swarmnode.gossip.auth.read_token import bearer, read_token
 from swarmnode.gossip.auth.replay import ReplayGuard
-from swarmnode.gossip.auth.signer import Signer
+from swarmnode.gossip.auth.signer import (
+    MAX_OVERHEAD_BYTES,
+    SIGNED_ROUTES,
+    VERSION,
+    Signer,
+    nonce_of,
+)
 from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
 
 __all__ = [
+    "KEY_FILE",
+    "MAX_OVERHEAD_BYTES",
+    "PUBLIC_KEY_BYTES",
+    "SIGNATURE_BYTES",
+    "SIGNED_ROUTES",
+    "VERSION",
     "AuthTransport",
     "OperatorKey",
     "OperatorVerifier",
@@ -24,5 +45,10 @@ __all__ = [
     "ReplayGuard",
     "Signer",
     "auth_handlers",
+    "bearer",
+    "nonce_of",
+    "parse_public_key",
     "peer_id_of",
+    "read_token",
+    "verify_signature",
 ]

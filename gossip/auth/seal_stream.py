@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import AuthError
-from swarmnode.gossip.link.transport import Trailed
+from swarmnode.gossip.link import Trailed
 
 
 class StreamedSeal(Trailed):

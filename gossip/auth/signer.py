@@ -65,8 +65,8 @@ from swarmnode.gossip.errors import (
     UnauthenticatedRequest,
     UnauthenticatedResponse,
 )
-from swarmnode.gossip.link.transport import Parts, Trailed
-from swarmnode.gossip.wire.covered import mark as mark_covered
+from swarmnode.gossip.link import Parts, Trailed
+from swarmnode.gossip.wire import mark as mark_covered
 
 VERSION = 4
 MAGIC = b"SNA4"

@@ -18,15 +18,7 @@ from typing import Any
 from swarmnode.gossip.auth.signer import INLINE_BYTES, Opened, Signer, nonce_of
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
-from swarmnode.gossip.link.transport import (
-    BODY_TAP,
-    Arrival,
-    Handler,
-    Parts,
-    Trailed,
-    Transport,
-    body_views,
-)
+from swarmnode.gossip.link import BODY_TAP, Arrival, Handler, Parts, Trailed, Transport, body_views
 
 
 class AuthTransport:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from swarmnode.gossip.errors import RemoteError
 from swarmnode.gossip.exchange.types import PeerDirectory
-from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire import FrameHeader
 
 
 def check_sender(peers: PeerDirectory, sender: object, route: str, signed_by: str) -> None:
@@ -27,7 +27,7 @@ def check_sender(peers: PeerDirectory, sender: object, route: str, signed_by: st
         raise RemoteError(f"{route}: `sender` {sender!r} is not a live member of this swarm", 403)
 
 
-def check_pusher(peers: PeerDirectory, header: wire.FrameHeader, signed_by: str) -> None:
+def check_pusher(peers: PeerDirectory, header: FrameHeader, signed_by: str) -> None:
     """`check_sender` for a pushed frame (its header, read once by the exchanger), before its
     payload is decoded or mixed."""
     check_sender(peers, header.sender, "pushpull", signed_by)

@@ -30,15 +30,15 @@ from swarmnode.gossip.exchange.types import (
     RoundIO,
     RoundResult,
 )
-from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.robust.consensus import (
+from swarmnode.gossip.robust import (
     AWAY_LIMIT,
+    PUSH_CLIP_SHARE,
     bound_answers,
     cut_away,
     cut_shift,
+    distance,
     mean_into,
 )
-from swarmnode.gossip.robust.push_guard import PUSH_CLIP_SHARE
 
 
 class AverageRound:
@@ -157,7 +157,7 @@ class AverageRound:
         if consensus is None or not limit > 0:
             return True
         own_to_c = await self.store.distance(consensus)
-        to_c = await asyncio.to_thread(chunked.distance, theirs, consensus)
+        to_c = await asyncio.to_thread(distance, theirs, consensus)
         return cut_shift(dist, own_to_c, to_c, limit) == 0.0
 
     async def _mix_from_snapshot(

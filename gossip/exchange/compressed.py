@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import numpy as np
-from swarmnode.gossip.errors import RemoteError, TransportError
+from swarmnode.gossip.errors import RemoteError, TransportError, WireError
 from swarmnode.gossip.exchange.refs import FULL_CODEC, PARTIAL, PairRefs
-from swarmnode.gossip.link.transport import Transport
-from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.link import Transport
+from swarmnode.gossip.wire import FrameHeader, encode_packed, encode_params
 from swarmnode.kernels import compress, lowrank
 from swarmnode.kernels.errors import SwarmnodeError
 
@@ -90,7 +90,7 @@ class CompressedPushPull:
         out = await asyncio.to_thread(refs.encode, peer_id, x)
         extra = {**out.fields, **refs.want(peer_id), "mix": float(weight)}
         frame = await asyncio.to_thread(
-            wire.encode_packed, out.packed, sender=self.self_id, step=0, extra=extra
+            encode_packed, out.packed, sender=self.self_id, step=0, extra=extra
         )
         try:
             answer = await self.transport.request(addr, "pushpull", frame, timeout=self.timeout)
@@ -98,7 +98,7 @@ class CompressedPushPull:
             source = f"pushpull answer from {peer_id}"
             header, theirs = await self.decode(answer, source=source, sparse=True)
             if not refs.is_ref_frame(header):
-                raise wire.WireError(f"{peer_id} answered a compressed push-pull uncompressed")
+                raise WireError(f"{peer_id} answered a compressed push-pull uncompressed")
             await asyncio.to_thread(refs.receive, peer_id, header, theirs)
         except RemoteError as exc:
             if exc.status == 400 and "`compress`" in str(exc):
@@ -152,7 +152,7 @@ class CompressedPushPull:
 
     # --- serving -------------------------------------------------------------------------
 
-    async def serve_frame(self, body: bytes, header: wire.FrameHeader | None = None) -> bytes:
+    async def serve_frame(self, body: bytes, header: FrameHeader | None = None) -> bytes:
         """Decode a compressed push-pull (`header`: its header, read already) and answer it."""
         source = "compressed pushpull request"
         fields, theirs = await self.decode(body, source=source, sparse=True, header=header)
@@ -164,9 +164,7 @@ class CompressedPushPull:
         partner = header["sender"]
         weight = header.get("mix")
         if not isinstance(weight, float) or not 0.0 < weight <= MAX_PAIR_WEIGHT:
-            raise wire.WireError(
-                f"payload header field 'mix' must be a float in (0, {MAX_PAIR_WEIGHT}]"
-            )
+            raise WireError(f"payload header field 'mix' must be a float in (0, {MAX_PAIR_WEIGHT}]")
         if partner in self.busy:
             raise RemoteError("busy: an exchange with you is in flight from my side", status=503)
         self.busy.add(partner)
@@ -177,7 +175,7 @@ class CompressedPushPull:
             out = await asyncio.to_thread(refs.encode, partner, mine, header)
             refs.commit(out)  # if the answer is lost, the partner's want_* tells us next time
             frame = await asyncio.to_thread(
-                wire.encode_packed, out.packed, sender=self.self_id, step=step_no, extra=out.fields
+                encode_packed, out.packed, sender=self.self_id, step=step_no, extra=out.fields
             )
             step = await asyncio.to_thread(refs.gossip_step, partner, weight)
             if step is not None:
@@ -213,7 +211,7 @@ class CompressedPushPull:
             "start_frames": refs.init_frames,
         }
 
-    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
+    async def serve_if_compressed(self, body: bytes, header: FrameHeader) -> bytes | None:
         """The answer to a compressed push-pull; None for a plain one, which the exchange
         answers as it always did."""
         if not PairRefs.is_ref_frame(header.fields):
@@ -239,7 +237,7 @@ class CompressedPushPull:
             out = await asyncio.to_thread(encode, partner, vec, want)
             self.refs.commit(out)  # if the answer is lost, the joiner's want_* tells us later
             frame = await asyncio.to_thread(
-                wire.encode_packed, out.packed, sender=self.self_id, step=step, extra=out.fields
+                encode_packed, out.packed, sender=self.self_id, step=step, extra=out.fields
             )
         finally:
             self.busy.discard(partner)
@@ -269,7 +267,7 @@ class Compression(Protocol):
         the bytes it sent)."""
         ...
 
-    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
+    async def serve_if_compressed(self, body: bytes, header: FrameHeader) -> bytes | None:
         """The answer to a compressed push-pull (`header`: the frame's, read once by the
         exchanger), or None for a plain one."""
         ...
@@ -302,7 +300,7 @@ class Uncompressed:
     ) -> tuple[list[tuple[str, str]], int]:
         return list(picked), 0
 
-    async def serve_if_compressed(self, body: bytes, header: wire.FrameHeader) -> bytes | None:
+    async def serve_if_compressed(self, body: bytes, header: FrameHeader) -> bytes | None:
         refuse_compressed(header.fields)
         return None
 
@@ -340,8 +338,8 @@ def pull_codec(spec: str) -> str | None:
 
 def encode_model(vec: np.ndarray, codec: str | None, sender: str, step: int) -> memoryview:
     if codec is None:
-        return wire.encode_params(vec, sender=sender, step=step)
-    return wire.encode_packed(compress.encode(vec, codec), sender=sender, step=step)
+        return encode_params(vec, sender=sender, step=step)
+    return encode_packed(compress.encode(vec, codec), sender=sender, step=step)
 
 
 def build(

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from swarmnode.gossip.errors import ExchangeError
 from swarmnode.gossip.exchange import compressed as cx
-from swarmnode.gossip.robust import aggregate
-from swarmnode.gossip.robust.heading import BACKWARD_LIMIT
+from swarmnode.gossip.robust import BACKWARD_LIMIT, RULES, min_peers
 
 MODES = ("average", "robust")
 SHORT_POLICIES = ("skip", "shrink")
@@ -42,8 +41,8 @@ class ExchangeConfig:
             raise ExchangeError(
                 f"unknown exchange mode {self.mode!r} (expected {', '.join(MODES)})"
             )
-        if self.aggregator not in aggregate.RULES:
-            known = ", ".join(sorted(aggregate.RULES))
+        if self.aggregator not in RULES:
+            known = ", ".join(sorted(RULES))
             raise ExchangeError(f"unknown aggregator {self.aggregator!r} (expected one of {known})")
         if (why := cx.check_config(self.mode, self.compress)) is not None:
             raise ExchangeError(why)
@@ -65,7 +64,7 @@ class ExchangeConfig:
             if not ok:
                 raise ExchangeError(f"`{name}` has an invalid value: {getattr(self, name)!r}")
         if self.mode == "robust":
-            need = aggregate.min_peers(self.aggregator, self.byzantine_f)
+            need = min_peers(self.aggregator, self.byzantine_f)
             if self.pull + 1 < need:
                 raise ExchangeError(
                     f"`aggregator` {self.aggregator} with `byzantine_f` {self.byzantine_f} needs "

@@ -32,8 +32,7 @@ import asyncio
 
 import numpy as np
 from swarmnode.gossip.exchange.types import Moved, ParamStore
-from swarmnode.gossip.wire import covered
-from swarmnode.gossip.wire import frames as wire
+from swarmnode.gossip.wire import decode_params, mark
 
 
 async def land(
@@ -94,8 +93,8 @@ def _mean_minus(rows: list[np.ndarray], sent: np.ndarray) -> np.ndarray:
 
 def own_frame_params(frame: memoryview) -> np.ndarray:
     """The raw vector of a frame this peer built itself: a zero-copy view, no checksum pass."""
-    covered.mark(frame)
-    return wire.decode_params(frame)[1]
+    mark(frame)
+    return decode_params(frame)[1]
 
 
 def mean_rows(rows: list[np.ndarray]) -> np.ndarray:

@@ -38,6 +38,7 @@ from swarmnode.gossip.errors import (
     ExchangeError,  # re-exported: the front
     RemoteError,
     TransportError,
+    WireError,
 )
 from swarmnode.gossip.exchange import compressed as cx
 from swarmnode.gossip.exchange import delta_rule
@@ -56,11 +57,16 @@ from swarmnode.gossip.exchange.types import (
     Round,
     RoundResult,
 )
-from swarmnode.gossip.link.transport import Arrival, Handler, Transport
-from swarmnode.gossip.robust.push_budget import PushBudget
-from swarmnode.gossip.robust.push_guard import PushGuard
-from swarmnode.gossip.wire import frames as wire
-from swarmnode.gossip.wire.control import decode_control, encode_control
+from swarmnode.gossip.link import Arrival, Handler, Transport
+from swarmnode.gossip.robust import PushBudget, PushGuard
+from swarmnode.gossip.wire import (
+    FrameHeader,
+    decode_control,
+    decode_params,
+    encode_control,
+    read_header,
+    validate_params,
+)
 from swarmnode.kernels.errors import SwarmnodeError
 
 log = logging.getLogger(__name__)
@@ -199,13 +205,13 @@ class Exchanger:
             )
             return reply
 
-    def _pushed_header(self, body: bytes) -> wire.FrameHeader:
+    def _pushed_header(self, body: bytes) -> FrameHeader:
         """A pushed frame's header, the one read of it per push (access, codec, answer, decode
         all take this one). One that does not parse is refused here, before it takes a slot,
         and counted (the HTTP layer logs the refusal with the caller's address)."""
         try:
-            return wire.read_header(body)
-        except wire.WireError:
+            return read_header(body)
+        except WireError:
             self.rejected += 1
             raise
 
@@ -380,7 +386,7 @@ class Exchanger:
         source: str,
         quiet: bool = False,
         sparse: bool = False,  # a tk16 frame as a compress.Sparse (gossip.exchange.refs)
-        header: wire.FrameHeader | None = None,  # the frame's, read already: not read again
+        header: FrameHeader | None = None,  # the frame's, read already: not read again
     ) -> tuple[dict, np.ndarray]:
         try:
             args = (data, self.store.size, sparse, header)
@@ -414,10 +420,10 @@ async def _answers(
 
 
 def _decode_checked(
-    data: bytes, size: int, sparse: bool = False, header: wire.FrameHeader | None = None
+    data: bytes, size: int, sparse: bool = False, header: FrameHeader | None = None
 ) -> tuple[dict, np.ndarray]:
-    fields, vec = wire.decode_params(data, expected_size=size, sparse=sparse, header=header)
-    wire.validate_params(vec, size)
+    fields, vec = decode_params(data, expected_size=size, sparse=sparse, header=header)
+    validate_params(vec, size)
     return fields, vec
 
 

@@ -18,8 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
-from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.wire.frames import encode_into_frame
+from swarmnode.gossip.robust import distance as model_distance
+from swarmnode.gossip.robust import norm as model_norm
+from swarmnode.gossip.wire import encode_into_frame
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,11 @@ class InMemoryStore:
 
     async def distance(self, other: np.ndarray) -> float:
         self.calls["distance"] += 1
-        return chunked.distance(self.x, other)
+        return model_distance(self.x, other)
 
     async def norm(self) -> float:
         self.calls["norm"] += 1
-        return chunked.norm(self.x)
+        return model_norm(self.x)
 
     async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         self.calls["mix_in"] += 1

@@ -15,10 +15,7 @@ import logging
 import numpy as np
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.types import ParamStore
-from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.robust.heading import bound_push
-from swarmnode.gossip.robust.push_budget import PushBudget
-from swarmnode.gossip.robust.push_guard import PushGuard
+from swarmnode.gossip.robust import PushBudget, PushGuard, bound_push, distance
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +64,7 @@ class Pushes:
         if clipped is None:
             return
         if budgeted:
-            moved = weight * await asyncio.to_thread(chunked.distance, own, clipped)
+            moved = weight * await asyncio.to_thread(distance, own, clipped)
             self.budget.spend(sender, moved)
         if (pushed := self.in_flight) is not None:  # my own round is in flight: `delta_rule.land`
             await asyncio.to_thread(pushed.add, clipped, own, weight)

@@ -60,8 +60,7 @@ from typing import Any
 import numpy as np
 import xxhash
 from swarmnode.gossip.errors import RefMismatch, WireError
-from swarmnode.gossip.wire import bufpool
-from swarmnode.gossip.wire.finite import count_nonfinite
+from swarmnode.gossip.wire import count_nonfinite, floats, halves
 from swarmnode.kernels import compress, lowrank
 
 FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8", "lowrank": "int8"}
@@ -212,7 +211,7 @@ class PairRefs:
         else:
             codec = FULL_CODEC[self.codec] if on_start and dense_start else self.codec
             diff = _minus(x, ref.vec)
-            half = bufpool.halves(diff.size) if codec == "fp16" and _host(diff) else None
+            half = halves(diff.size) if codec == "fp16" and _host(diff) else None
             packed = compress.encode(
                 diff, codec, self.ratio, segs=self.segs, warm=self._warm(partner, codec), out=half
             )
@@ -321,7 +320,7 @@ def _host(x: Any) -> bool:
 def _minus(a: Any, b: Any) -> Any:
     """a - b, float32, into a reused vector where numpy."""
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        out = bufpool.floats(a.size)
+        out = floats(a.size)
         np.subtract(a.reshape(-1), b.reshape(-1), out=out)
         return out.reshape(a.shape)
     return a - b
@@ -334,12 +333,12 @@ def _plus(base: np.ndarray, packed: compress.Packed) -> np.ndarray:
     host = isinstance(base, np.ndarray)
     if packed.codec == "topk" and host:
         s = compress.topk_sparse(packed)
-        out = bufpool.floats(base.size)
+        out = floats(base.size)
         np.copyto(out, base.reshape(-1))
         out[s.idx] += s.values  # the indices are unique: fancy-index += is exact (no add.at)
         return out
     parts_on_host = all(isinstance(v, np.ndarray) for v in packed.parts.values())
-    step = compress.decode(packed, bufpool.floats(packed.n) if host and parts_on_host else None)
+    step = compress.decode(packed, floats(packed.n) if host and parts_on_host else None)
     step += base
     return step
 

@@ -16,8 +16,7 @@ from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, RoundIO, RoundResult
-from swarmnode.gossip.robust import aggregate
-from swarmnode.gossip.robust.heading import ss_clip_round
+from swarmnode.gossip.robust import RULES, SELF_CENTERED, min_peers, ss_clip_round
 
 
 class RobustRound:
@@ -47,7 +46,7 @@ class RobustRound:
         # A self-centered rule push-pulls (each side clips what it gets): mixing both ways is
         # what keeps the outer step stable; pull-only mixing with it drifted and, with 8 peers,
         # diverged in the simulator. Other rules pull, as they always did.
-        self_centered = self.cfg.aggregator in aggregate.SELF_CENTERED
+        self_centered = self.cfg.aggregator in SELF_CENTERED
         if self_centered:  # centred on the model pushed: no second snapshot
             received, own = await self.io.pushpull_many(picked, result)
         else:
@@ -96,17 +95,17 @@ class RobustRound:
     def _fitting_f(self, n: int, result: RoundResult) -> int | None:
         """The f to aggregate n models with, or None (round skipped, reason in result.note)."""
         rule, f = self.cfg.aggregator, self.cfg.byzantine_f
-        if n >= aggregate.min_peers(rule, f):
+        if n >= min_peers(rule, f):
             return f
         if self.cfg.on_short == "shrink":
             for smaller in range(f - 1, -1, -1):
-                if n >= aggregate.min_peers(rule, smaller):
+                if n >= min_peers(rule, smaller):
                     result.note = f"only {n} models: aggregated with f={smaller} instead of {f}"
                     return smaller
-        need = aggregate.min_peers(rule, f)
+        need = min_peers(rule, f)
         result.note = f"only {n} models, {rule} with f={f} needs {need}: round skipped"
         return None
 
 
 def _aggregate(rows: list[np.ndarray], rule: str, f: int) -> np.ndarray:
-    return np.asarray(aggregate.RULES[rule](np.stack(rows), f), dtype=np.float32)
+    return np.asarray(RULES[rule](np.stack(rows), f), dtype=np.float32)

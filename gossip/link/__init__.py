@@ -8,12 +8,26 @@
 - `partners.py`: which partners a round talks to, proven ones first (`PartnerChoice`).
 """
 
-from swarmnode.gossip.link.backoff import Backoff
+from swarmnode.gossip.link.backoff import BULK, CONTROL, Backoff
 from swarmnode.gossip.link.inmemory import InMemoryNetwork, InMemoryTransport
+from swarmnode.gossip.link.partners import PartnerChoice
 from swarmnode.gossip.link.stats import LinkStat, MeasuringTransport, prefer_fast
-from swarmnode.gossip.link.transport import Arrival, Handler, Parts, Trailed, Transport
+from swarmnode.gossip.link.transport import (
+    BODY_TAP,
+    Arrival,
+    Handler,
+    Parts,
+    Tap,
+    Trailed,
+    Transport,
+    body_views,
+    completed,
+)
 
 __all__ = [
+    "BODY_TAP",
+    "BULK",
+    "CONTROL",
     "Arrival",
     "Backoff",
     "Handler",
@@ -21,8 +35,12 @@ __all__ = [
     "InMemoryTransport",
     "LinkStat",
     "MeasuringTransport",
+    "PartnerChoice",
     "Parts",
+    "Tap",
     "Trailed",
     "Transport",
+    "body_views",
+    "completed",
     "prefer_fast",
 ]

@@ -12,21 +12,33 @@
 - `config.py`: `MembershipConfig`, validated.
 """
 
+from swarmnode.gossip.membership.admission import Admission
+from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
 from swarmnode.gossip.membership.config import MembershipConfig
+from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
+from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S, RecordSigner, seal, to_wire
 from swarmnode.gossip.membership.service import Membership
-from swarmnode.gossip.membership.table import MemberTable
+from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS, MemberTable
 from swarmnode.gossip.membership.views import Change, Member, Timing
 
 __all__ = [
     "ALIVE",
     "DEAD",
+    "DEFAULT_MAX_MEMBERS",
+    "DEFAULT_PER_HOST",
     "LEFT",
+    "PROGRESS_RESEAL_S",
     "SUSPECT",
+    "Admission",
     "Change",
+    "Gossiped",
     "Member",
     "MemberTable",
     "Membership",
     "MembershipConfig",
+    "RecordSigner",
     "Timing",
+    "seal",
+    "to_wire",
 ]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from swarmnode.gossip.auth.peer_key import peer_id_of
+from swarmnode.gossip.auth import peer_id_of
 from swarmnode.gossip.errors import MembershipError
 from swarmnode.gossip.membership.caps import PREFIX_FACTOR, prefix_of
 

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import msgpack
-from swarmnode.gossip.auth.peer_key import (
+from swarmnode.gossip.auth import (
     PUBLIC_KEY_BYTES,
     SIGNATURE_BYTES,
     PeerKey,
@@ -46,7 +46,7 @@ from swarmnode.gossip.auth.peer_key import (
 from swarmnode.gossip.errors import CodecError
 from swarmnode.gossip.membership.entries import MAX_COUNTER, Gossiped, Proof, parse_entry
 from swarmnode.gossip.membership.failure import ALIVE, LEFT, STATES
-from swarmnode.gossip.wire.control import unpack_bounded
+from swarmnode.gossip.wire import unpack_bounded
 
 DOMAIN = b"swarmnode/member-record/2\x00"  # a member signature can sign nothing else
 MAX_RECORD_BYTES = 2048  # id 128 + addr 256 + meta 12 x (32 + 128) + key + tip, with room

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.auth import PeerKey
 from swarmnode.gossip.errors import (
     CodecError,
     JoinTimeout,
@@ -40,9 +40,7 @@ from swarmnode.gossip.errors import (
     RemoteError,
     TransportError,
 )
-from swarmnode.gossip.link.backoff import CONTROL, Backoff
-from swarmnode.gossip.link.partners import PartnerChoice
-from swarmnode.gossip.link.transport import Arrival, Handler, Transport
+from swarmnode.gossip.link import CONTROL, Arrival, Backoff, Handler, PartnerChoice, Transport
 from swarmnode.gossip.membership.admission import DECLARED, Admission
 from swarmnode.gossip.membership.caps import HostCap
 from swarmnode.gossip.membership.config import MembershipConfig
@@ -52,12 +50,7 @@ from swarmnode.gossip.membership.intake import CAPPED, UNTRUSTED, Intake
 from swarmnode.gossip.membership.records import RecordSigner, Verifier, to_wire
 from swarmnode.gossip.membership.sampling import sample_peers
 from swarmnode.gossip.membership.table import Change, Member, MemberTable
-from swarmnode.gossip.wire.control import (
-    MAX_CONTROL_BYTES,
-    decode_control,
-    encode_control,
-    require,
-)
+from swarmnode.gossip.wire import MAX_CONTROL_BYTES, decode_control, encode_control, require
 
 log = logging.getLogger(__name__)
 

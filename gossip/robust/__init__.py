@@ -11,8 +11,35 @@ gossip room.
 - `consensus.py`: what an `average` peer mixes of its group's answers (the consensus cut).
 """
 
-from swarmnode.gossip.robust.aggregate import RULES, krum_scores
-from swarmnode.gossip.robust.heading import ss_clip_round
-from swarmnode.gossip.robust.push_guard import PushGuard
+from swarmnode.gossip.robust.aggregate import RULES, SELF_CENTERED, krum_scores, min_peers
+from swarmnode.gossip.robust.chunked import distance, norm
+from swarmnode.gossip.robust.consensus import (
+    AWAY_LIMIT,
+    bound_answers,
+    cut_away,
+    cut_shift,
+    mean_into,
+)
+from swarmnode.gossip.robust.heading import BACKWARD_LIMIT, bound_push, ss_clip_round
+from swarmnode.gossip.robust.push_budget import PushBudget
+from swarmnode.gossip.robust.push_guard import PUSH_CLIP_SHARE, PushGuard
 
-__all__ = ["RULES", "PushGuard", "krum_scores", "ss_clip_round"]
+__all__ = [
+    "AWAY_LIMIT",
+    "BACKWARD_LIMIT",
+    "PUSH_CLIP_SHARE",
+    "RULES",
+    "SELF_CENTERED",
+    "PushBudget",
+    "PushGuard",
+    "bound_answers",
+    "bound_push",
+    "cut_away",
+    "cut_shift",
+    "distance",
+    "krum_scores",
+    "mean_into",
+    "min_peers",
+    "norm",
+    "ss_clip_round",
+]

@@ -10,13 +10,22 @@
 - `covered.py`: bodies whose every byte a verified envelope digest already covers.
 """
 
-from swarmnode.gossip.wire.bufpool import BufferPool
-from swarmnode.gossip.wire.control import decode_control, encode_control
+from swarmnode.gossip.wire.bufpool import BODIES, BufferPool, floats, halves
+from swarmnode.gossip.wire.control import (
+    MAX_CONTROL_BYTES,
+    decode_control,
+    encode_control,
+    require,
+    unpack_bounded,
+)
+from swarmnode.gossip.wire.covered import mark
 from swarmnode.gossip.wire.finite import count_nonfinite
 from swarmnode.gossip.wire.frames import (
     FrameHeader,
     WireCaps,
     decode_params,
+    encode_into_frame,
+    encode_packed,
     encode_params,
     max_frame_bytes,
     peek_header,
@@ -25,6 +34,8 @@ from swarmnode.gossip.wire.frames import (
 )
 
 __all__ = [
+    "BODIES",
+    "MAX_CONTROL_BYTES",
     "BufferPool",
     "FrameHeader",
     "WireCaps",
@@ -32,9 +43,16 @@ __all__ = [
     "decode_control",
     "decode_params",
     "encode_control",
+    "encode_into_frame",
+    "encode_packed",
     "encode_params",
+    "floats",
+    "halves",
+    "mark",
     "max_frame_bytes",
     "peek_header",
     "read_header",
+    "require",
+    "unpack_bounded",
     "validate_params",
 ]

@@ -20,9 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from swarmnode.fault.chaos.plot import PLOT_NAME, PlotUnavailable, write_plot
-from swarmnode.fault.chaos.report import final_table, write_report
-from swarmnode.fault.chaos.runner import ChaosError, ChaosRunner
+from swarmnode.fault.chaos import (
+    PLOT_NAME,
+    ChaosError,
+    ChaosRunner,
+    PlotUnavailable,
+    final_table,
+    write_plot,
+    write_report,
+)
 from swarmnode.fault.chaos.scenario import Scenario, load_scenario
 from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.settings import check_node_table

@@ -10,9 +10,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from swarmnode.gossip.auth.operator import OperatorKey
+from swarmnode.gossip.auth import OperatorKey
 from swarmnode.node.cli.command import DefaultsFormatter
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 HELP = "make an operator key pair for --enable-admin --admin-key"
 

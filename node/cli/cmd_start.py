@@ -24,8 +24,7 @@ from swarmnode.node.settings import (
     name_by_source,
     start_options,
 )
-from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.worker import TRAIN_THREAD
+from swarmnode.node.train import TRAIN_THREAD, ConfigError
 
 HELP = "train one peer on the bundled digits (or any data set) and report test accuracy"
 CONFIG_ENV = "SWARMNODE_CONFIG"

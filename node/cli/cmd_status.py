@@ -23,12 +23,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from swarmnode.gossip.auth.read_token import bearer, read_token
+from swarmnode.gossip.auth import bearer, read_token
 from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.status_table import format_status_table
 from swarmnode.node.cli.watch_view import format_watch
 from swarmnode.node.settings import parse_hostport
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 HELP = "print a table of the swarm as one peer sees it"
 SECRET_VAR = "SWARMNODE_SECRET"  # what `swarmnode start` reads when --secret is not given

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import TextIO
 
-from swarmnode.node.peer.log_name import log_name
+from swarmnode.node.peer import log_name
 
 _PREFIX = "swarmnode."
 

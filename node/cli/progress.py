@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.worker import WorkerMetrics
+from swarmnode.node.train import ConfigError, WorkerMetrics
 
 
 def _num(x: float, fmt: str) -> str:

@@ -11,9 +11,9 @@ from typing import Any, TextIO
 
 from swarmnode.node.cli.progress import ProgressPrinter, format_summary, say, write_summary_json
 from swarmnode.node.cli.version import version_text
-from swarmnode.node.peer.node import Node
+from swarmnode.node.peer import Node
 from swarmnode.node.settings import PeerConfig
-from swarmnode.node.train.user_code import describe
+from swarmnode.node.train import describe
 
 
 def run_peer(cfg: PeerConfig, out: TextIO | None = None) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S
+from swarmnode.gossip.membership import PROGRESS_RESEAL_S
 
 # who each member is and how far it got: the plain table and the watch view (watch_view.py) both
 MEMBER_COLUMNS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
+from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
 
 from swarmnode import __version__
 

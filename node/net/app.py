@@ -31,14 +31,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from swarmnode.gossip.errors import AuthError, NotAMember
-from swarmnode.gossip.link.transport import (
-    Arrival,
-    Handler,
-    Tap,
-    Trailed,
-    body_views,
-    completed,
-)
+from swarmnode.gossip.link import Arrival, Handler, Tap, Trailed, body_views, completed
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.net.body import BodyError
 from swarmnode.node.net.intake import ByteBudget, IntakeLimits, Meter, RemoteSlots, read_on_time

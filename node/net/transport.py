@@ -25,8 +25,8 @@ from aiohttp import StreamReader
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 from swarmnode.gossip.errors import PeerUnreachable, RemoteError, RequestTimeout
-from swarmnode.gossip.link.transport import BODY_TAP, Trailed, body_views
-from swarmnode.gossip.wire import bufpool
+from swarmnode.gossip.link import BODY_TAP, Trailed, body_views
+from swarmnode.gossip.wire import BODIES
 from swarmnode.node.net.body import BodyError, read_body
 
 CONTENT_TYPE = "application/octet-stream"
@@ -208,7 +208,7 @@ async def read_sized_body(
             on_chunk(length)
         return small
     slack = ALIGN if align is not None else 0
-    raw = bufpool.BODIES.take(length + slack)  # gossip/wire/bufpool.py: reused once unreferenced
+    raw = BODIES.take(length + slack)  # gossip/wire/bufpool.py: reused once unreferenced
     chunk = await stream.readany()
     at = align(memoryview(chunk)) if align is not None and chunk else None
     shift = -(raw.ctypes.data + at) % ALIGN if at is not None else 0  # the frame's address

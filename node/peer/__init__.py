@@ -2,10 +2,38 @@
 routes, byzantine serving. Its settings (`PeerConfig`) live in the settings room,
 `swarmnode.node.settings`.
 
-The public front: the names other rooms use.
+The public front: the names other rooms use, each loaded on first use. The CLI's log format
+reads `log_name` on every verb, `swarmnode --help` included, and must not load the whole peer
+(aiohttp, the trainer, the exchange: 0.3 s) to do it.
 """
 
-from swarmnode.node.peer.errors import JoinError
-from swarmnode.node.peer.node import Node
+from __future__ import annotations
 
-__all__ = ["JoinError", "Node"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swarmnode.node.peer.aio import threadsafe_setter
+    from swarmnode.node.peer.errors import JoinError
+    from swarmnode.node.peer.log_name import log_name
+    from swarmnode.node.peer.node import Node
+    from swarmnode.node.peer.state_sync import shared_start
+
+_EXPORTS = {
+    "JoinError": "swarmnode.node.peer.errors",
+    "Node": "swarmnode.node.peer.node",
+    "log_name": "swarmnode.node.peer.log_name",
+    "shared_start": "swarmnode.node.peer.state_sync",
+    "threadsafe_setter": "swarmnode.node.peer.aio",
+}
+
+__all__ = ["JoinError", "Node", "log_name", "shared_start", "threadsafe_setter"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swarmnode.node.peer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once; and over the submodule of the same name (log_name)
+    return value

@@ -21,7 +21,7 @@ import socket
 import sys
 from typing import NamedTuple
 
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 WILDCARDS = ("0.0.0.0", "", "::")
 # Only routed, never contacted (a UDP connect sends nothing): the default route's source.

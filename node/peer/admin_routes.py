@@ -16,20 +16,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
-from swarmnode.fault.inject.spec import FaultConfig, parse_fault_spec
-from swarmnode.gossip.wire.control import decode_control, encode_control, require
+from swarmnode.fault.inject import FaultConfig, parse_fault_spec
+from swarmnode.gossip.wire import decode_control, encode_control, require
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.net.app import local_addr
-from swarmnode.node.net.body import read_body
-from swarmnode.node.net.intake import IntakeLimits, read_on_time
-from swarmnode.node.train.pacing import MAX_STEP_S
+from swarmnode.node.net import IntakeLimits, local_addr, read_body, read_on_time
+from swarmnode.node.train import MAX_STEP_S
 
 if TYPE_CHECKING:
-    from swarmnode.fault.inject.transport import FaultyTransport
-    from swarmnode.gossip.auth.operator import OperatorVerifier
-    from swarmnode.gossip.exchange.exchanger import Exchanger
+    from swarmnode.fault.inject import FaultyTransport
+    from swarmnode.gossip.auth import OperatorVerifier
+    from swarmnode.gossip.exchange import Exchanger
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
-    from swarmnode.node.train.worker import TrainingWorker
+    from swarmnode.node.train import TrainingWorker
 
 log = logging.getLogger(__name__)
 

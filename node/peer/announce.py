@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarmnode.gossip.membership.service import Membership
+from swarmnode.gossip.membership import Membership
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.aio import finite_or_none
-from swarmnode.node.train.worker import TrainingWorker
+from swarmnode.node.train import TrainingWorker
 
 log = logging.getLogger(__name__)
 

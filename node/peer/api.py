@@ -28,9 +28,7 @@ import numpy as np
 from swarmnode.gossip.exchange import RoundResult
 from swarmnode.node.peer.node import Node
 from swarmnode.node.settings import from_keywords, validated
-from swarmnode.node.train.config import DEFAULT_MODEL
-from swarmnode.node.train.metrics import WorkerMetrics
-from swarmnode.node.train.user_code import user_error
+from swarmnode.node.train import DEFAULT_MODEL, WorkerMetrics, user_error
 
 log = logging.getLogger(__name__)
 

@@ -40,14 +40,14 @@ import zlib
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from swarmnode.fault.inject.byzantine import Behaviour, ByzantineError, parse_byzantine
+from swarmnode.fault.inject import Behaviour, ByzantineError, parse_byzantine
 
 if TYPE_CHECKING:
-    from swarmnode.gossip.exchange.exchanger import Exchanger
-    from swarmnode.gossip.membership.service import Membership
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.membership import Membership
     from swarmnode.node.peer.param_store import WorkerStore
     from swarmnode.node.settings import PeerConfig
-    from swarmnode.node.train.trainer import Trainer
+    from swarmnode.node.train import Trainer
 
 log = logging.getLogger(__name__)
 

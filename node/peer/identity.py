@@ -17,11 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmnode.gossip.auth.peer_key import KEY_FILE, PeerKey, parse_public_key
+from swarmnode.gossip.auth import KEY_FILE, PeerKey, parse_public_key
 from swarmnode.gossip.errors import PeerKeyError
-from swarmnode.node.train.checkpoint import lock_checkpoint_dir
-from swarmnode.node.train.config import check_writable_dir
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError, check_writable_dir, lock_checkpoint_dir
 
 IDENTITY_FILE = "peer.json"
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import random
 
-from swarmnode.gossip.auth.signer import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
-from swarmnode.gossip.link.backoff import BULK
-from swarmnode.gossip.link.partners import PartnerChoice
-from swarmnode.gossip.link.stats import MeasuringTransport, prefer_fast
-from swarmnode.gossip.membership.failure import ALIVE, SUSPECT
-from swarmnode.gossip.membership.service import Membership
-from swarmnode.gossip.wire.control import MAX_CONTROL_BYTES
-from swarmnode.gossip.wire.frames import max_frame_bytes
-from swarmnode.node.net.intake import IntakeLimits
+from swarmnode.gossip.auth import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
+from swarmnode.gossip.link import BULK, MeasuringTransport, PartnerChoice, prefer_fast
+from swarmnode.gossip.membership import ALIVE, SUSPECT, Membership
+from swarmnode.gossip.wire import MAX_CONTROL_BYTES, max_frame_bytes
+from swarmnode.node.net import IntakeLimits
 from swarmnode.node.settings import PeerConfig
 
 

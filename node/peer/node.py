@@ -22,20 +22,20 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from swarmnode.fault.inject.byzantine import parse_byzantine
-from swarmnode.fault.inject.spec import parse_fault_spec
-from swarmnode.fault.inject.transport import FaultyTransport
-from swarmnode.gossip.auth.operator import OperatorVerifier
-from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer
-from swarmnode.gossip.auth.transport import AuthTransport, auth_handlers
-from swarmnode.gossip.exchange.exchanger import Exchanger
-from swarmnode.gossip.exchange.types import RoundResult
-from swarmnode.gossip.link.stats import MeasuringTransport
-from swarmnode.gossip.membership.service import Membership
+from swarmnode.fault.inject import FaultyTransport, parse_byzantine, parse_fault_spec
+from swarmnode.gossip.auth import (
+    SIGNED_ROUTES,
+    AuthTransport,
+    OperatorVerifier,
+    Signer,
+    auth_handlers,
+)
+from swarmnode.gossip.exchange import Exchanger, RoundResult
+from swarmnode.gossip.link import MeasuringTransport
+from swarmnode.gossip.membership import Membership
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.net.app import build_app, serve
-from swarmnode.node.net.transport import HttpTransport
+from swarmnode.node.net import HttpTransport, build_app, serve
 from swarmnode.node.peer.address import advertised, check_reachable
 from swarmnode.node.peer.admin_routes import admin_routes
 from swarmnode.node.peer.aio import quietly, threadsafe_setter
@@ -52,11 +52,16 @@ from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start
 from swarmnode.node.peer.status_routes import status_routes
 from swarmnode.node.peer.trust import build_admission
 from swarmnode.node.settings import PeerConfig, parse_hostport
-from swarmnode.node.train.build import build_trainer, resume, run_meta
-from swarmnode.node.train.checkpoint import save_checkpoint
-from swarmnode.node.train.lr.scale import SwarmLR
-from swarmnode.node.train.mixing.collapse import CollapseGuard
-from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
+from swarmnode.node.train import (
+    TrainingWorker,
+    WorkerMetrics,
+    build_trainer,
+    resume,
+    run_meta,
+    save_checkpoint,
+)
+from swarmnode.node.train.lr import SwarmLR
+from swarmnode.node.train.mixing import CollapseGuard
 
 log = logging.getLogger(__name__)
 

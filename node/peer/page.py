@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
-from swarmnode.node.web import EventLog, Probe, Sources, SwarmWatch, member_event, watch_probes
+from swarmnode.node.web import (
+    Access,
+    EventLog,
+    Probe,
+    Sources,
+    SwarmWatch,
+    came_back,
+    member_event,
+    watch_probes,
+)
 from swarmnode.node.web import web_routes as _web_routes
-from swarmnode.node.web.access import Access
-from swarmnode.node.web.events import came_back
 
 if TYPE_CHECKING:
-    from swarmnode.gossip.membership.views import Change
+    from swarmnode.gossip.membership import Change
 
 
 class PageSource(StatusSource, Protocol):

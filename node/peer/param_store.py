@@ -15,10 +15,10 @@ import logging
 from typing import Any
 
 import numpy as np
-from swarmnode.gossip.robust import chunked
-from swarmnode.gossip.wire import bufpool
-from swarmnode.gossip.wire.frames import encode_into_frame
-from swarmnode.node.train.worker import TrainingWorker
+from swarmnode.gossip.robust import distance as model_distance
+from swarmnode.gossip.robust import norm as model_norm
+from swarmnode.gossip.wire import encode_into_frame, floats
+from swarmnode.node.train import TrainingWorker
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class WorkerStore:
         return await asyncio.to_thread(self._snapshot)
 
     def _snapshot(self) -> tuple[int, np.ndarray]:
-        out = bufpool.floats(self.size)
+        out = floats(self.size)
         return self.worker.snapshot_into(out), out
 
     async def snapshot_frame(self, sender: str) -> memoryview:
@@ -50,10 +50,10 @@ class WorkerStore:
     async def distance(self, other: np.ndarray) -> float:
         """|x - other| to the model between two updates: one pass over both, no copy (the
         parameter lock is held ~6 ms per 100 MB, what a snapshot copy held it for)."""
-        return await asyncio.to_thread(self.worker.read, lambda x: chunked.distance(x, other))
+        return await asyncio.to_thread(self.worker.read, lambda x: model_distance(x, other))
 
     async def norm(self) -> float:
-        return await asyncio.to_thread(self.worker.read, chunked.norm)
+        return await asyncio.to_thread(self.worker.read, model_norm)
 
     async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
         """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands

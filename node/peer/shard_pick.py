@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from swarmnode.gossip.auth.read_token import bearer, read_token
+from swarmnode.gossip.auth import bearer, read_token
 from swarmnode.node.peer.errors import JoinError
-from swarmnode.node.train.checkpoint import list_checkpoints, load_latest
-from swarmnode.node.train.data.shard import parse_shard
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError, list_checkpoints, load_latest
+from swarmnode.node.train.data import parse_shard
 
 log = logging.getLogger(__name__)
 

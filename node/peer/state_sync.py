@@ -21,10 +21,10 @@ from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
 
 if TYPE_CHECKING:
-    from swarmnode.gossip.exchange.exchanger import Exchanger
-    from swarmnode.gossip.membership.service import Membership
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.membership import Membership
     from swarmnode.node.peer.param_store import WorkerStore
-    from swarmnode.node.train.trainer import Trainer
+    from swarmnode.node.train import Trainer
 
 log = logging.getLogger(__name__)
 

@@ -29,20 +29,20 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from swarmnode.fault.inject.spec import FaultConfig
-from swarmnode.gossip.auth.signer import VERSION as ENVELOPE_VERSION
-from swarmnode.node.web.access import Access, refused
+from swarmnode.fault.inject import FaultConfig
+from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
+from swarmnode.node.web import Access, refused
 
 from swarmnode import __version__
 
 if TYPE_CHECKING:
-    from swarmnode.fault.inject.transport import FaultyTransport
-    from swarmnode.gossip.auth.signer import Signer
-    from swarmnode.gossip.exchange.exchanger import Exchanger
-    from swarmnode.gossip.link.stats import MeasuringTransport
-    from swarmnode.gossip.membership.service import Membership
+    from swarmnode.fault.inject import FaultyTransport
+    from swarmnode.gossip.auth import Signer
+    from swarmnode.gossip.exchange import Exchanger
+    from swarmnode.gossip.link import MeasuringTransport
+    from swarmnode.gossip.membership import Membership
     from swarmnode.node.peer.byzantine_serving import ByzantineServing
-    from swarmnode.node.train.worker import TrainingWorker
+    from swarmnode.node.train import TrainingWorker
 
 MEMBER_STATES = ("alive", "suspect", "dead", "left")
 

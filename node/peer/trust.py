@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from swarmnode.gossip.auth.peer_key import PeerKey
-from swarmnode.gossip.membership.admission import Admission
-from swarmnode.gossip.membership.service import MembershipConfig
+from swarmnode.gossip.auth import PeerKey
+from swarmnode.gossip.membership import Admission, MembershipConfig
 from swarmnode.node.peer.address import is_loopback
 from swarmnode.node.peer.identity import read_trust_file
 from swarmnode.node.settings import PeerConfig

@@ -12,13 +12,10 @@ import re
 from dataclasses import dataclass, field
 
 from swarmnode.gossip.errors import ExchangeError
-from swarmnode.gossip.exchange.exchanger import ExchangeConfig
-from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
-from swarmnode.gossip.membership.config import MembershipConfig
-from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.lr.scale import RULES as LR_RULES
-from swarmnode.node.train.pacing import MAX_STEP_S
+from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.gossip.membership import DEFAULT_PER_HOST, MembershipConfig
+from swarmnode.node.train import MAX_STEP_S, ConfigError, NodeConfig
+from swarmnode.node.train.lr import RULES as LR_RULES
 
 DEFAULT_LISTEN = "127.0.0.1:7070"
 SHARD_AUTO = "auto"  # `shard = auto`: a joiner takes a shard no live member holds (shard_pick.py)

@@ -20,12 +20,12 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.exchange import ExchangeConfig
 from swarmnode.node.settings.config import PeerConfig
 from swarmnode.node.settings.naming import Style, as_keyword, name_settings
 from swarmnode.node.settings.options import Option, parsed
 from swarmnode.node.settings.start_options import START_OPTIONS, field_default
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(PeerConfig))
 _EXCHANGE_FIELDS = frozenset(f.name for f in dataclasses.fields(ExchangeConfig))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

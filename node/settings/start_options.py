@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from swarmnode.gossip.exchange.exchanger import ExchangeConfig
+from swarmnode.gossip.exchange import ExchangeConfig
 from swarmnode.node.settings.config import SHARD_AUTO, PeerConfig, parse_seeds
 from swarmnode.node.settings.options import Option, OptionSet, Resolved, parse_float, parse_int
-from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
+from swarmnode.node.train.data import Partition, parse_partition, parse_shard
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_DEFAULTS = {"log_level": "INFO", "log_json": False}

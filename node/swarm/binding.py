@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.backend import CPU, Backend, is_device_array
 from swarmnode.node.swarm.errors import DeviceMismatchError, ModelChangedError
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 _DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType codes
 

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-from swarmnode.node.peer.node import Node
+from swarmnode.node.peer import Node
 from swarmnode.node.settings import validated
 from swarmnode.node.swarm import torch_binding
 from swarmnode.node.swarm.binding import Binding, bind_arrays, bind_vector
@@ -34,7 +34,7 @@ from swarmnode.node.swarm.loop_thread import LoopThread
 from swarmnode.node.swarm.own_node import OwnLoopNode
 from swarmnode.node.swarm.own_worker import OwnLoopWorker
 from swarmnode.node.swarm.settings import check_own_loop, config_from, own_loop
-from swarmnode.node.train.metrics import WorkerMetrics
+from swarmnode.node.train import WorkerMetrics
 
 log = logging.getLogger(__name__)
 

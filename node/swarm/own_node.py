@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from swarmnode.node.peer.aio import threadsafe_setter
-from swarmnode.node.peer.node import Node
-from swarmnode.node.peer.state_sync import shared_start
+from swarmnode.node.peer import Node, shared_start, threadsafe_setter
 from swarmnode.node.settings import PeerConfig
 from swarmnode.node.swarm.binding import Binding
 from swarmnode.node.swarm.own_worker import OwnLoopWorker, check_state
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 LABEL_FLIP = "label-flip"  # the one byzantine kind that needs our data (fault/inject/attacks.py)
 

@@ -39,9 +39,8 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.backend import array_module, to_numpy
 from swarmnode.node.swarm.errors import StepThreadError, SwarmClosedError
-from swarmnode.node.train.errors import CheckpointError, DivergedError
-from swarmnode.node.train.mixing.mixes import MixAccumulator, OuterStep
-from swarmnode.node.train.worker import TrainingWorker
+from swarmnode.node.train import CheckpointError, DivergedError, TrainingWorker
+from swarmnode.node.train.mixing import MixAccumulator, OuterStep
 
 log = logging.getLogger(__name__)
 

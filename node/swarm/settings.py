@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from swarmnode.node.settings import PeerConfig, from_keywords
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 API_LISTEN = "127.0.0.1:0"  # as `Peer`: a library takes no fixed port unasked
 OWN_LOOP = "own-loop"

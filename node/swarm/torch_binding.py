@@ -16,7 +16,7 @@ from typing import Any
 
 from swarmnode.node.swarm.binding import Binding, Slot
 from swarmnode.node.swarm.errors import DeviceMismatchError
-from swarmnode.node.train.errors import ConfigError
+from swarmnode.node.train import ConfigError
 
 
 def is_module(obj: Any) -> bool:

@@ -19,24 +19,43 @@ At this level, what puts them together and drives them:
 """
 
 from swarmnode.node.train.build import build_trainer, resume, run_meta
-from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data.datasets import load_dataset
-from swarmnode.node.train.errors import CheckpointError, ConfigError, DataError
-from swarmnode.node.train.model.builtin import build_model
+from swarmnode.node.train.checkpoint import (
+    list_checkpoints,
+    load_latest,
+    lock_checkpoint_dir,
+    save_checkpoint,
+)
+from swarmnode.node.train.config import DEFAULT_MODEL, NodeConfig, check_writable_dir
+from swarmnode.node.train.data import load_dataset
+from swarmnode.node.train.errors import CheckpointError, ConfigError, DataError, DivergedError
+from swarmnode.node.train.model import build_model
+from swarmnode.node.train.pacing import MAX_STEP_S
 from swarmnode.node.train.trainer import Trainer
-from swarmnode.node.train.worker import TrainingWorker, WorkerMetrics
+from swarmnode.node.train.user_code import describe, user_error
+from swarmnode.node.train.worker import TRAIN_THREAD, TrainingWorker, WorkerMetrics
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "MAX_STEP_S",
+    "TRAIN_THREAD",
     "CheckpointError",
     "ConfigError",
     "DataError",
+    "DivergedError",
     "NodeConfig",
     "Trainer",
     "TrainingWorker",
     "WorkerMetrics",
     "build_model",
     "build_trainer",
+    "check_writable_dir",
+    "describe",
+    "list_checkpoints",
     "load_dataset",
+    "load_latest",
+    "lock_checkpoint_dir",
     "resume",
     "run_meta",
+    "save_checkpoint",
+    "user_error",
 ]

@@ -16,10 +16,7 @@ from typing import Any
 
 from swarmnode.node.train.checkpoint import load_latest, lock_checkpoint_dir
 from swarmnode.node.train.config import NodeConfig
-from swarmnode.node.train.data.datasets import Dataset
-from swarmnode.node.train.data.label_prior import logit_offsets
-from swarmnode.node.train.data.shard import shard_indices
-from swarmnode.node.train.data.streamed import take_rows
+from swarmnode.node.train.data import Dataset, logit_offsets, shard_indices, take_rows
 from swarmnode.node.train.errors import CheckpointError
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.user_code import describe
@@ -46,7 +43,7 @@ def build_trainer(cfg: NodeConfig) -> tuple[Trainer, Dataset, Any]:
 
     from swarmnode.kernels.backend import select_backend  # lazy: keeps `swarmnode --help` fast
     from swarmnode.kernels.optim import make_optimizer
-    from swarmnode.node.train.model.user_model import UserModel
+    from swarmnode.node.train.model import UserModel
     from swarmnode.node.train.sources import check_device, resolve_model
 
     backend = select_backend(cfg.device)

@@ -12,10 +12,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from swarmnode.node.train.data.label_prior import check_tau
-from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard
+from swarmnode.node.train.data import Partition, check_tau, parse_partition, parse_shard
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, SCHEDULES, LRSchedule
+from swarmnode.node.train.lr import DEFAULT_FLOOR, SCHEDULES, LRSchedule
 from swarmnode.node.train.user_code import describe
 
 # Defaults chosen so that a plain `swarmnode start` reaches >= 96% test accuracy on the bundled

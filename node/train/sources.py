@@ -14,10 +14,9 @@ from typing import Any
 
 from swarmnode.kernels.backend import Backend
 from swarmnode.kernels.flat import FlatParams
-from swarmnode.node.train.data.datasets import Dataset, dataset_from_arrays, load_dataset
+from swarmnode.node.train.data import Dataset, dataset_from_arrays, load_dataset
 from swarmnode.node.train.errors import ConfigError
-from swarmnode.node.train.model.builtin import KINDS, build_model
-from swarmnode.node.train.model.user_model import UserModel
+from swarmnode.node.train.model import KINDS, UserModel, build_model
 from swarmnode.node.train.user_code import call_with, describe, is_ref, load_ref
 
 DATA_KINDS = ("digits", "synthetic", "signal")

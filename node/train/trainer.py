@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.train.data.streamed import is_streamed
+from swarmnode.node.train.data import is_streamed
 from swarmnode.node.train.errors import CheckpointError, DivergedError
-from swarmnode.node.train.lr.schedule import LRSchedule
+from swarmnode.node.train.lr import LRSchedule
 
 EVAL_BATCH = 4096  # bounds device memory during evaluation of large test sets
 # What `state()` writes and `load_state()` needs; a checkpoint lacking any of them is refused.

@@ -38,10 +38,9 @@ from typing import Any
 import numpy as np
 from swarmnode.kernels.backend import array_module
 from swarmnode.node.train.errors import DivergedError
-from swarmnode.node.train.lr.scale import SwarmLR
+from swarmnode.node.train.lr import SwarmLR
 from swarmnode.node.train.metrics import CheckpointCallback, EvalCallback, WorkerMetrics
-from swarmnode.node.train.mixing.collapse import CollapseGuard, dead_fraction
-from swarmnode.node.train.mixing.mixes import MixAccumulator, OuterStep
+from swarmnode.node.train.mixing import CollapseGuard, MixAccumulator, OuterStep, dead_fraction
 from swarmnode.node.train.pacing import Pacer
 from swarmnode.node.train.trainer import Trainer
 

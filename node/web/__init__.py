@@ -15,16 +15,20 @@ static files ship in the wheel (pyproject `package-data`).
 The public front: the names other rooms use.
 """
 
-from swarmnode.node.web.events import EventLog, Probe, member_event, watch_probes
+from swarmnode.node.web.access import Access, refused
+from swarmnode.node.web.events import EventLog, Probe, came_back, member_event, watch_probes
 from swarmnode.node.web.routes import web_routes
 from swarmnode.node.web.watch import Sources, SwarmWatch
 
 __all__ = [
+    "Access",
     "EventLog",
     "Probe",
     "Sources",
     "SwarmWatch",
+    "came_back",
     "member_event",
+    "refused",
     "watch_probes",
     "web_routes",
 ]

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from swarmnode.gossip.auth.read_token import bearer
+from swarmnode.gossip.auth import bearer
 from swarmnode.node.web.events import EventLog
 from swarmnode.node.web.figures import clean_events, clean_figures
 

@@ -20,7 +20,7 @@ from swarmnode.fault.chaos.record import (
     first_event,
     rejoined,
 )
-from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS
+from swarmnode.gossip.membership import DEFAULT_MAX_MEMBERS
 
 _REQUIRED = object()
 _Check = Callable[[Any, str, ScenarioView], Any]

@@ -17,10 +17,8 @@ from swarmnode.fault.chaos.scenario.values import (
     peer_name,
     string,
 )
-from swarmnode.fault.hostile import HOSTILE_KINDS
-from swarmnode.fault.hostile.sybils import source_addresses
-from swarmnode.fault.inject.byzantine import parse_byzantine
-from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
+from swarmnode.fault.hostile import HOSTILE_KINDS, source_addresses
+from swarmnode.fault.inject import FaultSpecError, parse_byzantine, parse_fault_spec
 
 PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")

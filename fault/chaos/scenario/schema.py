@@ -90,12 +90,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from swarmnode.fault.chaos.assertions.check import validate_assertion  # the kinds and their keys
+from swarmnode.fault.chaos.assertions import validate_assertion  # the kinds and their keys
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.chaos.scenario.events import Event, check_timeline, parse_event
 from swarmnode.fault.chaos.scenario.values import no_unknown, number, string, table
-from swarmnode.fault.inject.byzantine import parse_byzantine
-from swarmnode.fault.inject.spec import FaultSpecError, parse_fault_spec
+from swarmnode.fault.inject import FaultSpecError, parse_byzantine, parse_fault_spec
 from swarmnode.kernels.errors import SwarmnodeError
 
 if sys.version_info >= (3, 11):

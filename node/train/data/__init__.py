@@ -10,16 +10,21 @@ Imports no other room of node/train.
 """
 
 from swarmnode.node.train.data.datasets import Dataset, dataset_from_arrays, load_dataset
-from swarmnode.node.train.data.label_prior import logit_offsets
-from swarmnode.node.train.data.shard import Partition, shard_indices
-from swarmnode.node.train.data.streamed import NpyRows
+from swarmnode.node.train.data.label_prior import check_tau, logit_offsets
+from swarmnode.node.train.data.shard import Partition, parse_partition, parse_shard, shard_indices
+from swarmnode.node.train.data.streamed import NpyRows, is_streamed, take_rows
 
 __all__ = [
     "Dataset",
     "NpyRows",
     "Partition",
+    "check_tau",
     "dataset_from_arrays",
+    "is_streamed",
     "load_dataset",
     "logit_offsets",
+    "parse_partition",
+    "parse_shard",
     "shard_indices",
+    "take_rows",
 ]

@@ -13,7 +13,16 @@ Imports no other room of node/train.
 """
 
 from swarmnode.node.train.lr.gain import GainRatio, HalfBatchProbe
-from swarmnode.node.train.lr.scale import SwarmLR
-from swarmnode.node.train.lr.schedule import SCHEDULES, LRSchedule, lr_factor
+from swarmnode.node.train.lr.scale import RULES, SwarmLR
+from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, SCHEDULES, LRSchedule, lr_factor
 
-__all__ = ["SCHEDULES", "GainRatio", "HalfBatchProbe", "LRSchedule", "SwarmLR", "lr_factor"]
+__all__ = [
+    "DEFAULT_FLOOR",
+    "RULES",
+    "SCHEDULES",
+    "GainRatio",
+    "HalfBatchProbe",
+    "LRSchedule",
+    "SwarmLR",
+    "lr_factor",
+]

@@ -8,7 +8,7 @@ check on what a mix did. Imports no other room of node/train.
   back and its senders named.
 """
 
-from swarmnode.node.train.mixing.collapse import CollapseGuard
+from swarmnode.node.train.mixing.collapse import CollapseGuard, dead_fraction
 from swarmnode.node.train.mixing.mixes import MixAccumulator, OuterStep
 
-__all__ = ["CollapseGuard", "MixAccumulator", "OuterStep"]
+__all__ = ["CollapseGuard", "MixAccumulator", "OuterStep", "dead_fraction"]

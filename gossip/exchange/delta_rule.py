@@ -22,7 +22,7 @@ the round; m is dropped (the aggregate already weighs whoever pushed).
 This is hivemind's `delta_rule_averaging` (Ryabinin et al.), with the pushes counted: hivemind's
 averaging groups are exclusive, ours are not. Without m, two peers that push to each other at
 once would each add the other's model twice and swap instead of meeting halfway
-(tests/gossip/test_exchange_delta_rule.py). Either way the swarm's mean is preserved however long
+(tests/gossip/exchange/test_exchange_delta_rule.py). Either way the swarm's mean is preserved however long
 the round took. Figures: docs/benchmarks.md ("delta rule").
 """
 

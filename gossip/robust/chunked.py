@@ -4,7 +4,7 @@ Distances and norms of contiguous float32 vectors take one pass in NumKong's SIM
 (`sqeuclidean`, `dot`: the difference and the sum in float64, the GIL released), several times
 faster than the chunked numpy loop below, which stays for anything else (a strided view,
 float64 input). Same results up to the order of the float64 summation, NaN and Inf alike
-(tests/gossip/test_chunked.py).
+(tests/gossip/robust/test_chunked.py).
 
 `other.astype(np.float64) - own` allocates two 200 MB float64 arrays (and `(own + diff)
 .astype(np.float32)` two more): ~700 MB of fresh pages per pushed model, each page a fault on

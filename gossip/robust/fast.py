@@ -1,8 +1,8 @@
 """Fast paths of the coordinate-wise rules: no NaN/Inf pre-pass when every row is finite.
 
 Used by `swarmnode.gossip.robust.aggregate`; the sorted rules equal the plain path's results and the
-mean stays within np.mean's float32 error bound (tests/gossip/test_aggregate_fast_paths.py,
-tests/gossip/test_aggregate_mean.py).
+mean stays within np.mean's float32 error bound (tests/gossip/robust/test_aggregate_fast_paths.py,
+tests/gossip/robust/test_aggregate_mean.py).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def _network_sorted_columns(
 @functools.cache
 def _sorting_network(n: int) -> tuple[tuple[int, int], ...]:
     """Comparators (i, j), i < j, of Batcher's odd-even merge sort for n wires (any n >= 1):
-    19 for n = 8, 63 for 16, 132 for 24. tests/gossip/test_aggregate_fast_paths.py checks that
+    19 for n = 8, 63 for 16, 132 for 24. tests/gossip/robust/test_aggregate_fast_paths.py checks that
     it sorts every 0/1 input (the 0-1 principle: then it sorts every input)."""
     pairs = []
     p = 1

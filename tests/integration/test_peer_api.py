@@ -14,7 +14,7 @@ from swarmnode.gossip.membership import LEFT
 from swarmnode.node.train.errors import ConfigError, UserCodeError
 
 import swarmnode
-from tests.node import user_models
+from tests.node.train import user_models
 from tests.waiting import eventually
 
 # the example trains ~50 us a step: paced so that two peers in one process overlap

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-HELPERS = REPO / "tests" / "node"  # user_models.py: the tests' broken models
+HELPERS = REPO / "tests" / "node" / "train"  # user_models.py: the tests' broken models
 OWN = ["--model", "own_numpy_model:build", "--eval-every", "100"]
 
 

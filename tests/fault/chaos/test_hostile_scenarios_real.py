@@ -1,0 +1,88 @@
+"""The short hostile scenarios against real peer processes (`swarmnode chaos` in CI): the chaos
+runner drives each attacker of swarmnode.fault.hostile against real peers, and the report shows
+the attack really ran (its own counts) and got nothing through."""
+
+from __future__ import annotations
+
+import pytest
+from swarmnode.node.settings import PeerConfig
+
+from tests.fault.chaos.test_scenarios_real import run_short
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def _attack(report: dict, accepted: int = 0) -> dict:
+    (attack,) = report["hostile"]
+    assert attack["accepted"] <= accepted
+    return attack
+
+
+async def test_sybil_flood_short(tmp_path):
+    report = await run_short("sybil-flood-short", tmp_path / "run")
+    attack = _attack(report)
+    assert attack["messages"] >= 5 and attack["statuses"].get("gossip 200", 0) >= 5
+    assert attack["statuses"].get("join 403", 0) >= 5  # untrusted keys: every join refused
+    assert report["peers"]["a"]["argv"].count("--trust") == 1
+
+
+async def test_sybil_flood_by_an_insider_short(tmp_path):
+    # secret admission, the attacker holds the secret: its sybils get in, but at most the
+    # per-host cap of them (all on 127.0.0.1 with the 3 other honest peers), and the honest
+    # peers back off from them (the scenario's victim_alive and exchange_rate assertions)
+    report = await run_short("sybil-flood-secret-short", tmp_path / "run")
+    attack = _attack(report, accepted=PeerConfig().max_members_per_host - 3)
+    assert attack["messages"] >= 5 and attack["statuses"].get("gossip 200", 0) >= 5
+    assert attack["accepted"] >= 1  # the control: an insider does get sybils listed
+    assert "--trust" not in report["peers"]["a"]["argv"]
+
+
+async def test_slow_bodies_short(tmp_path):
+    report = await run_short("slow-bodies-short", tmp_path / "run")
+    attack = _attack(report)
+    assert attack["peak_open"] >= 90  # the attack was on: nearly all 100 connections at once
+
+
+async def test_forged_records_short(tmp_path):
+    report = await run_short("forged-records-short", tmp_path / "run")
+    attack = _attack(report)
+    assert attack["captured"]  # it forged from the victim's real record, not only made-up ones
+    assert attack["messages"] >= 40 and attack["observations"] >= 20
+
+
+# --- issue 22: hostile insiders in the default configuration, against a control swarm -----------
+# Each runs beside its control (fault/chaos/control.py: the attacker's seat held by an honest
+# peer ten times slower) and passes when the attack costs no more than that; before issue 22 all
+# three failed by far (docs/architecture.md, "Trust"). ~35 s each on a 2-core box.
+
+
+def _control_ran(report: dict) -> None:
+    assert report["control"] == {"result": "pass", "report": "control/report.json"}
+
+
+@pytest.mark.timeout(180)
+async def test_a_drag_insider_costs_no_more_than_a_slow_peer_short(tmp_path):
+    report = await run_short("hostile-drag-short", tmp_path / "run")
+    _control_ran(report)
+    (drag,) = report["hostile"]
+    assert drag["joined"]  # a member under open admission, in its own name
+    # the attack was on: ~150 pushes a second, answered like any push
+    assert drag["pushes"] >= 600 and drag["statuses"].get("pushpull 200", 0) >= 600
+
+
+@pytest.mark.timeout(180)
+async def test_sybils_from_many_addresses_cost_no_more_than_a_slow_peer_short(tmp_path):
+    report = await run_short("hostile-sybils-short", tmp_path / "run")
+    _control_ran(report)
+    (flood,) = report["hostile"]
+    assert flood["sources"] == 63
+    assert flood["listed_max"] >= 500  # it filled the tables: what it costs is the question
+    assert flood["held"] >= 1  # honest peers did reach its silent listeners
+
+
+@pytest.mark.timeout(180)
+async def test_a_dissensus_liar_costs_no_more_than_a_slow_peer_short(tmp_path):
+    report = await run_short("hostile-dissensus-short", tmp_path / "run")
+    _control_ran(report)
+    served = {s.get("byzantine") for s in report["samples"]["x"] if s.get("ok")}
+    assert served == {"dissensus:epsilon=4.0"}  # the liar lied all along

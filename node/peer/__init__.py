@@ -12,17 +12,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Eager, and light: the function shadows its module of the same name only when bound here,
+# before anything imports the module (which would set the package's attribute to the module).
+from swarmnode.node.peer.log_name import log_name
+
 if TYPE_CHECKING:
     from swarmnode.node.peer.aio import threadsafe_setter
     from swarmnode.node.peer.errors import JoinError
-    from swarmnode.node.peer.log_name import log_name
     from swarmnode.node.peer.node import Node
     from swarmnode.node.peer.state_sync import shared_start
 
 _EXPORTS = {
     "JoinError": "swarmnode.node.peer.errors",
     "Node": "swarmnode.node.peer.node",
-    "log_name": "swarmnode.node.peer.log_name",
     "shared_start": "swarmnode.node.peer.state_sync",
     "threadsafe_setter": "swarmnode.node.peer.aio",
 }
@@ -35,5 +37,5 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'swarmnode.node.peer' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once; and over the submodule of the same name (log_name)
+    globals()[name] = value  # once: later lookups skip this function
     return value

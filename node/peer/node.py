@@ -119,7 +119,12 @@ class Node:
         """A started peer; `on_eval` is called on the training thread after every evaluation,
         `on_exchange` on the event loop after each of this peer's exchange rounds (both must
         be quick)."""
-        node = cls(cfg.validate(), on_eval, on_exchange)
+        return await cls._launch(cls(cfg.validate(), on_eval, on_exchange))
+
+    @staticmethod
+    async def _launch(node: Node) -> Node:
+        """`node` started, or closed again (and the error raised) when a step of the start
+        fails: nothing it bound or began outlives a failed start."""
         try:
             await node._start()
         except BaseException:

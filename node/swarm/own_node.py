@@ -84,11 +84,7 @@ class OwnLoopNode(Node):
         """A started peer over `binding` (what `Node.create` does, with the binding)."""
         node = cls(cfg.validate())
         node.binding = binding
-        try:
-            await node._start()
-        except BaseException:
-            await node.close()
-            raise
+        await cls._launch(node)
         return node
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:

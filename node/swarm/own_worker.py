@@ -122,19 +122,8 @@ class OwnLoopWorker(TrainingWorker):
             if self._finished:
                 return
             with self._params_lock, self._device():
-                self._running = False
-                self._finished = True
-                self._drain_pending()
-                if self.mixes.pending:  # the user's model stays what their last step left
-                    self.mixes_dropped += 1
-                    self.mixes.discard()
-                self._outer_pending = None
-        self._end_elapsed = time.perf_counter() - self._t_start
-        self._metrics = self._make_metrics_now()
-        self._fire_notify(force=True)
-        self._done.set()
-        if self._on_done is not None:
-            self._on_done()
+                self._settle()  # the user's model stays what their last step left
+        self._announce_end()
 
     def join(self, timeout: float | None = None) -> bool:
         return self._done.is_set() or not self._running

@@ -307,22 +307,29 @@ class TrainingWorker:
             log.debug("training thread stopped by %s", exc)
         finally:
             with self._lock, self._params_lock, self._device():
-                self._running = False
-                self._finished = True
-                self._drain_pending()
-                # Mixes that arrived after the last step are dropped, not applied: the summary
-                # must describe the model whose evaluation the last progress line printed (it
-                # differed by up to 13 points when they were folded in here).
-                if self.mixes.pending:
-                    self.mixes_dropped += 1
-                    self.mixes.discard()
-                self._outer_pending = None
-            self._end_elapsed = time.perf_counter() - self._t_start
-            self._metrics = self._make_metrics_now()
-            self._fire_notify(force=True)
-            self._done.set()
-            if self._on_done is not None:
-                self._on_done()
+                self._settle()
+            self._announce_end()
+
+    def _settle(self) -> None:
+        """The steps are over: what is pending is settled (under `_lock`, `_params_lock`, on
+        the model's device). Mixes that arrived after the last step are dropped, not applied:
+        the summary must describe the model whose evaluation the last progress line printed."""
+        self._running = False
+        self._finished = True
+        self._drain_pending()
+        if self.mixes.pending:
+            self.mixes_dropped += 1
+            self.mixes.discard()
+        self._outer_pending = None
+
+    def _announce_end(self) -> None:
+        """The final metrics, then everyone waiting on the end is told (no lock held)."""
+        self._end_elapsed = time.perf_counter() - self._t_start
+        self._metrics = self._make_metrics_now()
+        self._fire_notify(force=True)
+        self._done.set()
+        if self._on_done is not None:
+            self._on_done()
 
     def _loop(self) -> None:
         trainer = self.trainer

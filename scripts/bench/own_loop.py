@@ -180,7 +180,7 @@ def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int) -> list[st
 
 
 def run_builtin(n: int, opts: argparse.Namespace, seed: int) -> RowRun:
-    conv = argparse.Namespace(timeout=opts.timeout, poll=1.0, step_time=opts.step_time)
+    conv = argparse.Namespace(timeout=opts.timeout, poll=0.2, step_time=opts.step_time)
     per_peer = [builtin_args(opts, seed, i, n) for i in range(n)]
     r = bc.run(f"builtin-{n}", "iid", per_peer, conv, 1.0)  # held, released at full pace
     result = RowRun(f"builtin-{n}", seed, wall_s=r.wall_s)

@@ -14,7 +14,11 @@ Rows (`--rows`), each peer on its shard i/N of the bundled digits, all on 127.0.
   mlp:128 --optimizer adamw`, the torch loop's lr and weight decay, `--lr-schedule cosine
   --lr-warmup 0 --lr-floor 0.001`; no gradient clipping: the built-in loop has none), peers
   started held and released together (scripts/bench/convergence.py's `run`);
-- `numpy-N`: examples/own_loop_numpy.py (plain SGD, lr 0.05).
+- `numpy-N`: examples/own_loop_numpy.py (plain SGD, lr 0.05);
+- `builtin_torch-N` (not in the default rows: a diagnostic): the built-in loop as `builtin-N`, on
+  the torch example's very module and initialisation (examples/own_torch_model.py's `build`,
+  through `TorchModel`), so that `torch-N` against it differs only in the loop (torch's AdamW
+  and clipping through `Swarm`, or swarmnode's AdamW in its own loop).
 
 Every row takes the same steps per peer (`--steps`), batch 32, `--sync-every`, evaluations every
 `--eval-every` steps, at full speed (`--step-time 0`) unless paced. Per peer: its late-window
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -170,8 +175,8 @@ def example_peer(d: Path, i: int, rc: int | None, steps: int) -> PeerFig:
 # --- the built-in loop: scripts/bench/convergence.py's held start and release ---
 
 
-def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int) -> list[str]:
-    return ["--data", "digits", "--model", "mlp:128", "--optimizer", "adamw",
+def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int, model: str) -> list[str]:
+    return ["--data", "digits", "--model", model, "--optimizer", "adamw",
             "--lr", f"{TORCH_LR:g}", "--weight-decay", f"{TORCH_WD:g}",
             "--lr-schedule", "cosine", "--lr-warmup", "0", "--lr-floor", "0.001",
             "--batch-size", "32", "--steps", str(opts.steps), "--eval-every",
@@ -179,11 +184,17 @@ def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int) -> list[st
             "--shard", f"{i}/{n}"]  # fmt: skip
 
 
-def run_builtin(n: int, opts: argparse.Namespace, seed: int) -> RowRun:
+def run_builtin(n: int, opts: argparse.Namespace, seed: int, torch_model: bool = False) -> RowRun:
     conv = argparse.Namespace(timeout=opts.timeout, poll=0.2, step_time=opts.step_time)
-    per_peer = [builtin_args(opts, seed, i, n) for i in range(n)]
-    r = bc.run(f"builtin-{n}", "iid", per_peer, conv, 1.0)  # held, released at full pace
-    result = RowRun(f"builtin-{n}", seed, wall_s=r.wall_s)
+    model, row = (
+        ("own_torch_model:build", "builtin_torch") if torch_model else ("mlp:128", "builtin")
+    )
+    if torch_model:  # the peers import the factory from examples/ (they inherit this variable)
+        path = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "examples"), path) if p)
+    per_peer = [builtin_args(opts, seed, i, n, model) for i in range(n)]
+    r = bc.run(f"{row}-{n}", "iid", per_peer, conv, 1.0)  # held, released at full pace
+    result = RowRun(f"{row}-{n}", seed, wall_s=r.wall_s)
     for p in r.peers:
         if not p.summary:
             raise RuntimeError(f"built-in peer {p.name} left no summary")
@@ -198,8 +209,8 @@ def run_builtin(n: int, opts: argparse.Namespace, seed: int) -> RowRun:
 
 def run_row(row: str, opts: argparse.Namespace, seed: int) -> RowRun:
     loop, n = row.rsplit("-", 1)
-    if loop == "builtin":
-        return run_builtin(int(n), opts, seed)
+    if loop.startswith("builtin"):
+        return run_builtin(int(n), opts, seed, torch_model=loop == "builtin_torch")
     return run_example(loop, int(n), opts, seed)
 
 
@@ -258,8 +269,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     opts.rows = [r.strip() for r in opts.rows.split(",") if r.strip()]
     for row in opts.rows:
         loop, _, n = row.rpartition("-")
-        if loop not in ("torch", "numpy", "builtin") or not n.isdigit() or int(n) < 1:
-            p.error(f"--rows: {row!r} is not LOOP-N (LOOP: torch, numpy, builtin)")
+        if (
+            loop not in ("torch", "numpy", "builtin", "builtin_torch")
+            or not n.isdigit()
+            or int(n) < 1
+        ):
+            p.error(f"--rows: {row!r} is not LOOP-N (LOOP: torch, numpy, builtin, builtin_torch)")
     return opts
 
 

@@ -51,6 +51,7 @@ def train(args: argparse.Namespace) -> list[dict]:
         print(f"swarm at {swarm.addr}", flush=True)
         while len(swarm.live_peers()) < args.wait_peers:  # start together
             time.sleep(0.05)
+    t0 = time.perf_counter()  # the evaluations carry the loop's own time (for the benchmark)
     try:
         for step in range(1, args.steps + 1):
             batch = torch.randint(0, len(y), (args.batch_size,), generator=gen)
@@ -70,7 +71,8 @@ def train(args: argparse.Namespace) -> list[dict]:
                     out = model(X_test.to(args.device))
                     test_loss = float(nn.functional.cross_entropy(out, y_test.to(args.device)))
                     acc = float((out.argmax(1).cpu() == y_test).float().mean())
-                evals.append({"step": step, "test_loss": test_loss, "test_acc": acc})
+                t = time.perf_counter() - t0
+                evals.append({"step": step, "test_loss": test_loss, "test_acc": acc, "t": t})
                 if swarm is not None:
                     swarm.report(test_loss, acc)
                 print(f"step {step} loss {loss.item():.3f} test acc {acc:.1%}", flush=True)

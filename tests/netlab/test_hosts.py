@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from swarmnode.gossip.auth import read_token
 
 from tests.netns import why_no_netns
 from tests.waiting import wait_for
@@ -38,6 +39,7 @@ from tests.waiting import wait_for
 REPO = Path(__file__).resolve().parents[2]
 TAG = f"hosts{os.getpid()}"
 DOC_A, DOC_B = "10.0.0.5", "10.0.0.6"  # the quickstart's addresses of A and B
+SECRET = "three-host-lab"  # the swarm's, given to every peer through the environment
 PORT = 7070
 
 
@@ -131,7 +133,12 @@ class HostPeer:
     addr: str = ""
 
     def status(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://{self.addr}/v1/status", timeout=3) as r:
+        # The test reads from outside the peers' hosts, as an operator does: a closed swarm
+        # shows its figures to the bearer of its read token (docs/security.md), as `swarmnode
+        # status --secret` sends it
+        headers = {"Authorization": f"Bearer {read_token(SECRET)}"}
+        request = urllib.request.Request(f"http://{self.addr}/v1/status", headers=headers)
+        with urllib.request.urlopen(request, timeout=3) as r:
             return json.loads(r.read())
 
     def members(self) -> dict[str, dict[str, Any]]:
@@ -167,7 +174,7 @@ def start(net: Hosts, tmp: Path, line: str, name: str, peers: list[HostPeer]) ->
     env = dict(
         os.environ,
         PYTHONUNBUFFERED="1",
-        SWARMNODE_SECRET="three-host-lab",
+        SWARMNODE_SECRET=SECRET,
         SWARMNODE_READY_FILE=str(ready),
         SWARMNODE_CHECKPOINT_DIR=str(d / "ckpt"),  # a restart keeps its id
         SWARMNODE_SLOWDOWN="10",

@@ -103,12 +103,14 @@ def run_scenario(
     plot: bool = True,
     quiet: bool = False,
     out: TextIO | None = None,
+    runner_class: type[ChaosRunner] = ChaosRunner,
 ) -> tuple[int, ChaosRunner]:
-    """Run `scenario` to the end; print the final table; return (exit code, the runner)."""
+    """Run `scenario` to the end; print the final table; return (exit code, the runner).
+    `runner_class`: a ChaosRunner that does more at the end of its timeline (`demo --keep`)."""
     out = out or sys.stdout
     if (Path(report_dir) / "peers").exists():  # its checkpoints would be resumed: a mixed run
         raise ChaosError(f"{report_dir} already holds a chaos run; give another --report DIR")
-    runner = ChaosRunner(scenario, report_dir, command=command, out=out, quiet=quiet)
+    runner = runner_class(scenario, report_dir, command=command, out=out, quiet=quiet)
     if scenario.description:
         print(f"chaos: {scenario.name}: {scenario.description}", file=out, flush=True)
     try:

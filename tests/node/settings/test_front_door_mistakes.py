@@ -40,7 +40,7 @@ def test_the_projects_own_variables_are_known() -> None:
     """Every `SWARMNODE_*` name the code reads is an option's variable or in OTHER_VARS."""
     options = start_options()
     used: set[str] = set()
-    for room in ("node", "gossip", "kernels", "fault"):
+    for room in ("node", "gossip", "kernels", "fault", "scripts"):
         for path in (REPO / room).rglob("*.py"):
             used |= set(re.findall(r"[\"'](SWARMNODE_[A-Z0-9_]+)[\"']", path.read_text()))
     assert used, "the scan found nothing: the pattern is wrong"
@@ -111,3 +111,16 @@ def test_an_empty_secret_is_refused_from_python() -> None:
     with pytest.raises(ConfigError, match="`secret` is empty"):
         PeerConfig(secret="").validate()
     assert PeerConfig(secret=None).validate().admission_mode == "open"
+
+
+def test_an_empty_secret_in_the_shell_of_a_chaos_run_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The runner took `SWARMNODE_SECRET=` for no secret: its peers then formed an open swarm."""
+    monkeypatch.setenv("SWARMNODE_SECRET", "")
+    err = _error_line(capsys, ["demo", "--quick", "--report", str(tmp_path / "run")])
+    assert (
+        err
+        == "swarmnode demo: error: $SWARMNODE_SECRET is empty: set the swarm's secret, or unset it"
+    )
+    assert not (tmp_path / "run").exists()  # refused before any peer started

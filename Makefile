@@ -5,28 +5,39 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two stamps, two installs into the one venv: the demo needs the package and its plot library,
+# the tests the whole toolchain (pytest, ruff, selenium, scipy...: about ten times the download).
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
+# The C sources too: an editable install compiles the optional int8 kernel (kernels/_int8.c) once,
+# at install; a change to them needs these rules to run again.
+INSTALL_DEPS := pyproject.toml setup.py $(wildcard kernels/_int8*.[ch])
 
 .PHONY: venv demo test test-fast lint format gpu-test bench clean
 
-# The C sources too: an editable install compiles the optional int8 kernel (kernels/_int8.c) once,
-# at install; a change to them needs this rule to run again.
-$(STAMP): pyproject.toml setup.py $(wildcard kernels/_int8*.[ch])
+$(DEMO_STAMP): $(INSTALL_DEPS)
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[plot]'
+	touch $(DEMO_STAMP)
+
+# The test extra holds the plot library too: the demo's stamp is then up to date as well.
+$(TEST_STAMP): $(INSTALL_DEPS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $(TEST_STAMP) $(DEMO_STAMP)
 
-venv: $(STAMP)
+venv: $(TEST_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/swarmnode demo
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(TEST_STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
@@ -37,10 +48,10 @@ test: lint
 
 # The edit loop: everything but the tests that start processes (marked slow), on two workers
 # as `make test` (one worker took 142 s on the loaded 2-core box).
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
 
-gpu-test: $(STAMP)
+gpu-test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m gpu
 
 clean:

@@ -284,7 +284,7 @@ def _check_peers(peers: Mapping[str, Any]) -> list[str]:
 
 def final_table(report: Mapping[str, Any]) -> str:
     """The per-peer table and the assertion verdicts printed at the end of a run."""
-    header = ["peer", "peer id", "state", "step", "acc", "loss", "rounds", "starts"]
+    header = ["peer", "peer id", "state", "step", "acc", "train loss", "rounds", "starts"]
     rows = []
     for name, info in report["peers"].items():
         last = next((s for s in reversed(report["samples"].get(name, [])) if s.get("ok")), {})

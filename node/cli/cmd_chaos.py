@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import os
 import shlex
 import signal
 import sys
@@ -42,6 +43,7 @@ the report directory. docs/chaos.md documents every key of the file and every as
 examples are in scripts/scenarios/.
 """
 
+SECRET_VAR = "SWARMNODE_SECRET"  # the runner's default secret for every peer
 EXIT_FAILED = 1  # report.json's "result" is "fail" or "error"
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -103,12 +105,17 @@ def run_scenario(
     plot: bool = True,
     quiet: bool = False,
     out: TextIO | None = None,
+    runner_class: type[ChaosRunner] = ChaosRunner,
 ) -> tuple[int, ChaosRunner]:
-    """Run `scenario` to the end; print the final table; return (exit code, the runner)."""
+    """Run `scenario` to the end; print the final table; return (exit code, the runner).
+    `runner_class`: a ChaosRunner that does more at the end of its timeline (`demo --keep`)."""
     out = out or sys.stdout
+    if scenario.secret is None and SECRET_VAR in os.environ and not os.environ[SECRET_VAR].strip():
+        # the runner would take it for no secret and start an open swarm, as `start` refuses to
+        raise ChaosError(f"${SECRET_VAR} is empty: set the swarm's secret, or unset it")
     if (Path(report_dir) / "peers").exists():  # its checkpoints would be resumed: a mixed run
         raise ChaosError(f"{report_dir} already holds a chaos run; give another --report DIR")
-    runner = ChaosRunner(scenario, report_dir, command=command, out=out, quiet=quiet)
+    runner = runner_class(scenario, report_dir, command=command, out=out, quiet=quiet)
     if scenario.description:
         print(f"chaos: {scenario.name}: {scenario.description}", file=out, flush=True)
     try:

@@ -5,21 +5,28 @@ holds the same text, and a test keeps the two equal. It runs through the chaos r
 prints one progress line per second, the chaos runner's table and verdicts, then each peer's own
 final figures (the summary it wrote as it stopped, not another peer's gossiped view of it), and
 leaves report.json and plot.png in ./runs/demo-<timestamp>/ (or --report DIR). Every peer serves
-its live page at http://ADDRESS/ meanwhile (the addresses are in the report's peers). `--quick`
-runs the same swarm for 15 s with d joining at t=5 s: a smoke test of the whole stack in about
-half a minute.
+its live page at http://ADDRESS/ meanwhile (the addresses are in the report's peers) and stops
+with it, as the line that gives the address says; `--keep` keeps the swarm training and its
+pages up after the timeline, until Ctrl-C. `--quick` runs the same swarm for 15 s with d joining
+at t=5 s: a smoke test of the whole stack in about half a minute. The demo's own lines say
+`demo:` (the chaos runner drives it, but a new user is not running a fault scenario), and the
+last one names the next step: a real swarm of two machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import math
 import shlex
+import signal
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from swarmnode.fault.chaos import ChaosRunner
 from swarmnode.fault.chaos.scenario import Scenario, parse_scenario_text
 from swarmnode.node.cli.cmd_chaos import default_report_dir, run_scenario
 from swarmnode.node.cli.command import DefaultsFormatter
@@ -115,20 +122,93 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help=f"a {QUICK_DURATION:g} s run, d joining at t={QUICK_JOIN_AT:g} s (a smoke test)",
     )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="after the timeline, keep the swarm training and its pages up until Ctrl-C "
+        "(the table and the report still describe the timeline)",
+    )
     p.add_argument("--peer-command", default=None, help=argparse.SUPPRESS)  # tests only
     p.set_defaults(func=run)
 
 
+NEXT_STEP = (
+    "next: a swarm of your own machines: `swarmnode start --listen 0.0.0.0:7070` on one, "
+    "`swarmnode start --listen 0.0.0.0:7070 --join HOST:7070` on each other one "
+    "(docs/deploy.md)"
+)
+PAGE_LINE = "chaos: watch the swarm live at "  # the runner's line that gives the page
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = demo_scenario(quick=args.quick)
+    voice = DemoVoice(sys.stdout, scenario.duration, args.keep)
     code, runner = run_scenario(
         scenario,
         args.report or default_report_dir(scenario.name),
         command=shlex.split(args.peer_command) if args.peer_command else None,
+        out=voice,
+        runner_class=KeepRunner if args.keep else ChaosRunner,
     )
     print("\neach peer's own final figures (the summary it wrote as it stopped):")
     print(summary_table({name: p.summaries for name, p in runner.peers.items()}))
+    print(f"\n{NEXT_STEP}", flush=True)
     return code
+
+
+class DemoVoice:
+    """The chaos runner's lines as the demo's: `demo:` for `chaos:`, and the page's line says
+    how long the page lives."""
+
+    def __init__(self, out: TextIO, duration: float, keep: bool) -> None:
+        self.out = out
+        self.until = (
+            "kept up until Ctrl-C"
+            if keep
+            else f"until the demo ends at t={duration:g} s; --keep keeps it up until Ctrl-C"
+        )
+
+    def write(self, text: str) -> int:
+        return self.out.write("".join(map(self._line, text.splitlines(keepends=True))))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def _line(self, line: str) -> str:
+        if line.startswith(PAGE_LINE):
+            body = line.rstrip("\n")
+            line = f"{body} ({self.until}){line[len(body) :]}"
+        if line.startswith("chaos: demo: "):  # the scenario's name: the demo's own
+            return "demo: " + line.removeprefix("chaos: demo: ")
+        return "demo: " + line.removeprefix("chaos: ") if line.startswith("chaos: ") else line
+
+
+class KeepRunner(ChaosRunner):
+    """`demo --keep`: at the end of the timeline the swarm goes on, pages up, until Ctrl-C;
+    then the run ends as any other (its figures are the timeline's)."""
+
+    async def _follow_timeline(self) -> None:
+        await super()._follow_timeline()
+        end = self.now()
+        self.now = lambda: end  # type: ignore[method-assign] # the report ends with the timeline
+        addr = next((p.addr for p in self.peers.values() if p.addr and p.alive()), None)
+        page = f", its page at http://{addr}/" if addr else ""
+        self._say(
+            f"demo: the timeline is over (t={end:.0f} s); the swarm keeps training{page}: "
+            "Ctrl-C stops it"
+        )
+        await until_ctrl_c()
+
+
+async def until_ctrl_c() -> None:
+    """Wait for one SIGINT (a second one, during the shutdown, interrupts as usual)."""
+    loop = asyncio.get_running_loop()
+    pressed = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, pressed.set)
+    try:
+        await pressed.wait()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 SUMMARY_COLUMNS = ("peer", "peer id", "steps", "trained", "joined at", "test acc", "test loss",

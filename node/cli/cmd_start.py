@@ -18,6 +18,7 @@ from typing import Any
 from swarmnode.node.cli.logs import setup_logging
 from swarmnode.node.settings import (
     COMMON,
+    OTHER_VARS,
     PeerConfig,
     Resolved,
     build_config,
@@ -80,6 +81,7 @@ def register(subparsers: Any) -> None:
 def resolve(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Resolved:
     """Every option's value: defaults < --config file < SWARMNODE_* < flags."""
     env = os.environ if env is None else env
+    start_options().check_env(env, OTHER_VARS)
     file = getattr(args, "config", None) or env.get(CONFIG_ENV) or None
     return start_options().resolve(args, env, file)
 

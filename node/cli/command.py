@@ -21,6 +21,7 @@ import argparse
 import difflib
 import importlib
 import os
+import re
 import sys
 from typing import NoReturn
 
@@ -52,6 +53,7 @@ VERB_MODULES = (
 )
 
 EXIT_USAGE = 2
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -75,6 +77,11 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _nearest_flag(message: str, parser: argparse.ArgumentParser) -> str:
+    choice = _INVALID_CHOICE.search(message)
+    if choice:  # `swarmnode strat`: argparse lists the verbs but names none
+        given, listed = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(given, listed, n=1, cutoff=0.6)
+        return f"; did you mean '{close[0]}'?" if close else ""
     unknown = [w for w in message.split() if w.startswith("--")]
     if "unrecognized" not in message or not unknown:
         return ""

@@ -30,8 +30,9 @@ class _Stopper:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, checkpointing: bool) -> None:
         self.out = out
+        self.checkpointing = checkpointing  # a final checkpoint is saved only with a dir
         self.requested = asyncio.Event()
         self.node: Node | None = None
         self._loop = asyncio.get_running_loop()
@@ -49,7 +50,8 @@ class _Stopper:
         if self.requested.is_set():
             say(f"{sig.name}: already leaving", self.out)
             return
-        say(f"{sig.name}: leaving the swarm, checkpointing, exiting", self.out)
+        saving = "saving a checkpoint" if self.checkpointing else "no --checkpoint-dir to save to"
+        say(f"{sig.name}: leaving the swarm, {saving}, exiting", self.out)
         self.requested.set()
         if self.node is not None:
             self.node.request_stop()
@@ -57,7 +59,7 @@ class _Stopper:
 
 async def _main(cfg: PeerConfig, out: TextIO) -> dict[str, Any] | None:
     t0 = time.perf_counter()
-    with _Stopper(out) as stopper:
+    with _Stopper(out, cfg.checkpoint_dir is not None) as stopper:
         node = await _create_unless_stopped(cfg, out, stopper)
         if node is None:
             say("stopped before the peer was up", out)
@@ -104,17 +106,30 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
         out,
     )
     adjusted = _logit_adjust(node, cfg)
-    skew = f"; logit adjustment {adjusted:g} (label-skewed shard)" if adjusted else ""
+    # an iid shard's prior differs from the set's by sampling noise only: not a skew to announce
+    skewed = adjusted and cfg.partition.scheme != "iid"
+    skew = f"; logit adjustment {adjusted:g} (label-skewed shard)" if skewed else ""
     say(
         f"device {node.backend.describe()}; {node.trainer.n_samples} training samples{skew}",
         out,
     )
     if node.resumed is not None:
-        say(f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})", out)
+        say(_resumed_line(node), out)
     named = f" ({node.name})" if node.name else ""
     how = f" ({node.addr_how})" if node.addr_how else ""
     say(f"listening on {node.addr}{how} as {node.peer_id}{named}", out)
     say(f"the swarm live, read-only: http://{node.addr}/", out)
+
+
+def _resumed_line(node: Node) -> str:
+    """Which model this run starts from when it both resumed a checkpoint and joined a swarm:
+    the state sync keeps the checkpoint only where it is not behind the swarm."""
+    line = f"resumed from checkpoint step {node.start_step} ({node.resumed['_path']})"
+    if node.synced_step is not None:
+        return f"{line}; the swarm was ahead: starting from its model at step {node.synced_step}"
+    if node.cfg.join:
+        return f"{line}; the swarm's model did not replace it"
+    return line
 
 
 async def _summary(node: Node, cfg: PeerConfig, out: TextIO, wall_s: float) -> dict[str, Any]:

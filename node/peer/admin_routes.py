@@ -98,7 +98,11 @@ async def _set_fault(node: AdminTarget, msg: dict[str, Any]) -> dict[str, Any]:
     else:
         cfg = FaultConfig.from_dict(require(msg, "config", dict))
     node.faults.set_config(cfg)
-    log.warning("faults set at runtime: %s", cfg.to_spec() or "none")
+    # an injected fault is worth a WARNING in the logs it spoils; clearing it (a heal) is not
+    if cfg.active:
+        log.warning("faults set at runtime: %s", cfg.to_spec())
+    else:
+        log.info("faults cleared at runtime: healed")
     return {"faults": cfg.to_spec()}
 
 
@@ -107,7 +111,10 @@ async def _set_byzantine(node: AdminTarget, msg: dict[str, Any]) -> dict[str, An
     if kind is not None and not isinstance(kind, str):
         raise SwarmnodeError("field 'kind' must be a string or nil")
     node.byzantine.set(kind)
-    log.warning("byzantine behaviour set at runtime: %s", kind or "honest")
+    if kind:
+        log.warning("byzantine behaviour set at runtime: %s", kind)
+    else:
+        log.info("byzantine behaviour cleared at runtime: honest")
     return {"byzantine": node.byzantine.kind}
 
 

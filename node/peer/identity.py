@@ -11,6 +11,7 @@ incarnation, so its fresh heartbeats outrank the tombstone the others keep for i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -19,7 +20,14 @@ from pathlib import Path
 
 from swarmnode.gossip.auth import KEY_FILE, PeerKey, parse_public_key
 from swarmnode.gossip.errors import PeerKeyError
-from swarmnode.node.train import ConfigError, check_writable_dir, lock_checkpoint_dir
+from swarmnode.node.train import (
+    ConfigError,
+    check_writable_dir,
+    list_checkpoints,
+    lock_checkpoint_dir,
+)
+
+log = logging.getLogger(__name__)
 
 IDENTITY_FILE = "peer.json"
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -80,6 +88,7 @@ def _load_or_create_key(directory: Path) -> PeerKey:
         raw = path.read_bytes()
     except FileNotFoundError:
         key = PeerKey.generate()
+        _warn_if_a_new_identity_replaces_one(directory, key)
         try:
             directory.mkdir(parents=True, exist_ok=True)
             # created 0600 from the start: the private key is never readable by others
@@ -105,6 +114,27 @@ def _load_or_create_key(directory: Path) -> PeerKey:
         raise ConfigError(
             f"{path} is not a peer key ({exc}); move it away to get a new id"
         ) from None
+
+
+def _warn_if_a_new_identity_replaces_one(directory: Path, key: PeerKey) -> None:
+    """A directory with checkpoints (or a `peer.json`) but no `peer.key` had an identity that
+    is lost: say so once. Not refused: the checkpoints still hold the model, and a restart
+    by a service manager should not stop for good over a lost key; but the swarm now sees a
+    stranger, and a `--trust` swarm refuses it until its new public key is listed."""
+    old = _read(directory / IDENTITY_FILE).get("peer_id")
+    if old is None and not list_checkpoints(directory):
+        return  # a first start
+    was = f" (was {old})" if isinstance(old, str) else ""
+    log.warning(
+        "no %s in %s, which holds an earlier run's state: made a new identity %s%s; the swarm "
+        "sees a new member and the old id dead, and a --trust swarm must list the new public "
+        "key %s",
+        KEY_FILE,
+        directory,
+        key.peer_id,
+        was,
+        key.public_hex,
+    )
 
 
 def read_trust_file(path: str) -> list[bytes]:

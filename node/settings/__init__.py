@@ -28,6 +28,7 @@ from swarmnode.node.settings.naming import as_flag, as_keyword, name_by_source, 
 from swarmnode.node.settings.options import COMMON, Option, OptionSet, Resolved
 from swarmnode.node.settings.start_options import (
     LOG_OPTIONS,
+    OTHER_VARS,
     START_OPTIONS,
     build_config,
     check_node_table,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "LOG_OPTIONS",
     "NAME_RE",
+    "OTHER_VARS",
     "SHARD_AUTO",
     "START_OPTIONS",
     "Option",

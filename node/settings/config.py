@@ -153,6 +153,12 @@ class PeerConfig(NodeConfig):
                 raise ConfigError(f"`{name}` has an invalid value: {getattr(self, name)!r}")
         if self.name is not None and not NAME_RE.match(self.name):
             raise ConfigError(f"`name` {self.name!r}: use 1-64 letters, digits, '.', '_' or '-'")
+        if self.secret is not None and not self.secret.strip():
+            # "" is no secret: the swarm would be open while its operator believes it closed
+            raise ConfigError(
+                "`secret` is empty: give the swarm's shared secret, or leave it unset for an "
+                "open swarm"
+            )
         mode = self.admission_mode
         if mode not in ("open", "secret", "trust"):
             raise ConfigError(f"`admission` {mode!r}: use open, secret or trust")

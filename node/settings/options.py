@@ -121,7 +121,8 @@ class Option:
             on = parse_bool(text)
             return not on if self.invert else on
         if self.choices is not None and text not in self.choices:
-            raise ConfigError(f"{text!r} is not one of {', '.join(self.choices)}")
+            hint = did_you_mean(text, self.choices)
+            raise ConfigError(f"{text!r} is not one of {', '.join(self.choices)}{hint}")
         return self.parse(text)
 
     def from_toml(self, value: Any) -> Any:
@@ -303,6 +304,21 @@ class OptionSet:
             out[key] = parsed(opt.from_toml, value, f"{where}: {raw_key}")
         return out
 
+    def check_env(self, env: Mapping[str, str], others: Iterable[str] = ()) -> None:
+        """Raise ConfigError for a `SWARMNODE_*` variable that is neither an option's nor one
+        of `others` (the project's variables that are not options): a misspelt variable would
+        otherwise be ignored without a word, as a misspelt file key is not."""
+        known = {o.env for o in self.options} | set(others)
+        # compared without the prefix, which every name shares and would make all look close
+        valid = sorted({o.env for o in self.options if not o.hidden} | set(others))
+        tails = [v.removeprefix(ENV_PREFIX) for v in valid]
+        for name in sorted(env):
+            if name.startswith(ENV_PREFIX) and name not in known:
+                tail = name.removeprefix(ENV_PREFIX)
+                close = difflib.get_close_matches(tail, tails, n=1, cutoff=0.6)
+                hint = f"; did you mean ${ENV_PREFIX}{close[0]}?" if close else ""
+                raise ConfigError(f"${name}: no such setting{hint}")
+
     def nearest(self, key: str, excluded: Iterable[str] = ()) -> str:
         """`; did you mean 'x'?` for the valid key nearest to `key`, or ""."""
         valid = [o.key for o in self.options if not o.hidden and o.key not in set(excluded)]
@@ -328,6 +344,12 @@ class OptionSet:
                 line = f"  {opt.key:<{width}} = {opt.toml_of(value)}"
             lines.append(f"{line:<{width + 32}} # {resolved.sources[opt.key]}")
         return "\n".join(lines)
+
+
+def did_you_mean(word: str, valid: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the entry of `valid` nearest to `word`, or ""."""
+    close = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def parsed(parse: Callable[[Any], Any], value: Any, where: str) -> Any:

@@ -493,6 +493,13 @@ FAULTS = _opts(
 
 START_OPTIONS = [*TRAINING, *SWARM, *EXCHANGE, *BODIES, *FAULTS]
 
+# The project's `SWARMNODE_*` variables that are not options (a test keeps this list true):
+# `start` refuses any other variable of the prefix that no option has.
+OTHER_VARS = (
+    "SWARMNODE_CONFIG",  # the --config file (node/cli/cmd_start.py)
+    "SWARMNODE_NATIVE",  # 0: the numpy int8 codec instead of the C one (kernels/int8_native.py)
+)
+
 _PEER = PeerConfig()
 
 

@@ -49,6 +49,7 @@ DEFAULT_KEEP = 3
 _NAME_RE = re.compile(r"^ckpt-(\d{12})\.swck$")
 _TMP_PREFIX = ".ckpt-tmp-"
 LOCK_FILE = ".swarmnode.lock"
+DAMAGED_PREFIX = "damaged-"  # a checkpoint that failed its check, renamed out of the rotation
 
 try:
     import fcntl
@@ -116,17 +117,45 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 def load_latest(directory: str | Path) -> dict[str, Any] | None:
     """The newest readable checkpoint in `directory`, or None if there is none.
 
-    A damaged newest file is logged and skipped: losing a few steps beats refusing to start.
+    A damaged file is skipped: losing a few steps beats refusing to start. The skipped ones are
+    renamed `damaged-ckpt-*` (kept for a look, out of the rotation: left as they were, a run
+    that starts again below their step would see its new checkpoints pruned as the oldest),
+    and one WARNING says what was skipped and where the run starts.
     """
+    damaged: list[str] = []
+    state = None
     for _, path in list_checkpoints(directory):
         try:
             state = load_checkpoint(path)
         except CheckpointError as exc:
-            log.warning("skipping unreadable checkpoint: %s", exc)
+            damaged.append(str(exc))
+            with contextlib.suppress(OSError):  # a read-only copy: skipped again next time
+                path.rename(path.with_name(DAMAGED_PREFIX + path.name))
             continue
         state["_path"] = str(path)
-        return state
-    return None
+        break
+    if damaged:
+        _warn_damaged(directory, damaged, state)
+    return state
+
+
+def _warn_damaged(directory: str | Path, damaged: list[str], state: dict | None) -> None:
+    n = len(damaged)
+    if state is None:
+        what = "the checkpoint" if n == 1 else f"all {n} checkpoints"
+        start = "starting from step 0"
+    else:
+        what = "1 checkpoint" if n == 1 else f"{n} checkpoints"
+        start = f"resuming from the newest readable one, step {state['step']}"
+    log.warning(
+        "%s in %s %s damaged (newest: %s): %s; moved aside as %s*",
+        what,
+        directory,
+        "is" if n == 1 else "are",
+        damaged[0],
+        start,
+        DAMAGED_PREFIX,
+    )
 
 
 def lock_checkpoint_dir(directory: str | Path) -> IO[bytes]:
@@ -164,9 +193,16 @@ def _acquire(d: Path) -> IO[bytes]:
             ) from None
         raise CheckpointError(f"cannot lock checkpoint dir {d}: {exc.strerror or exc}") from None
     # The pid is for the message a second process prints; the lock itself is the flock.
-    fh.truncate(0)
-    fh.write(f"{os.getpid()}\n".encode())
-    fh.flush()
+    try:
+        fh.truncate(0)
+        fh.write(f"{os.getpid()}\n".encode())
+        fh.flush()
+    except OSError as exc:  # a full disk: the first write of a start, one line and exit 2
+        fh.close()
+        raise CheckpointError(
+            f"cannot use checkpoint dir {d}: {exc.strerror or exc} (free some space, or give "
+            "another --checkpoint-dir)"
+        ) from None
     return fh
 
 

@@ -493,7 +493,8 @@ def swarm_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     steps = [r["step"] for r in live if r.get("step") is not None]
     dists = [r["consensus_dist"] for r in live if r["consensus_dist"] is not None]
     return {
-        "members": len(rows),
+        # a peer that left said goodbye: no longer a member, where a dead one may be back
+        "members": sum(r["state"] != "left" for r in rows),
         "live": len(live),
         "acc_best": max(kept, default=None),
         "acc_worst": min(kept, default=None),

@@ -170,3 +170,26 @@ async def test_a_captured_admin_command_replays_nowhere(nodes, http, tmp_path):
             accepted += await post(http, target.addr, route, captured) == 200
     assert accepted == 0
     assert b.byzantine.kind is None and c.byzantine.kind is None
+
+
+async def test_a_heal_logs_info_and_a_fault_a_warning(nodes, http, tmp_path, caplog):
+    """Issue 34 item 6: clearing the faults logged `WARNING faults set at runtime: none`."""
+    caplog.set_level(logging.INFO, logger="swarmnode")
+    node = await Node.create(peer_config(enable_admin=True, admin_key=operator_pub(tmp_path)))
+    nodes.append(node)
+    commands = [
+        ("admin/fault", encode_control("fault", spec="drop=0.5")),
+        ("admin/fault", encode_control("fault", spec="")),
+        ("admin/byzantine", encode_control("byzantine", kind="huge")),
+        ("admin/byzantine", encode_control("byzantine", kind=None)),
+    ]
+    for route, body in commands:
+        assert await post(http, node.addr, route, OPERATOR.sign(route, body, to=node.addr)) == 200
+    assert not sabotaged(node)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "at runtime" in r.getMessage()]
+    assert said == [
+        ("WARNING", "faults set at runtime: drop=0.5"),
+        ("INFO", "faults cleared at runtime: healed"),
+        ("WARNING", "byzantine behaviour set at runtime: huge"),
+        ("INFO", "byzantine behaviour cleared at runtime: honest"),
+    ]

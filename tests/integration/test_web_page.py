@@ -112,6 +112,8 @@ async def test_the_stream_shows_every_peer_fresh_and_a_leaving_one(swarm):
         async for name, frame in stream:
             assert name == "message" and frame["point"]["values"]
             state = {r["peer_id"]: r["state"] for r in frame["members"]}[c.peer_id]
+            if state == "left":  # issue 34: a clean leave read `2 of 3 live`
+                assert (frame["swarm"]["live"], frame["swarm"]["members"]) == (2, 2)
             seen_left = seen_left or state == "left"
             events += frame["events"]
             kinds = {(e["kind"], e["peer"], e["at"]) for e in events}

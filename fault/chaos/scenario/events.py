@@ -12,6 +12,7 @@ from typing import Any
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.chaos.scenario.values import (
     groups_value,
+    nearest,
     no_unknown,
     number,
     peer_name,
@@ -70,8 +71,14 @@ def parse_event(index: int, raw: Any, names: set[str], duration: float) -> Event
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{where} must be a table")
     action = raw.get("action")
+    known = f"(known: {', '.join(ACTIONS)})"
+    if action is None:  # a misspelt key (`acton = "kill"`) is the likely cause: name it
+        typo = next((k for k in raw if nearest(str(k), {"action"})), None)
+        hint = f": '{typo}' is not a key; did you mean 'action'?" if typo else ""
+        raise ScenarioError(f"{where}: no 'action'{hint} {known}")
     if action not in ACTIONS:
-        raise ScenarioError(f"{where}: unknown action {action!r} (known: {', '.join(ACTIONS)})")
+        hint = nearest(action, ACTIONS) if isinstance(action, str) else ""
+        raise ScenarioError(f"{where}: unknown action {action!r}{hint} {known}")
     where = f"{where} ({action})"
     no_unknown(raw, {"at", "action", "id", "label"} | _EVENT_KEYS[action], where)
     at = raw.get("at")

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from swarmnode.fault.chaos.errors import ScenarioError
@@ -13,7 +14,16 @@ from swarmnode.fault.chaos.errors import ScenarioError
 def no_unknown(raw: Mapping[str, Any], known: set[str], where: str) -> None:
     for key in raw:
         if key not in known:
-            raise ScenarioError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
+            hint = nearest(str(key), known)
+            raise ScenarioError(
+                f"{where}: unknown key '{key}'{hint} (known: {', '.join(sorted(known))})"
+            )
+
+
+def nearest(word: str, valid: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the entry of `valid` nearest to `word`, or ""."""
+    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def table(data: Mapping[str, Any], key: str, required: bool = False) -> Mapping[str, Any]:

@@ -73,6 +73,13 @@ class Dataset:
         )
 
 
+# every form `--data` takes, for the error that names none of them (the option's help says more)
+DATA_FORMS = (
+    "'digits', 'synthetic:N,D,C[,SEED]', 'signal:N,L,C[,SEED]', a .npz path, a folder of "
+    "X_train.npy, y_train.npy, X_test.npy, y_test.npy, or MODULE:FUNCTION"
+)
+
+
 def load_dataset(spec: str) -> Dataset:
     """Load and validate the data set named by `spec` (see the module docstring)."""
     spec = spec.strip()
@@ -101,9 +108,7 @@ def load_npz(path: str | Path) -> Dataset:
     """Load a user-provided `.npz` file with `X_train, y_train, X_test, y_test`."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(
-            f"data file {str(path)!r} not found (expected 'digits', 'synthetic:N,D,C' or a .npz path)"
-        )
+        raise DataError(f"data file {str(path)!r} not found (expected {DATA_FORMS})")
     try:
         raw = p.read_bytes()
     except OSError as exc:

@@ -66,6 +66,14 @@ action = "heal"
     [
         ("[bogus]\nx = 1\n", "unknown key 'bogus'"),
         ("[[event]]\nat = 1\naction = 'explode'\npeer = 'a'\n", "unknown action 'explode'"),
+        # issue 34: a misspelt key said `unknown action None`
+        (
+            "[[event]]\nat = 1\nacton = 'kill'\npeer = 'a'\n",
+            "[[event]] #1: no 'action': 'acton' is not a key; did you mean 'action'? (known: kill,",
+        ),
+        ("[[event]]\nat = 1\npeer = 'a'\n", "[[event]] #1: no 'action' (known: kill,"),
+        ("[[event]]\nat = 1\naction = 'kil'\npeer = 'a'\n", "'kil'; did you mean 'kill'?"),
+        ("[[event]]\nat = 1\naction = 'kill'\nper = 'a'\n", "'per'; did you mean 'peer'?"),
         ("[[event]]\nat = 'soon'\naction = 'kill'\npeer = 'a'\n", "bad time"),
         ("[[event]]\nat = -1\naction = 'kill'\npeer = 'a'\n", "bad time at = -1"),
         ("[[event]]\nat = 31\naction = 'kill'\npeer = 'a'\n", "outside [0, duration = 30]"),

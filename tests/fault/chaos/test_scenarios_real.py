@@ -151,7 +151,11 @@ def test_demo_quick_runs_and_prints_the_final_table(tmp_path):
     assert [r.split()[0] for r in rows[:4]] == ["a", "b", "c", "d"]
     assert all(r.split()[2] == "running" for r in rows[:4])
     assert "[pass] final_accuracy" in out and "[pass] catch_up" in out
-    assert "result: PASS" in out and "chaos: watch the swarm live at http://127.0.0.1:" in out
+    assert "result: PASS" in out and "demo: watch the swarm live at http://127.0.0.1:" in out
+    # issue 34: the demo speaks as itself, says how long its page lives, names the next step
+    assert not [ln for ln in out.splitlines() if ln.startswith("chaos:")], out
+    assert "(until the demo ends at t=15 s; --keep keeps it up until Ctrl-C)" in out
+    assert out.rstrip().splitlines()[-1].startswith("next: ") and "docs/deploy.md" in out
     # each peer's own final figures, from the summary it wrote as it stopped (not gossip)
     own = out[out.index("each peer's own final figures") :].splitlines()[1:]
     header, rule, *rows = own

@@ -89,10 +89,58 @@ def test_damaged_newest_falls_back_to_previous(
     assert newest.name in caplog.text
 
 
-def test_all_damaged_gives_none(tmp_path: Path) -> None:
+def test_all_damaged_gives_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 34 item 16: every checkpoint damaged was a fresh start without a word."""
     for step in (1, 2):
         _damage_flip(save_checkpoint(tmp_path, _state(step)))
-    assert load_latest(tmp_path) is None
+    with caplog.at_level(logging.INFO, logger="swarmnode.node.train.checkpoint"):
+        assert load_latest(tmp_path) is None
+    [line] = [r for r in caplog.records]
+    assert line.levelno == logging.WARNING
+    said = line.getMessage()
+    assert said.startswith(f"all 2 checkpoints in {tmp_path} are damaged (newest: ckpt-"), said
+    assert "starting from step 0" in said and "\n" not in said
+    # moved out of the rotation: the new run's checkpoints (lower steps) are not pruned for them
+    assert list_checkpoints(tmp_path) == []
+    assert len(list(tmp_path.glob(ck.DAMAGED_PREFIX + "ckpt-*"))) == 2
+    for step in (1, 2, 3, 4):
+        save_checkpoint(tmp_path, _state(step), keep=3)
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [4, 3, 2]
+
+
+def test_a_full_disk_at_the_lock_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock file's pid is the first write of a start: ENOSPC there was a traceback."""
+
+    class FullDisk:
+        def __init__(self, *args: object) -> None:
+            self.fh = open(*args)  # closed by the code under test
+
+        def fileno(self) -> int:
+            return self.fh.fileno()
+
+        def truncate(self, n: int) -> None:
+            self.fh.truncate(n)
+
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def flush(self) -> None:
+            self.fh.flush()
+
+        def close(self) -> None:
+            self.fh.close()
+
+    monkeypatch.setattr(ck, "open", FullDisk, raising=False)
+    with pytest.raises(CheckpointError) as info:
+        ck.lock_checkpoint_dir(tmp_path / "full")
+    text = str(info.value)
+    assert text.startswith(f"cannot use checkpoint dir {tmp_path / 'full'}: No space left")
+    assert "\n" not in text
+    monkeypatch.undo()
+    ck.lock_checkpoint_dir(tmp_path / "full").close()  # the failed try held nothing
+    ck._held.pop(os.path.realpath(tmp_path / "full"))
 
 
 def test_failed_write_leaves_previous_checkpoints_intact(

@@ -289,6 +289,16 @@ def test_swarm_figures_count_live_honest_peers_only():
     assert s["bytes_per_s"] == 10.0
 
 
+def test_a_peer_that_left_is_not_counted_as_a_member_not_live():
+    """Issue 34 item 9: `2 of 3 live` after a clean leave; a dead peer still counts."""
+    rows = [{"state": state, "acc": None, "byzantine": None, "consensus_dist": None,
+             "rounds_per_s": None, "bytes_per_s": None}
+            for state in ("self", "alive", "left")]  # fmt: skip
+    assert (swarm_figures(rows)["live"], swarm_figures(rows)["members"]) == (2, 2)
+    rows[2]["state"] = "dead"
+    assert (swarm_figures(rows)["live"], swarm_figures(rows)["members"]) == (2, 3)
+
+
 async def test_stale_reasons_are_a_word_or_two(h, peers, monkeypatch):
     """`status --watch` rows must not wrap: never aiohttp's text (issue 34, item 7)."""
     monkeypatch.setattr(watch_mod, "FETCH_TIMEOUT_S", 0.2)

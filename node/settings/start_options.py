@@ -161,9 +161,10 @@ TRAINING = (
         ),
         _int(
             "lr-warmup",
-            "the lr rises linearly to its target over the first STEPS steps of the swarm's "
-            "counter (a joiner past them does not warm up again), and the --lr-scale rises "
-            "over STEPS steps after peers join; it falls at once when peers leave. 0: off",
+            "cosine/linear: the lr rises linearly to its peak over the first STEPS steps of "
+            "the swarm's counter (a joiner past them does not warm up again); with --lr-scale, "
+            "the scale rises over STEPS steps after peers join (it falls at once when peers "
+            "leave). 0: off",
             "STEPS",
         ),
         _num(

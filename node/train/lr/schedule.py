@@ -1,8 +1,8 @@
 """`LRSchedule`: the learning rate as a pure function of the swarm's step counter.
 
-    lr(step) = peak x factor(step),   factor = warm-up x decay
+    lr(step) = peak x factor(step),   factor = warm-up x decay   (constant: factor = 1)
 
-- warm-up: factor rises linearly over the first `warmup` steps of the counter, (step + 1) /
+- warm-up (cosine and linear): factor rises linearly over the first `warmup` steps of the counter, (step + 1) /
   warmup, so that step 0 already trains (at peak / warmup) and step warmup - 1 at the peak;
 - decay (`cosine` or `linear`): from the peak at the end of the warm-up down to `floor` x peak
   at step `horizon`, and `floor` x peak after it; `constant` does not decay.
@@ -32,10 +32,13 @@ DEFAULT_FLOOR = 0.1
 
 
 def lr_factor(step: int, kind: str, warmup: int, horizon: int, floor: float) -> float:
-    """The schedule's factor of the peak lr for the step taken at counter `step` (>= 0)."""
-    warm = min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+    """The schedule's factor of the peak lr for the step taken at counter `step` (>= 0).
+    `constant` is 1 at every step: it warms up nothing (a swarm's early mixes of unlike
+    models already hold its lr down; ramping it too made the collapse guard read honest
+    mixes as collapses), so a run that names no schedule trains as it did before one existed."""
     if kind == "constant":
-        return warm
+        return 1.0
+    warm = min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
     span = horizon - warmup
     done = min(1.0, max(0.0, (step - warmup) / span)) if span > 0 else 1.0
     if kind == "cosine":
@@ -77,7 +80,7 @@ class LRSchedule:
     @property
     def trivial(self) -> bool:
         """1 at every step: the trainer can leave the optimizer's lr alone."""
-        return self.kind == "constant" and self.warmup == 0
+        return self.kind == "constant"
 
     def factor(self, step: int) -> float:
         return lr_factor(step, self.kind, self.warmup, self.horizon, self.floor)

@@ -36,12 +36,14 @@ SMALL = dict(model="mlp:16", device="cpu", batch_size=32, shard=(1, 8), lr=0.05)
 @pytest.mark.parametrize(
     ("kind", "warmup", "horizon", "floor", "step", "want"),
     [
-        # warm-up: (step + 1) / W, so the first step already trains; then the peak
-        ("constant", 4, 0, 0.1, 0, 0.25),
-        ("constant", 4, 0, 0.1, 2, 0.75),
-        ("constant", 4, 0, 0.1, 3, 1.0),
+        # constant: the lr as given at every step (no warm-up: a run naming no schedule
+        # trains as before one existed)
+        ("constant", 4, 0, 0.1, 0, 1.0),
         ("constant", 4, 0, 0.1, 10**6, 1.0),
         ("constant", 0, 0, 0.1, 0, 1.0),
+        # a decay's warm-up: (step + 1) / W, so the first step already trains; then the peak
+        ("linear", 4, 100, 0.1, 0, 0.25),
+        ("linear", 4, 100, 0.1, 2, 0.75),
         ("cosine", 10, 110, 0.1, 0, 0.1),  # warm-up first, whatever the decay
         ("cosine", 10, 110, 0.1, 9, 1.0),
         # cosine: the peak at the end of the warm-up, halfway to the floor at the midpoint
@@ -150,8 +152,8 @@ def test_each_step_takes_the_peak_lr_times_the_schedule() -> None:
     assert t.optimizer.lr == pytest.approx(0.005)  # past the horizon: the floor
 
 
-def test_no_warm_up_and_constant_leaves_the_lr_and_the_steps_as_before() -> None:
-    plain = _trainer(lr_warmup=0)
+def test_the_default_constant_schedule_leaves_the_lr_and_the_steps_as_before() -> None:
+    plain = _trainer()  # the default --lr-warmup (100) warms up a decay, not a constant lr
     assert plain.lr_schedule.trivial
     assert _lrs(plain, 30) == [0.05] * 30
 

@@ -221,6 +221,7 @@ class Node:
             key=self.key,
             admission=build_admission(cfg, self.key, self.addr),
             backoff=transport.backoff,
+            secret=bool(cfg.secret),  # a refused join names the secret on both sides
         )
         log_member_changes(self)
         self.byzantine = ByzantineServing(cfg.byzantine, self)

@@ -127,6 +127,41 @@ async def test_a_process_with_the_wrong_secret_exits_2_with_one_clear_line(nodes
     assert seed.membership.members() == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("seed_secret", "joiner_secret", "line"),
+    [
+        (None, SECRET, "this peer has --secret and the seed has none"),
+        (SECRET, None, "this swarm is closed (--secret) and this peer has none"),
+    ],
+)
+async def test_a_secret_on_one_side_only_fails_at_once_naming_both_sides(
+    nodes, caplog, seed_secret, joiner_secret, line
+):
+    """Issue 34: a joiner with a secret into an open seed waited out the whole join timeout
+    (30 s) on `400: malformed msgpack: ExtraData`, and the seed logged a WARNING per retry."""
+    caplog.set_level(logging.INFO)
+    seed = await Node.create(peer_config(secret=seed_secret, slowdown=1.0, steps=1))
+    nodes.append(seed)
+    cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
+           "--model", "mlp:8", "--steps", "0", "--join", seed.addr, "--join-timeout", "30",
+           *(["--secret", joiner_secret] if joiner_secret else [])]  # fmt: skip
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    took = time.monotonic() - started
+    assert proc.returncode == 2, (out, err)
+    assert took < 15, f"{took:.1f} s: it waited for the join timeout"  # imports take seconds
+    lines = [x for x in err.decode().splitlines() if "swarmnode start: error" in x]
+    assert len(lines) == 1 and line in lines[0], err
+    refusals = [r for r in caplog.records if "rejected /v1/join" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in refusals]
+    if seed_secret is None:  # a stranger's knock: one INFO line, no warning
+        assert refusals[0].levelno == logging.INFO
+
+
 # --- attacks on a frozen peer --------------------------------------------------------------
 
 

@@ -438,6 +438,23 @@ class Membership:
                 log.info("%s: second join to %s failed: %s", self.self_id, seed, exc)
         log.info("%s: joined through %s; %d members known", self.self_id, seed, len(self.table))
 
+    async def introduce(self, members: Sequence[Member]) -> int:
+        """Gossip with `members` now and wait for it: each then knows us. A joiner calls it
+        before asking them for the model, which they hand only to members they know (else a
+        403 on both sides of every join). Returns how many answered."""
+        if self.table.leaving or not members:
+            return 0
+        body = self._encode("gossip")
+        tasks = []
+        for m in members:
+            task = self._inflight.get(m.peer_id)  # one in flight already tells it as well
+            if task is None:
+                task = asyncio.create_task(self._exchange(m, body), name=f"gossip->{m.peer_id}")
+                self._inflight[m.peer_id] = task
+            tasks.append(task)
+        results = await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
+        return sum(1 for ok in results if ok is True)
+
     async def leave(self) -> int:
         """Announce that we leave to every live peer (in parallel, best effort), and stop
         gossiping. Returns how many acknowledged. Idempotent."""

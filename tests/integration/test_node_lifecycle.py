@@ -220,3 +220,29 @@ async def test_a_joiner_with_another_model_is_told_at_once_not_after_the_join_ti
             await asyncio.wait_for(joining, 30)  # not the 120 s of --join-timeout
     finally:
         await founder.close()
+
+
+async def test_a_healthy_join_pulls_three_donors_and_logs_nothing_above_info(caplog):
+    """Issue 34: every join logged `403 ... not a live member` on the donors and `donor ...
+    failed: 403` on the joiner (donors asked before they had heard of it), and the median was
+    of fewer donors than it looked. Now each donor is told of the joiner first."""
+    caplog.set_level(logging.DEBUG)
+    nodes: list[Node] = []
+    try:
+        for name in ("a", "b", "c"):
+            join = [nodes[0].addr] if nodes else []
+            nodes.append(await Node.create(peer_config(join=join, name=name, slowdown=20.0)))
+        for n in nodes:
+            await eventually(lambda n=n: len(n.membership.live_peers()) == 2, 20, "all alive")
+        caplog.clear()
+        joiner = await Node.create(peer_config(join=[nodes[0].addr], name="d", slowdown=20.0))
+        nodes.append(joiner)
+        loaded = [r.getMessage() for r in caplog.records if "loaded the median" in r.getMessage()]
+        assert len(loaded) == 1 and all(f"{x} (" in loaded[0] for x in "abc"), loaded
+        loud = [r.getMessage() for r in caplog.records if r.levelno > logging.INFO]
+        assert loud == [], loud
+        refused = [r.getMessage() for r in caplog.records if "not a live member" in r.getMessage()]
+        assert refused == [], refused
+    finally:
+        for n in reversed(nodes):
+            await n.close()

@@ -267,7 +267,22 @@ class Node:
         await self.membership.start()
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
+            self._refuse_nothing_to_train()
             self.exchanger.resume_serving()
+
+    def _refuse_nothing_to_train(self) -> None:
+        """A joiner whose `--steps` target the swarm has passed would train 0 steps and end
+        "done" (exit 0): a JoinError (exit 2) says so instead. `--steps` stays a target on the
+        swarm's counter (the lr schedule runs on it; a checkpoint resumes it), not a count of
+        steps this run; `--steps 0` trains until stopped."""
+        steps = self.cfg.steps
+        if self.synced_step is None or not steps or self.trainer.step_count < steps:
+            return
+        raise JoinError(
+            f"the swarm is at step {self.trainer.step_count}, past this peer's target "
+            f"(--steps {steps}): nothing to train; give --steps 0 (until stopped) or above "
+            f"{self.trainer.step_count}"
+        )
 
     def _check_swarm(self) -> None:
         """Once joined: the others can dial us (ConfigError, exit 2, if not), and say so if a

@@ -6,7 +6,7 @@ instead of all hitting the seed — and waits until that many answered (a donor 
 heard of the joiner is told by a gossip and asked again), so that a hostile minority cannot pick
 the median. It validates each (shape, dtype, finiteness: `swarmnode.gossip.wire.frames`), drops
 a donor far from the others (a distance bound), and loads their coordinate-wise median at the
-donors' median step, bounded by what the members' own records report.
+donors' lower median step, bounded by what the members' own records report.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from swarmnode.gossip.membership import PROGRESS_RESEAL_S
 from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
@@ -50,11 +51,10 @@ SPREAD_WARN = 0.5
 # farther than FAR_FLOOR of the model's norm, is not a model the others would hand out: dropped.
 FAR_FACTOR = 4.0
 FAR_FLOOR = 0.01
-# A step claimed by the donors is believed up to what the members' own records report (their
-# lower median, so one member's record cannot lift it), plus this much lag: records are
-# re-signed every few seconds, a model's step moves on meanwhile.
-STEP_LAG = 0.1  # of the records' step
-STEP_LAG_MIN = 200
+# A step claimed by the donors is believed up to what the members' own records report, plus
+# what a member may have trained since its record was sealed: progress is re-sealed only every
+# PROGRESS_RESEAL_S, and no member steps faster than this (a tiny model on a GPU: ~1,000/s).
+MAX_STEPS_PER_S = 1000
 RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_MAX_S
 RETRY_MAX_S = 2.0
 MIN_PULL_S = 1.0  # a last try near the join deadline still gets this long
@@ -95,7 +95,8 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     node.trainer.step_count = swarm_step
     node.synced_step = swarm_step  # the summary tells inherited steps from trained ones
     log.info(
-        "state sync: loaded the median model of %s at step %d",
+        "state sync: loaded the %s of %s at step %d",
+        "median model" if len(got) > 1 else "model",
         ", ".join(_who(node, pid) for pid, _, _ in got),
         swarm_step,
     )
@@ -135,19 +136,19 @@ def _without_outliers(node: Joiner, got: list[Any]) -> list[Any]:
 
 
 def _believed_step(node: Joiner, steps: list[int]) -> int:
-    """The donors' median step, bounded by what the live members' own records report: one
-    donor claiming step 2^60 must not end every `--steps N` joiner that draws it."""
-    step = int(np.median(steps))
-    reported = sorted(
-        int(s)
+    """The donors' lower median step (one liar among two or three cannot raise it), bounded
+    by what the live members' own records report: one donor claiming step 2^60 must not end
+    every `--steps N` joiner that draws it."""
+    step = sorted(steps)[(len(steps) - 1) // 2]
+    reported = [
+        s
         for m in node.membership.live_peers()
         if isinstance(s := (getattr(m, "meta", None) or {}).get("step"), int) and s >= 0
-    )
+    ]
     if not reported:
         return step
-    ceiling = reported[(len(reported) - 1) // 2]  # the lower median: a liar's record is one
-    bound = ceiling + max(STEP_LAG_MIN, int(STEP_LAG * ceiling))
-    if step <= bound:
+    ceiling = max(reported)
+    if step <= 2 * ceiling + MAX_STEPS_PER_S * PROGRESS_RESEAL_S:
         return step
     log.warning(
         "state sync: donors claim step %d, the members' records at most %d: taking %d",

@@ -246,3 +246,16 @@ async def test_a_healthy_join_pulls_three_donors_and_logs_nothing_above_info(cap
     finally:
         for n in reversed(nodes):
             await n.close()
+
+
+async def test_a_joiner_whose_steps_the_swarm_has_passed_says_so_instead_of_done():
+    """Issue 34: a joiner on `--steps 1500` into a swarm at step 51,475 printed `0 trained
+    here` and exited 0. It is a JoinError now (the CLI: one line, exit 2)."""
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        await eventually(lambda: founder.trainer.step_count > 400, 30, "the swarm to train")
+        joining = Node.create(peer_config(model="mlp:8", join=[founder.addr], steps=100))
+        with pytest.raises(JoinError, match=r"past this peer's target \(--steps 100\)"):
+            await asyncio.wait_for(joining, 30)
+    finally:
+        await founder.close()

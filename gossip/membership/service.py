@@ -73,6 +73,8 @@ SWEEP_EVERY_S = 0.1
 # An enveloped message starts with these bytes (gossip/auth/signer.py: "SNA" and a version
 # digit): a seed without a secret that receives one knows the joiner has a secret it lacks.
 ENVELOPE_PREFIX = b"SNA"
+# What a peer says of an envelope whose timestamp is too far off its clock (gossip/auth).
+CLOCK_OFF = "off this peer's clock"
 # What a seed without a secret answers a sealed join with; the joiner recognises it by this.
 SEED_HAS_NO_SECRET = "this seed has no `secret`"
 
@@ -405,6 +407,9 @@ class Membership:
 
     def _secret_hint(self, exc: Exception) -> str:
         text = str(exc)
+        if CLOCK_OFF in text:  # not the secret: the seed's clock and ours disagree
+            said = text.split(" answered ", 1)[-1]
+            return f"the seed refused this peer's clock ({said})"
         if SEED_HAS_NO_SECRET in text:
             return (
                 "this peer has --secret and the seed has none: start every peer with the "

@@ -61,6 +61,7 @@ MIN_PULL_S = 1.0  # a last try near the join deadline still gets this long
 JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
 # what gossip.wire.frames says of a model of another size: no retry will change that
 _OTHER_MODEL = re.compile(r"payload holds (\d+) parameters, this model has (\d+)")
+CLOCK_OFF = "off this peer's clock"  # a refused envelope's timestamp (gossip/auth/replay.py)
 # a donor that has not heard of us yet (403): it will within a gossip round; said at DEBUG
 _NOT_YET = ("not a live member", "403")
 
@@ -190,6 +191,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
             return list(got.values()), failures
         if not got:
             _refuse_another_model(failed)
+            _refuse_a_clock_off(failed)
             if picked and all(JOINING in why for why in failed.values()):
                 # peers that started at once, each joining through the others: nobody has a
                 # swarm model yet, so ours is as good as any (the exchange will average them)
@@ -220,6 +222,15 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         )
         await asyncio.sleep(pause)
         pause = min(2 * pause, RETRY_MAX_S)
+
+
+def _refuse_a_clock_off(failures: dict[str, str]) -> None:
+    """Every donor asked refuses our requests' timestamps: our clock is off theirs, which no
+    retry changes (a hint to raise --join-timeout would send the operator the wrong way)."""
+    if not failures or not all(CLOCK_OFF in why for why in failures.values()):
+        return
+    said = next(iter(failures.values())).split(" answered ", 1)[-1]
+    raise JoinError(f"the donors refuse this peer's clock ({said})")
 
 
 def _refuse_another_model(failures: dict[str, str]) -> None:

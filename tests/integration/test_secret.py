@@ -287,3 +287,55 @@ def check_answer(route: str, body: bytes | memoryview, size: int) -> None:
         wire.validate_params(vec, size)
     else:
         assert decode_control(body)["type"] in ("gossip-ack", "ok")
+
+
+# --- clocks off by more than the envelope's window -------------------------------------------
+
+
+def _clock_off(node: Node, by: float) -> None:
+    """`node`'s envelopes stamped, and others' judged, `by` seconds off the real clock."""
+    clock = lambda: time.time() + by  # noqa: E731
+    node.signer.clock = node.signer.guard.clock = clock
+
+
+async def test_a_joiner_whose_clock_is_off_is_told_so_not_to_check_the_secret(
+    nodes, caplog, monkeypatch
+):
+    """Issue 34: a joiner 45 s off failed with 'check the swarm --secret'."""
+    seed = await Node.create(peer_config(slowdown=1.0, steps=1))
+    nodes.append(seed)
+    real = Signer
+
+    def skewed(*args: Any, **kw: Any) -> Signer:
+        return real(*args, **{**kw, "clock": lambda: time.time() + 45})
+
+    monkeypatch.setattr("swarmnode.node.peer.node.Signer", skewed)
+    with pytest.raises(SwarmnodeError) as info:
+        await Node.create(peer_config(join=[seed.addr], join_timeout=20))
+    said = str(info.value)
+    assert "refused this peer's clock" in said and "45 s ahead of" in said, said
+    assert "secret" not in said.split("(")[0]
+
+
+async def test_a_member_whose_clock_jumps_is_said_once_on_both_sides_with_the_skew(nodes, caplog):
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        join = [nodes[0].addr] if nodes else []
+        nodes.append(await Node.create(peer_config(join=join, slowdown=20.0)))
+    c = nodes[2]  # its clock jumps 90 s ahead
+    for n in nodes:
+        await eventually(lambda n=n: len(n.membership.live_peers()) == 2, 20, "all alive")
+    caplog.clear()
+    _clock_off(c, 90)
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+    await eventually(lambda: said("most likely off"), 20, "c to say its clock is off")
+    await asyncio.sleep(2)  # rounds go on: still one line each
+    assert len(said("most likely off")) == 1
+    mine = said(f"the clock of {c.addr} is 90 s ahead of this peer's")
+    warned = [
+        r for r in caplog.records if r.levelno == logging.WARNING and c.addr in r.getMessage()
+    ]
+    assert 1 <= len(mine) and len([r for r in warned if "clock of" in r.getMessage()]) <= 2

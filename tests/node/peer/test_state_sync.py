@@ -217,3 +217,16 @@ async def test_a_lone_donor_claiming_step_2_to_the_60_is_bounded_by_the_records(
     await sync_from_swarm(node, timeout=0.3)
     assert node.trainer.step_count == 900
     assert any("donors claim step" in r.message for r in caplog.records)
+
+
+async def test_donors_that_refuse_our_clock_end_the_join_at_once_saying_so():
+    """Issue 34: a joiner 45 s off was told to raise --join-timeout."""
+    off = (
+        "10.0.0.0:7070 /v1/params answered 401: params: the clock of 10.0.0.9:7070 is 45 s "
+        "ahead of this peer's (an envelope may be 30 s off this peer's clock): set the clocks "
+        "right (NTP)"
+    )
+    node = FakeNode(FakeMembership(["a", "b"]), FakeExchanger([{"a": off, "b": off}]))
+    with pytest.raises(JoinError, match=r"refuse this peer's clock \(401: .*45 s ahead of"):
+        await sync_from_swarm(node, timeout=30)
+    assert node.exchanger.calls == 1

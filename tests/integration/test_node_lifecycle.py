@@ -277,3 +277,32 @@ async def test_a_joiner_with_other_data_of_the_same_shape_is_refused_in_one_line
         await same.close()
     finally:
         await founder.close()
+
+
+async def test_a_hostile_donor_among_three_honest_ones_does_not_pick_the_joiners_start(caplog):
+    """Issue 34: with the honest donors refusing the joiner (403), one member serving a model
+    of its choice picked the median of two: 8 of 9 joiners started at chance. Here a member
+    serves -x (`sign-flip`, 2t - x with t = 0) to every pull, the joiner included."""
+    caplog.set_level(logging.INFO)
+    nodes: list[Node] = []
+    try:
+        for kind in (None, None, None, "sign-flip"):
+            join = [nodes[0].addr] if nodes else []
+            cfg = peer_config(model="mlp:16", join=join, slowdown=50.0, byzantine=kind)
+            nodes.append(await Node.create(cfg))
+        for n in nodes:
+            await eventually(lambda n=n: len(n.membership.live_peers()) == 3, 20, "all alive")
+        for _ in range(3):  # whichever three of the four it draws
+            joiner = await Node.create(peer_config(model="mlp:16", join=[nodes[1].addr],
+                                                   slowdown=50.0))  # fmt: skip
+            start = joiner.params_host().astype(np.float64)
+            await joiner.close()
+            honest = [n.params_host().astype(np.float64) for n in nodes[:3]]
+            nearest = min(float(np.linalg.norm(start - h)) for h in honest)
+            scale = float(np.median([np.linalg.norm(h) for h in honest]))
+            assert nearest < 0.2 * scale, (
+                f"the start is {nearest / scale:.2f} norms from the honest"
+            )
+    finally:
+        for n in reversed(nodes):
+            await n.close()

@@ -373,9 +373,13 @@ def _check_magic(view: memoryview) -> None:
             f"envelope version {magic[3:].decode()} from another swarmnode release; this peer "
             f"speaks version {VERSION} (run the same release on every peer)"
         )
-    raise AuthError(
+    outsider = AuthError(
         "message is not authenticated (no envelope; is the swarm `secret` the same there?)"
     )
+    # a peer without the secret knocking (a joiner started without it): routine, so the HTTP
+    # layer logs it at INFO, once per address, as any stranger's 403
+    outsider.stranger = True  # type: ignore[attr-defined]
+    raise outsider
 
 
 def digest(body: Any) -> bytes:

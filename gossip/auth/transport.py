@@ -80,6 +80,7 @@ def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
         except AuthError as exc:
             refused = UnauthenticatedRequest(f"{route}: {exc}", exc.status)
             refused.said = getattr(exc, "said", False)  # logged once already (a clock skew)
+            refused.stranger = getattr(exc, "stranger", False)  # no envelope: an outsider
             raise refused from None
         finally:
             if tap is not None:

@@ -158,8 +158,7 @@ async def test_a_secret_on_one_side_only_fails_at_once_naming_both_sides(
     assert len(lines) == 1 and line in lines[0], err
     refusals = [r for r in caplog.records if "rejected /v1/join" in r.getMessage()]
     assert len(refusals) == 1, [r.getMessage() for r in refusals]
-    if seed_secret is None:  # a stranger's knock: one INFO line, no warning
-        assert refusals[0].levelno == logging.INFO
+    assert refusals[0].levelno == logging.INFO  # a stranger's knock: one line, no warning
 
 
 # --- attacks on a frozen peer --------------------------------------------------------------

@@ -306,8 +306,9 @@ class Signer:
         skew = exc.skew
         way = "behind" if skew > 0 else "ahead of"
         who = sender or "the sender"
+        mine = f"that of {self.name}" if self.name else "this peer's"  # read on the other side
         text = (
-            f"the clock of {who} is {abs(skew):.0f} s {way} this peer's (an envelope may be "
+            f"the clock of {who} is {abs(skew):.0f} s {way} {mine} (an envelope may be "
             f"{self.guard.max_skew:g} s off this peer's clock): set the clocks right (NTP)"
         )
         first = sender not in self.skews

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -23,6 +24,7 @@ from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.member_client import MemberClient
+from tests.integration.peers import ENV
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -306,3 +308,30 @@ async def test_a_hostile_donor_among_three_honest_ones_does_not_pick_the_joiners
     finally:
         for n in reversed(nodes):
             await n.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--steps", "100"], "past this peer's target (--steps 100): nothing to train"),
+        (["--data", "synthetic:2000,64,10"], "the swarm trains on other data"),
+    ],
+)
+async def test_a_join_that_would_train_nothing_or_mix_other_data_exits_2_in_one_line(args, line):
+    """The process a user runs: not `0 trained here` / a model mixed to chance, and exit 0."""
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        await eventually(lambda: founder.trainer.step_count > 400, 30, "the swarm to train")
+        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
+               "--model", "mlp:8", "--join", founder.addr, *args]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (out, err)
+        errors = [x for x in err.decode().splitlines() if "swarmnode start: error" in x]
+        assert len(errors) == 1 and line in errors[0], err
+        assert "Traceback" not in err.decode() + out.decode()
+    finally:
+        await founder.close()

@@ -13,6 +13,17 @@ MAX_SKEW_S = 30.0
 MAX_NONCES = 1 << 17  # ~130k messages per skew window before the guard starts to fail closed
 
 
+class ClockSkew(AuthError):
+    """A message's timestamp is more than the window off this peer's clock: `skew` is this
+    clock minus the sender's (positive: the sender's clock is behind), in seconds. `said`:
+    the signer has logged it (once per sender), so the HTTP layer need not, every request."""
+
+    def __init__(self, message: str, skew: float, said: bool = False) -> None:
+        super().__init__(message)
+        self.skew = skew
+        self.said = said
+
+
 class ReplayGuard:
     """Rejects stale timestamps and nonces already seen, in bounded memory. Thread-safe.
 
@@ -45,9 +56,10 @@ class ReplayGuard:
         """Record (ts, nonce) or raise `AuthError` if it is stale, from the future, or seen."""
         now = self.clock()
         if abs(now - ts) > self.max_skew:
-            raise AuthError(
+            raise ClockSkew(
                 f"message timestamp is {now - ts:+.1f} s off this peer's clock "
-                f"(max skew {self.max_skew:g} s)"
+                f"(max skew {self.max_skew:g} s)",
+                now - ts,
             )
         with self._lock:
             self._expire(now)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import time
 from collections.abc import Callable, Collection
@@ -56,7 +57,7 @@ import blake3
 import numpy as np
 from swarmnode.gossip.auth.peer_key import SIGNATURE_BYTES, PeerKey, verify_signature
 from swarmnode.gossip.auth.read_token import read_token
-from swarmnode.gossip.auth.replay import MAX_NONCES, MAX_SKEW_S, ReplayGuard
+from swarmnode.gossip.auth.replay import MAX_NONCES, MAX_SKEW_S, ClockSkew, ReplayGuard
 from swarmnode.gossip.auth.seal_stream import StreamedSeal
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import (
@@ -87,11 +88,16 @@ SIGNED_ROUTES = frozenset({"params", "pushpull"})
 # hashed in a worker thread (several, to seal) and opened as memoryviews (no copy).
 INLINE_BYTES = 1 << 20
 _ZERO_TAG, _ZERO_SIG = bytes(TAG_BYTES), bytes(SIGNATURE_BYTES)
+SKEW_SENDERS = 256  # senders whose clock skew is remembered (each said once), at most
+SKEW_AGREE_S = 5.0  # two senders off by this much or less are off by "the same" amount
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_NONCES",
     "MAX_SKEW_S",
     "AuthError",
+    "ClockSkew",
     "NotAMember",
     "ReplayGuard",
     "Signer",
@@ -143,6 +149,8 @@ class Signer:
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.guard = guard if guard is not None else ReplayGuard(clock=clock)
+        self.skews: dict[str, float] = {}  # sender -> its clock's skew, as refused here
+        self._said_own_clock = False
 
     @property
     def has_secret(self) -> bool:
@@ -278,13 +286,47 @@ class Signer:
             )
         ts = int.from_bytes(view[MAGIC_BYTES : MAGIC_BYTES + 8], "big") / 1000.0
         nonce = view[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
-        self.guard.check(ts, nonce)
+        try:
+            self.guard.check(ts, nonce)
+        except ClockSkew as exc:
+            # tag and signature checked out: the sender named is who sent it, and its clock
+            # is off ours by `skew` (every request of its will be refused until they agree)
+            raise self._skewed(sender.decode("utf-8", "replace"), route, exc) from None
         body = view[pos:end]
         del sender  # bound by the tag and signature; logs may read it, nothing trusts it
         if len(body) <= INLINE_BYTES:
             return Opened(body.tobytes(), nonce, signed_by)
         mark_covered(body)  # its frame's own checksum would check the same bytes again
         return Opened(body, nonce, signed_by)
+
+    def _skewed(self, sender: str, route: str, exc: ClockSkew) -> ClockSkew:
+        """The refusal in plain words, naming the sender and by how much; a WARNING the first
+        time for each sender, and once when two of them agree with each other and not with
+        this peer (then it is most likely this peer's clock that is off)."""
+        skew = exc.skew
+        way = "behind" if skew > 0 else "ahead of"
+        who = sender or "the sender"
+        mine = f"that of {self.name}" if self.name else "this peer's"  # read on the other side
+        text = (
+            f"the clock of {who} is {abs(skew):.0f} s {way} {mine} (an envelope may be "
+            f"{self.guard.max_skew:g} s off this peer's clock): set the clocks right (NTP)"
+        )
+        first = sender not in self.skews
+        if first and len(self.skews) < SKEW_SENDERS:
+            self.skews[sender] = skew
+            log.warning(
+                "%s: its messages (/v1/%s first) are refused until the clocks agree", text, route
+            )
+        agree = [s for s in self.skews.values() if abs(s - skew) <= SKEW_AGREE_S]
+        if first and len(agree) >= 2 and not self._said_own_clock:
+            self._said_own_clock = True
+            log.warning(
+                "this peer's clock is most likely off: %d members' clocks are %.0f s %s it",
+                len(agree),
+                abs(skew),
+                way,
+            )
+        return ClockSkew(text, skew, said=True)
 
     def _check_signer(
         self, route: str, reply_to: bytes, signer: bytes, t: bytes, sig_view: memoryview
@@ -332,9 +374,13 @@ def _check_magic(view: memoryview) -> None:
             f"envelope version {magic[3:].decode()} from another swarmnode release; this peer "
             f"speaks version {VERSION} (run the same release on every peer)"
         )
-    raise AuthError(
+    outsider = AuthError(
         "message is not authenticated (no envelope; is the swarm `secret` the same there?)"
     )
+    # a peer without the secret knocking (a joiner started without it): routine, so the HTTP
+    # layer logs it at INFO, once per address, as any stranger's 403
+    outsider.stranger = True  # type: ignore[attr-defined]
+    raise outsider
 
 
 def digest(body: Any) -> bytes:

@@ -78,7 +78,10 @@ def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
         try:
             opened = await _open(signer, route, req.body, tap, arrived=req.local)
         except AuthError as exc:
-            raise UnauthenticatedRequest(f"{route}: {exc}", exc.status) from None
+            refused = UnauthenticatedRequest(f"{route}: {exc}", exc.status)
+            refused.said = getattr(exc, "said", False)  # logged once already (a clock skew)
+            refused.stranger = getattr(exc, "stranger", False)  # no envelope: an outsider
+            raise refused from None
         finally:
             if tap is not None:
                 tap.abort()

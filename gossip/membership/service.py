@@ -37,7 +37,9 @@ from swarmnode.gossip.errors import (
     CodecError,
     JoinTimeout,
     MembershipError,
+    NotAMember,
     RemoteError,
+    RequestTimeout,
     TransportError,
 )
 from swarmnode.gossip.link import CONTROL, Arrival, Backoff, Handler, PartnerChoice, Transport
@@ -68,6 +70,13 @@ RELAY_UNPROVEN = 16
 # pass per message made a flood of small messages cost an honest peer its event loop.
 SWEEP_ALWAYS = 64
 SWEEP_EVERY_S = 0.1
+# An enveloped message starts with these bytes (gossip/auth/signer.py: "SNA" and a version
+# digit): a seed without a secret that receives one knows the joiner has a secret it lacks.
+ENVELOPE_PREFIX = b"SNA"
+# What a peer says of an envelope whose timestamp is too far off its clock (gossip/auth).
+CLOCK_OFF = "off this peer's clock"
+# What a seed without a secret answers a sealed join with; the joiner recognises it by this.
+SEED_HAS_NO_SECRET = "this seed has no `secret`"
 
 
 ChangeCallback = Callable[[Change], None]
@@ -94,6 +103,7 @@ class Membership:
         key: PeerKey | None = None,
         admission: Admission | None = None,
         backoff: Backoff | None = None,
+        secret: bool | None = None,
     ) -> None:
         if not isinstance(self_id, str) or not self_id:
             raise MembershipError(f"peer id must be a non-empty string, got {self_id!r}")
@@ -103,6 +113,7 @@ class Membership:
             raise MembershipError(f"incarnation must be an integer >= 0, got {incarnation!r}")
         self.cfg = (config or MembershipConfig()).validate()
         self.transport = transport
+        self.secret = secret  # whether this peer holds a swarm secret (None: not told)
         self.backoff = backoff  # fed by the transport (linkstats); None: gossip to anyone live
         self._clock = clock
         self.rng = rng or random.Random()
@@ -216,6 +227,10 @@ class Membership:
         """A newcomer's entry goes through the intake as a digest's do (`Intake.sort`, then
         `merge`, which checks its signature); what a digest would drop, the join refuses, with
         why (the joiner gives up on a 403 and retries a 429 later)."""
+        if bytes(req.body[: len(ENVELOPE_PREFIX)]) == ENVELOPE_PREFIX:
+            # Sealed by a joiner with a secret, and this route is open here (no secret): say
+            # why in one line (a 403 to a stranger is logged at INFO once per address).
+            raise NotAMember(f"a sealed join, but {SEED_HAS_NO_SECRET}")
         msg = decode_control(req.body, "join")
         joiner = self._one_entry(msg)
         if joiner.peer_id == self.self_id:
@@ -351,6 +366,7 @@ class Membership:
         deadline = loop.time() + timeout
         first = self.rng.randrange(len(others))
         errors: dict[str, str] = {}
+        told: set[tuple[str, str]] = set()  # (seed, what happened) already said
         attempt = 0
         while (remaining := deadline - loop.time()) > 0:
             seed = others[(first + attempt) % len(others)]
@@ -358,27 +374,55 @@ class Membership:
                 await self._join_via(seed, min(self.cfg.join_attempt_timeout, remaining))
                 return
             except (TransportError, CodecError) as exc:
-                status = getattr(exc, "status", None)
-                if status in (401, 403):
-                    # retrying cannot fix a wrong or missing secret: say so now, not at timeout
-                    raise MembershipError(
-                        f"could not join via {seed}: refused ({exc}); check the swarm `secret`"
-                    ) from None
-                if status == 409:  # nor can it make two peers' ids differ
-                    raise MembershipError(
-                        f"could not join via {seed}: {exc}; give this peer another `peer_id`"
-                    ) from None
-                errors[seed] = f"{type(exc).__name__}: {exc}"
+                self._refuse_for_good(seed, exc)
+                what = _what_happened(exc)
+                errors[seed] = what
+                if (seed, what) not in told:  # at once, once: not only when the time is up
+                    told.add((seed, what))
+                    log.info(
+                        "%s: seed %s: %s; retrying for up to %.0f s (join-timeout)",
+                        self.self_id,
+                        seed,
+                        what,
+                        max(0.0, deadline - loop.time()),
+                    )
                 log.debug("%s: join via %s failed: %s", self.self_id, seed, exc)
             attempt += 1
             if attempt % len(others) == 0:  # a full pass failed: back off before the next
                 pause = min(self._backoff(attempt // len(others)), deadline - loop.time())
                 await asyncio.sleep(max(0.0, pause))
         detail = "; ".join(f"{s}: {why}" for s, why in errors.items()) or "no attempt completed"
-        raise JoinTimeout(
-            f"could not join: no seed of {', '.join(others)} answered within {timeout:g} s "
-            f"({detail})"
-        )
+        raise JoinTimeout(f"could not join within {timeout:g} s (join-timeout): {detail}")
+
+    def _refuse_for_good(self, seed: str, exc: Exception) -> None:
+        """Raise at once for a refusal that retrying cannot fix: the secret (401/403; named
+        on both sides where one of them has none) or a taken id (409)."""
+        status = getattr(exc, "status", None)
+        if status in (401, 403):
+            raise MembershipError(f"could not join via {seed}: {self._secret_hint(exc)}") from None
+        if status == 409:  # nor can it make two peers' ids differ
+            raise MembershipError(
+                f"could not join via {seed}: {exc}; give this peer another `peer_id`"
+            ) from None
+
+    def _secret_hint(self, exc: Exception) -> str:
+        text = str(exc)
+        if CLOCK_OFF in text:  # not the secret: the seed's clock and ours disagree
+            said = text.split(" answered ", 1)[-1]
+            return f"the seed refused this peer's clock ({said})"
+        if SEED_HAS_NO_SECRET in text:
+            return (
+                "this peer has --secret and the seed has none: start every peer with the "
+                "same --secret, or none"
+            )
+        if self.secret is False and getattr(exc, "status", None) == 401:
+            return (
+                "this swarm is closed (--secret) and this peer has none: start it with the "
+                "swarm's --secret"
+            )
+        if self.secret and "authentication code" in text:
+            return "the seed has another --secret than this peer: use the swarm's --secret"
+        return f"refused ({text}); check the swarm `secret` (and `trust`)"
 
     def _backoff(self, passes: int) -> float:
         base = self.cfg.join_backoff * 2 ** (passes - 1)
@@ -398,6 +442,23 @@ class Membership:
             except TransportError as exc:
                 log.info("%s: second join to %s failed: %s", self.self_id, seed, exc)
         log.info("%s: joined through %s; %d members known", self.self_id, seed, len(self.table))
+
+    async def introduce(self, members: Sequence[Member]) -> int:
+        """Gossip with `members` now and wait for it: each then knows us. A joiner calls it
+        before asking them for the model, which they hand only to members they know (else a
+        403 on both sides of every join). Returns how many answered."""
+        if self.table.leaving or not members:
+            return 0
+        body = self._encode("gossip")
+        tasks = []
+        for m in members:
+            task = self._inflight.get(m.peer_id)  # one in flight already tells it as well
+            if task is None:
+                task = asyncio.create_task(self._exchange(m, body), name=f"gossip->{m.peer_id}")
+                self._inflight[m.peer_id] = task
+            tasks.append(task)
+        results = await asyncio.gather(*(asyncio.shield(t) for t in tasks), return_exceptions=True)
+        return sum(1 for ok in results if ok is True)
 
     async def leave(self) -> int:
         """Announce that we leave to every live peer (in parallel, best effort), and stop
@@ -534,6 +595,26 @@ class Membership:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._inflight.clear()
+
+
+def _what_happened(exc: Exception) -> str:
+    """A failed join attempt in a few words: what an operator fixes differs for each."""
+    text = str(exc)
+    if isinstance(exc, RequestTimeout):
+        return "no answer (a firewall dropping packets, or a frozen peer?)"
+    if isinstance(exc, RemoteError):
+        said = text.split(" answered ", 1)[1] if " answered " in text else f"{exc.status}: {text}"
+        return f"answered {said[:160]}"
+    if isinstance(exc, CodecError):
+        return f"answered something that is not a join answer: {text[:160]}"
+    low = text.lower()
+    if "refused" in low or "connect call failed" in low:
+        return "connection refused (no peer listens on that port?)"
+    if "no route" in low or "unreachable" in low:
+        return "no route to the host (wrong address, or the network is down)"
+    if "name or service" in low or "nodename" in low or "getaddrinfo" in low or "dns" in low:
+        return "its name does not resolve (a typo in --join?)"
+    return f"unreachable ({text[-120:]})"
 
 
 __all__ = [

@@ -167,8 +167,11 @@ def build_app(
             answer = await handler(arrival)
         except SwarmnodeError as exc:
             status = int(getattr(exc, "status", 400))
-            stranger = isinstance(exc, AuthError) and status == NotAMember.status
-            if status == 503 or (stranger and not strangers.first(request.remote or "?")):
+            stranger = isinstance(exc, AuthError) and (
+                status == NotAMember.status or getattr(exc, "stranger", False)
+            )
+            said = getattr(exc, "said", False)  # its raiser logged it (once per sender)
+            if status == 503 or said or (stranger and not strangers.first(request.remote or "?")):
                 # not now (joining, leaving): the join or leave itself is logged, once
                 return _reject(logger, request, route, status, str(exc), level=logging.DEBUG)
             return _reject(logger, request, route, status, str(exc), info=stranger)

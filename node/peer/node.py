@@ -60,6 +60,7 @@ from swarmnode.node.train import (
     run_meta,
     save_checkpoint,
 )
+from swarmnode.node.train.data import data_fingerprint
 from swarmnode.node.train.lr import SwarmLR
 from swarmnode.node.train.mixing import CollapseGuard
 
@@ -106,6 +107,8 @@ class Node:
         self.watch: Any = None  # the page's fan-out (node/web/watch.py), built with the server
         self.faults: FaultyTransport | None = None  # only with --fault or the admin routes
         self.max_steps_between_rounds = 0  # the largest gap between two own rounds' ends
+        # the data's fingerprint, set with the trainer; None where the data is a user's loop's
+        self.data_print: str | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -226,6 +229,7 @@ class Node:
             key=self.key,
             admission=build_admission(cfg, self.key, self.addr),
             backoff=transport.backoff,
+            secret=bool(cfg.secret),  # a refused join names the secret on both sides
         )
         log_member_changes(self)
         self.byzantine = ByzantineServing(cfg.byzantine, self)
@@ -257,6 +261,8 @@ class Node:
             self.membership.set_meta(name=self.name)
         if self.shard is not None:
             self.membership.set_meta(shard=self.shard)
+        if self.data_print is not None:
+            self.membership.set_meta(data=self.data_print)
         update_meta(self.worker, self.membership)
 
     async def _enter_swarm(self) -> None:
@@ -268,10 +274,40 @@ class Node:
             self.exchanger.stop_serving(JOINING)
             await self.membership.join(cfg.join, timeout=cfg.join_timeout)
             self._check_swarm()
+            self._refuse_other_data()
         await self.membership.start()
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
+            self._refuse_nothing_to_train()
             self.exchanger.resume_serving()
+
+    def _refuse_nothing_to_train(self) -> None:
+        """A joiner whose `--steps` target the swarm has passed would train 0 steps and end
+        "done" (exit 0): a JoinError (exit 2) says so instead. `--steps` stays a target on the
+        swarm's counter (the lr schedule runs on it; a checkpoint resumes it), not a count of
+        steps this run; `--steps 0` trains until stopped."""
+        steps = self.cfg.steps
+        if self.synced_step is None or not steps or self.trainer.step_count < steps:
+            return
+        raise JoinError(
+            f"the swarm is at step {self.trainer.step_count}, past this peer's target "
+            f"(--steps {steps}): nothing to train; give --steps 0 (until stopped) or above "
+            f"{self.trainer.step_count}"
+        )
+
+    def _refuse_other_data(self) -> None:
+        """The live members train on data of another fingerprint (node/train/data/
+        fingerprint.py) and none on ours: mixing our models would ruin both, as another model
+        would (a JoinError, exit 2, as for that). Members of a release without the
+        fingerprint say nothing and are not counted."""
+        theirs = {m.meta.get("data") for m in self.membership.live_peers() if m.meta.get("data")}
+        if self.data_print is None or not theirs or self.data_print in theirs:
+            return
+        raise JoinError(
+            f"the swarm trains on other data: its members' data fingerprint is "
+            f"{' or '.join(sorted(map(str, theirs)))}, this peer's is {self.data_print} "
+            f"({self.data.describe()}); start it with the swarm's --data"
+        )
 
     def _check_swarm(self) -> None:
         """Once joined: the others can dial us (ConfigError, exit 2, if not), and say so if a
@@ -302,6 +338,7 @@ class Node:
 
     def _build_trainer(self) -> tuple[Any, Any, Any]:
         trainer, data, backend = build_trainer(self.cfg)
+        self.data_print = data_fingerprint(data)  # in our member meta: a joiner compares it
         self.init_params = shared_start(trainer, self.cfg.exchange.compress)
         behaviour = parse_byzantine(self.cfg.byzantine) if self.cfg.byzantine else None
         self.labels_flipped = behaviour is not None and behaviour.poisons_labels

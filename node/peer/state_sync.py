@@ -1,10 +1,12 @@
 """Join-time state sync: a newcomer starts from the swarm's current model, not a fresh one.
 
-It pulls the parameters (and step counter) of up to `DONORS` random live peers in parallel —
-random, so that many newcomers spread their downloads over the swarm instead of all hitting the
-seed — validates each (shape, dtype, finiteness: `swarmnode.gossip.wire.frames`), cross-checks them against each
-other where there are several, and loads their coordinate-wise median: with three donors one
-lying peer cannot choose the newcomer's starting point.
+It pulls the parameters (and step counter) of `DONORS` random live peers (all of them where
+fewer) in parallel — random, so that many newcomers spread their downloads over the swarm
+instead of all hitting the seed — and waits until that many answered (a donor that had not yet
+heard of the joiner is told by a gossip and asked again), so that a hostile minority cannot pick
+the median. It validates each (shape, dtype, finiteness: `swarmnode.gossip.wire.frames`), drops
+a donor far from the others (a distance bound), and loads their coordinate-wise median at the
+donors' lower median step, bounded by what the members' own records report.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from swarmnode.gossip.membership import PROGRESS_RESEAL_S
 from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
@@ -40,16 +43,27 @@ class Joiner(Protocol):
     resumed: dict[str, Any] | None  # the checkpoint this run resumed from, if any
 
 
-DONORS = 3
+DONORS = 3  # wanted: 3 when the swarm has >= 3 live members, else all of them
 # Honest peers' models differ by their recent local steps: far less than this fraction of their
 # norm. A larger spread means one donor is not like the others; the median still protects us.
 SPREAD_WARN = 0.5
+# A donor this many times farther from the donors' median than the median donor is, and
+# farther than FAR_FLOOR of the model's norm, is not a model the others would hand out: dropped.
+FAR_FACTOR = 4.0
+FAR_FLOOR = 0.01
+# A step claimed by the donors is believed up to what the members' own records report, plus
+# what a member may have trained since its record was sealed: progress is re-sealed only every
+# PROGRESS_RESEAL_S, and no member steps faster than this (a tiny model on a GPU: ~1,000/s).
+MAX_STEPS_PER_S = 1000
 RETRY_S = 0.25  # first pause before asking other donors, doubling up to RETRY_MAX_S
 RETRY_MAX_S = 2.0
 MIN_PULL_S = 1.0  # a last try near the join deadline still gets this long
 JOINING = "joining: state sync not finished"  # why a joiner refuses to serve its model
 # what gossip.wire.frames says of a model of another size: no retry will change that
 _OTHER_MODEL = re.compile(r"payload holds (\d+) parameters, this model has (\d+)")
+CLOCK_OFF = "off this peer's clock"  # a refused envelope's timestamp (gossip/auth/replay.py)
+# a donor that has not heard of us yet (403): it will within a gossip round; said at DEBUG
+_NOT_YET = ("not a live member", "403")
 
 
 async def sync_from_swarm(node: Joiner, timeout: float) -> None:
@@ -61,15 +75,16 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     if not got:
         return
     for pid, why in failures.items():
-        log.info("state sync: donor %s failed: %s", pid, why)
-    steps = [step for _, step, _ in got]
+        level = logging.DEBUG if all(w in why for w in _NOT_YET) else logging.INFO
+        log.log(level, "state sync: donor %s failed: %s", _who(node, pid), why)
+    got = await asyncio.to_thread(_without_outliers, node, got)
     vectors = [vec for _, _, vec in got]
     spread = await asyncio.to_thread(relative_spread, vectors)
     if spread > SPREAD_WARN:
         log.warning(
             "state sync: donors disagree (relative spread %.2f); taking their median", spread
         )
-    swarm_step = int(np.median(steps))
+    swarm_step = _believed_step(node, [step for _, step, _ in got])
     if node.resumed is not None and node.trainer.step_count >= swarm_step:
         log.info(
             "state sync: my checkpoint (step %d) is newer than the swarm's",
@@ -81,45 +96,141 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
     node.trainer.step_count = swarm_step
     node.synced_step = swarm_step  # the summary tells inherited steps from trained ones
     log.info(
-        "state sync: loaded the model of %s at step %d",
-        ", ".join(pid for pid, _, _ in got),
+        "state sync: loaded the %s of %s at step %d",
+        "median model" if len(got) > 1 else "model",
+        ", ".join(_who(node, pid) for pid, _, _ in got),
         swarm_step,
     )
 
 
+def _who(node: Joiner, peer_id: str) -> str:
+    """`name (id prefix)` for a member that has a name, else its id."""
+    member = node.membership.get(peer_id) if hasattr(node.membership, "get") else None
+    name = (getattr(member, "meta", None) or {}).get("name")
+    return f"{name} ({peer_id[:8]})" if isinstance(name, str) and name else peer_id
+
+
+def _without_outliers(node: Joiner, got: list[Any]) -> list[Any]:
+    """The donors whose models are near the others': with three or more, one far from their
+    coordinate-wise median (FAR_FACTOR x the median donor's distance, and FAR_FLOOR of the
+    norm) is dropped and said, so that a liar does not even pull the median its way. Only a
+    minority is ever dropped; two donors cannot be told apart (each is the other's outlier)."""
+    if len(got) < 3:
+        return got
+    vectors = [vec.astype(np.float64) for _, _, vec in got]
+    centre = np.median(np.stack(vectors), axis=0)
+    dist = [float(np.linalg.norm(v - centre)) for v in vectors]
+    typical = float(np.median(dist))
+    bound = max(FAR_FACTOR * typical, FAR_FLOOR * float(np.linalg.norm(centre)))
+    far = [i for i, d in enumerate(dist) if d > bound]
+    if not far or len(far) * 2 >= len(got):
+        return got
+    for i in far:
+        log.warning(
+            "state sync: donor %s serves a model far from the others' (distance %.3g to "
+            "their median, the others %.3g): not used",
+            _who(node, got[i][0]),
+            dist[i],
+            typical,
+        )
+    return [g for i, g in enumerate(got) if i not in far]
+
+
+def _believed_step(node: Joiner, steps: list[int]) -> int:
+    """The donors' lower median step (one liar among two or three cannot raise it), bounded
+    by what the live members' own records report: one donor claiming step 2^60 must not end
+    every `--steps N` joiner that draws it."""
+    step = sorted(steps)[(len(steps) - 1) // 2]
+    reported = [
+        s
+        for m in node.membership.live_peers()
+        if isinstance(s := (getattr(m, "meta", None) or {}).get("step"), int) and s >= 0
+    ]
+    if not reported:
+        return step
+    ceiling = max(reported)
+    if step <= 2 * ceiling + MAX_STEPS_PER_S * PROGRESS_RESEAL_S:
+        return step
+    log.warning(
+        "state sync: donors claim step %d, the members' records at most %d: taking %d",
+        step,
+        ceiling,
+        ceiling,
+    )
+    return ceiling
+
+
 async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[str, str]]:
-    """Models of up to DONORS random live peers; tries again (other donors, backing off) while
-    none answered — donors may be busy (503) or joining themselves — until `timeout`."""
+    """Models of DONORS random live peers (all of them when fewer), so that a hostile
+    minority cannot pick the median; asks again (the others, and those that refused: busy,
+    joining themselves, not yet told of us), backing off, until enough answered or `timeout`.
+    Each donor is told of us first (a gossip), so that it knows us when we ask."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     pause = RETRY_S
+    got: dict[str, Any] = {}
+    failures: dict[str, str] = {}
     while True:
         live = node.membership.live_peers()
-        picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
-        failures: dict[str, str] = {}
+        need = min(DONORS, len({m.peer_id for m in live} | got.keys()))
+        ask = [m for m in live if m.peer_id not in got]
+        picked = node.rng.sample([(m.peer_id, m.addr) for m in ask], min(need - len(got), len(ask)))
+        introduce = getattr(node.membership, "introduce", None)
+        if introduce is not None:
+            await introduce([m for m in ask if (m.peer_id, m.addr) in picked])
+        failed: dict[str, str] = {}
         # The whole join deadline, not one exchange's: several donors' full models share a
         # joiner's downlink (three 21 MB models take ~25 s at 20 Mbit/s), and a join may wait
         # where a training round may not.
         wait = max(deadline - loop.time(), MIN_PULL_S)
-        got = await node.exchanger.pull_many(picked, failures, timeout=wait)
-        if got:
-            return got, failures
-        _refuse_another_model(failures)
-        if picked and all(JOINING in why for why in failures.values()):
-            # peers that started at once, each joining through the others: nobody has a
-            # swarm model yet, so ours is as good as any (the exchange will average them)
-            log.info("state sync: every donor is joining too: starting from my own model")
-            return [], failures
+        for pid, step, vec in await node.exchanger.pull_many(picked, failed, timeout=wait):
+            got[pid] = (pid, step, vec)
+            failures.pop(pid, None)
+        failures.update(failed)
+        if len(got) >= need:
+            return list(got.values()), failures
+        if not got:
+            _refuse_another_model(failed)
+            _refuse_a_clock_off(failed)
+            if picked and all(JOINING in why for why in failed.values()):
+                # peers that started at once, each joining through the others: nobody has a
+                # swarm model yet, so ours is as good as any (the exchange will average them)
+                log.info("state sync: every donor is joining too: starting from my own model")
+                return [], failures
         if loop.time() + pause > deadline or not picked:
-            detail = "; ".join(f"{pid}: {why}" for pid, why in failures.items())
+            if got:  # fewer than wanted: the median of those is still the best start we have
+                log.warning(
+                    "state sync: only %d of %d donors answered within %g s: taking their median",
+                    len(got),
+                    need,
+                    timeout,
+                )
+                return list(got.values()), failures
+            detail = "; ".join(f"{_who(node, pid)}: {why}" for pid, why in failures.items())
             raise JoinError(
                 f"could not fetch the model from any of {len(picked)} peers within "
                 f"{timeout:g} s ({detail or 'no live peer left'}); behind a slow link, "
                 "raise --join-timeout"
             )
-        log.info("state sync: no donor answered (%s); trying again", "; ".join(failures.values()))
+        quiet = all(all(w in why for w in _NOT_YET) for why in failed.values())
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "state sync: %d of %d donors so far (%s); asking again",
+            len(got),
+            need,
+            "; ".join(failed.values()),
+        )
         await asyncio.sleep(pause)
         pause = min(2 * pause, RETRY_MAX_S)
+
+
+def _refuse_a_clock_off(failures: dict[str, str]) -> None:
+    """Every donor asked refuses our requests' timestamps: our clock is off theirs, which no
+    retry changes (a hint to raise --join-timeout would send the operator the wrong way)."""
+    if not failures or not all(CLOCK_OFF in why for why in failures.values()):
+        return
+    said = next(iter(failures.values())).split(" answered ", 1)[-1]
+    raise JoinError(f"the donors refuse this peer's clock ({said})")
 
 
 def _refuse_another_model(failures: dict[str, str]) -> None:

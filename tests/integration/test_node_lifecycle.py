@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -23,6 +24,7 @@ from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.errors import ConfigError
 
 from tests.integration.member_client import MemberClient
+from tests.integration.peers import ENV
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -218,5 +220,118 @@ async def test_a_joiner_with_another_model_is_told_at_once_not_after_the_join_ti
         joining = Node.create(peer_config(model="mlp:16", join=[founder.addr], join_timeout=120))
         with pytest.raises(JoinError, match=r"another model: its peers serve \d+ parameters"):
             await asyncio.wait_for(joining, 30)  # not the 120 s of --join-timeout
+    finally:
+        await founder.close()
+
+
+async def test_a_healthy_join_pulls_three_donors_and_logs_nothing_above_info(caplog):
+    """Issue 34: every join logged `403 ... not a live member` on the donors and `donor ...
+    failed: 403` on the joiner (donors asked before they had heard of it), and the median was
+    of fewer donors than it looked. Now each donor is told of the joiner first."""
+    caplog.set_level(logging.DEBUG)
+    nodes: list[Node] = []
+    try:
+        for name in ("a", "b", "c"):
+            join = [nodes[0].addr] if nodes else []
+            nodes.append(await Node.create(peer_config(join=join, name=name, slowdown=20.0)))
+        for n in nodes:
+            await eventually(lambda n=n: len(n.membership.live_peers()) == 2, 20, "all alive")
+        caplog.clear()
+        joiner = await Node.create(peer_config(join=[nodes[0].addr], name="d", slowdown=20.0))
+        nodes.append(joiner)
+        loaded = [r.getMessage() for r in caplog.records if "loaded the median" in r.getMessage()]
+        assert len(loaded) == 1 and all(f"{x} (" in loaded[0] for x in "abc"), loaded
+        loud = [  # the join's: the training thread's own verdicts (mlp:8's dead units) aside
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno > logging.INFO and not r.name.startswith("swarmnode.node.train")
+        ]
+        assert loud == [], loud
+        refused = [r.getMessage() for r in caplog.records if "not a live member" in r.getMessage()]
+        assert refused == [], refused
+    finally:
+        for n in reversed(nodes):
+            await n.close()
+
+
+async def test_a_joiner_whose_steps_the_swarm_has_passed_says_so_instead_of_done():
+    """Issue 34: a joiner on `--steps 1500` into a swarm at step 51,475 printed `0 trained
+    here` and exited 0. It is a JoinError now (the CLI: one line, exit 2)."""
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        await eventually(lambda: founder.trainer.step_count > 400, 30, "the swarm to train")
+        joining = Node.create(peer_config(model="mlp:8", join=[founder.addr], steps=100))
+        with pytest.raises(JoinError, match=r"past this peer's target \(--steps 100\)"):
+            await asyncio.wait_for(joining, 30)
+    finally:
+        await founder.close()
+
+
+async def test_a_joiner_with_other_data_of_the_same_shape_is_refused_in_one_line():
+    """Issue 34: `--data synthetic:2000,64,10` into a digits swarm was accepted (the model's
+    size matches), mixed, and ended at 7.2%."""
+    founder = await Node.create(peer_config(model="mlp:8", data="digits"))
+    try:
+        other = peer_config(model="mlp:8", data="synthetic:2000,64,10", join=[founder.addr])
+        with pytest.raises(JoinError, match=r"other data: its members' data fingerprint is \w+"):
+            await asyncio.wait_for(Node.create(other), 30)
+        same = await Node.create(peer_config(model="mlp:8", data="digits", join=[founder.addr]))
+        await same.close()
+    finally:
+        await founder.close()
+
+
+async def test_a_hostile_donor_among_three_honest_ones_does_not_pick_the_joiners_start(caplog):
+    """Issue 34: with the honest donors refusing the joiner (403), one member serving a model
+    of its choice picked the median of two: 8 of 9 joiners started at chance. Here a member
+    serves -x (`sign-flip`, 2t - x with t = 0) to every pull, the joiner included."""
+    caplog.set_level(logging.INFO)
+    nodes: list[Node] = []
+    try:
+        for kind in (None, None, None, "sign-flip"):
+            join = [nodes[0].addr] if nodes else []
+            cfg = peer_config(model="mlp:16", join=join, slowdown=50.0, byzantine=kind)
+            nodes.append(await Node.create(cfg))
+        for n in nodes:
+            await eventually(lambda n=n: len(n.membership.live_peers()) == 3, 20, "all alive")
+        for _ in range(3):  # whichever three of the four it draws
+            joiner = await Node.create(peer_config(model="mlp:16", join=[nodes[1].addr],
+                                                   slowdown=50.0))  # fmt: skip
+            start = joiner.params_host().astype(np.float64)
+            await joiner.close()
+            honest = [n.params_host().astype(np.float64) for n in nodes[:3]]
+            nearest = min(float(np.linalg.norm(start - h)) for h in honest)
+            scale = float(np.median([np.linalg.norm(h) for h in honest]))
+            assert nearest < 0.2 * scale, (
+                f"the start is {nearest / scale:.2f} norms from the honest"
+            )
+    finally:
+        for n in reversed(nodes):
+            await n.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--steps", "100"], "past this peer's target (--steps 100): nothing to train"),
+        (["--data", "synthetic:2000,64,10"], "the swarm trains on other data"),
+    ],
+)
+async def test_a_join_that_would_train_nothing_or_mix_other_data_exits_2_in_one_line(args, line):
+    """The process a user runs: not `0 trained here` / a model mixed to chance, and exit 0."""
+    founder = await Node.create(peer_config(model="mlp:8"))
+    try:
+        await eventually(lambda: founder.trainer.step_count > 400, 30, "the swarm to train")
+        cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
+               "--model", "mlp:8", "--join", founder.addr, *args]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (out, err)
+        errors = [x for x in err.decode().splitlines() if "swarmnode start: error" in x]
+        assert len(errors) == 1 and line in errors[0], err
+        assert "Traceback" not in err.decode() + out.decode()
     finally:
         await founder.close()

@@ -127,6 +127,40 @@ async def test_a_process_with_the_wrong_secret_exits_2_with_one_clear_line(nodes
     assert seed.membership.members() == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("seed_secret", "joiner_secret", "line"),
+    [
+        (None, SECRET, "this peer has --secret and the seed has none"),
+        (SECRET, None, "this swarm is closed (--secret) and this peer has none"),
+    ],
+)
+async def test_a_secret_on_one_side_only_fails_at_once_naming_both_sides(
+    nodes, caplog, seed_secret, joiner_secret, line
+):
+    """Issue 34: a joiner with a secret into an open seed waited out the whole join timeout
+    (30 s) on `400: malformed msgpack: ExtraData`, and the seed logged a WARNING per retry."""
+    caplog.set_level(logging.INFO)
+    seed = await Node.create(peer_config(secret=seed_secret, slowdown=1.0, steps=1))
+    nodes.append(seed)
+    cmd = [sys.executable, "-m", "swarmnode", "start", "--listen", "127.0.0.1:0",
+           "--model", "mlp:8", "--steps", "0", "--join", seed.addr, "--join-timeout", "30",
+           *(["--secret", joiner_secret] if joiner_secret else [])]  # fmt: skip
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=ENV, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    took = time.monotonic() - started
+    assert proc.returncode == 2, (out, err)
+    assert took < 15, f"{took:.1f} s: it waited for the join timeout"  # imports take seconds
+    lines = [x for x in err.decode().splitlines() if "swarmnode start: error" in x]
+    assert len(lines) == 1 and line in lines[0], err
+    refusals = [r for r in caplog.records if "rejected /v1/join" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in refusals]
+    assert refusals[0].levelno == logging.INFO  # a stranger's knock: one line, no warning
+
+
 # --- attacks on a frozen peer --------------------------------------------------------------
 
 
@@ -252,3 +286,57 @@ def check_answer(route: str, body: bytes | memoryview, size: int) -> None:
         wire.validate_params(vec, size)
     else:
         assert decode_control(body)["type"] in ("gossip-ack", "ok")
+
+
+# --- clocks off by more than the envelope's window -------------------------------------------
+
+
+def _clock_off(node: Node, by: float) -> None:
+    """`node`'s envelopes stamped, and others' judged, `by` seconds off the real clock."""
+    clock = lambda: time.time() + by  # noqa: E731
+    node.signer.clock = node.signer.guard.clock = clock
+
+
+async def test_a_joiner_whose_clock_is_off_is_told_so_not_to_check_the_secret(
+    nodes, caplog, monkeypatch
+):
+    """Issue 34: a joiner 45 s off failed with 'check the swarm --secret'."""
+    seed = await Node.create(peer_config(slowdown=1.0, steps=1))
+    nodes.append(seed)
+    real = Signer
+
+    def skewed(*args: Any, **kw: Any) -> Signer:
+        return real(*args, **{**kw, "clock": lambda: time.time() + 45})
+
+    monkeypatch.setattr("swarmnode.node.peer.node.Signer", skewed)
+    with pytest.raises(SwarmnodeError) as info:
+        await Node.create(peer_config(join=[seed.addr], join_timeout=20))
+    said = str(info.value)
+    assert "refused this peer's clock" in said and "45 s ahead of" in said, said
+    assert "secret" not in said.split("(")[0]
+
+
+async def test_a_member_whose_clock_jumps_is_said_once_on_both_sides_with_the_skew(nodes, caplog):
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        join = [nodes[0].addr] if nodes else []
+        nodes.append(await Node.create(peer_config(join=join, slowdown=20.0)))
+    c = nodes[2]  # its clock jumps 90 s ahead
+    for n in nodes:
+        await eventually(lambda n=n: len(n.membership.live_peers()) == 2, 20, "all alive")
+    caplog.clear()
+    _clock_off(c, 90)
+
+    def said(text: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+    await eventually(lambda: said("most likely off"), 20, "c to say its clock is off")
+    await asyncio.sleep(2)  # rounds go on: still one line each
+    assert len(said("most likely off")) == 1
+    mine = said(f"the clock of {c.addr} is 90 s ahead of that of 127.0.0.1:")
+    warned = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and f"clock of {c.addr}" in r.getMessage()
+    ]
+    assert 1 <= len(mine) and len(warned) <= 2  # a and b, once each: not one per request

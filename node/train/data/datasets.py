@@ -35,7 +35,7 @@ import io
 import lzma
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ class Dataset:
     X_test: Any  # float32, shape (n_test, *input_shape); or streamed
     y_test: np.ndarray  # like y_train, shape (n_test,)
     n_classes: int  # 0: the targets are not classes (a user's regression)
+    fingerprint: str | None = None  # a user's own (node/train/data/fingerprint.py), else None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -174,15 +175,19 @@ def dataset_from_arrays(arrays: Any, name: str, *, any_targets: bool = False) ->
     missing = [k for k in REQUIRED_ARRAYS if k not in arrays]
     if missing:
         raise DataError(f"{name}: missing {', '.join(missing)}")
+    own = arrays.get("fingerprint") if hasattr(arrays, "get") else None
     # plain Python sequences are data in memory; only an array-like reader is streamed
     arrays = {
         k: np.asarray(v) if isinstance(v, list | tuple) else v
         for k, v in ((k, arrays[k]) for k in REQUIRED_ARRAYS)
     }
     if is_streamed(arrays["X_train"]) or is_streamed(arrays["X_test"]):
-        return _streamed_dataset(arrays, name, any_targets)
-    plain = {k: np.asarray(arrays[k]) for k in REQUIRED_ARRAYS}
-    return validate_arrays(plain, name, any_targets=any_targets)
+        data = _streamed_dataset(arrays, name, any_targets)
+    else:
+        plain = {k: np.asarray(arrays[k]) for k in REQUIRED_ARRAYS}
+        data = validate_arrays(plain, name, any_targets=any_targets)
+    # a user's data may say what makes it the same task elsewhere (fingerprint.py)
+    return replace(data, fingerprint=str(own)) if own else data
 
 
 def _streamed_dataset(arrays: Any, name: str, any_targets: bool) -> Dataset:

@@ -144,8 +144,39 @@ async def test_join_times_out_naming_the_seeds_and_the_timeout() -> None:
     assert time.monotonic() - start < 3.0
     msg = str(info.value)
     assert "10.1.1.1:7070" in msg and "10.1.1.2:7070" in msg and "0.4 s" in msg
-    assert "PeerUnreachable" in msg
+    assert "unreachable" in msg and "join-timeout" in msg  # what happened, in words
     assert 2 < swarm.net.stats["requests"] < 60  # retried, with backoff rather than spinning
+
+
+async def test_a_failed_join_attempt_is_said_at_once_once_per_seed_with_the_time_left(
+    caplog,
+) -> None:
+    caplog.set_level("INFO")
+    swarm = Swarm()
+    m = swarm.add(0)
+    with pytest.raises(JoinTimeout):
+        await m.join(["10.1.1.1:7070"], timeout=0.6)
+    said = [r.getMessage() for r in caplog.records if "seed 10.1.1.1:7070" in r.getMessage()]
+    assert len(said) == 1, said  # not once per retry
+    assert "retrying for up to" in said[0] and "join-timeout" in said[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("a:1: ClientConnectorError: Cannot connect to host a:1 ssl:default [Connect call "
+         "failed ('127.0.0.1', 1)]", "connection refused"),
+        ("a:1: ClientConnectorError: [Errno 113] No route to host", "no route"),
+        ("a:1: ClientConnectorDNSError: Name or service not known", "does not resolve"),
+    ],
+)  # fmt: skip
+def test_why_a_seed_is_unreachable_is_said_in_words_not_aiohttp_text(text, words) -> None:
+    from swarmnode.gossip.errors import PeerUnreachable, RequestTimeout
+    from swarmnode.gossip.membership.service import _what_happened
+
+    said = _what_happened(PeerUnreachable(text))
+    assert words in said and "ssl:default" not in said
+    assert "no answer" in _what_happened(RequestTimeout("a:1: no answer within 2.00s"))
 
 
 async def test_join_retries_until_a_seed_comes_up() -> None:

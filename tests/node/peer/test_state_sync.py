@@ -19,14 +19,27 @@ pytestmark = pytest.mark.timeout(30)
 class FakeMember:
     peer_id: str
     addr: str
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 class FakeMembership:
-    def __init__(self, ids: list[str]) -> None:
-        self.members = [FakeMember(i, f"10.0.0.{n}:7070") for n, i in enumerate(ids)]
+    def __init__(self, ids: list[str], steps: dict[str, int] | None = None) -> None:
+        steps = steps or {}
+        self.members = [
+            FakeMember(i, f"10.0.0.{n}:7070", {"name": f"n-{i}", "step": steps.get(i, 100)})
+            for n, i in enumerate(ids)
+        ]
+        self.introduced: list[str] = []
 
     def live_peers(self) -> list[FakeMember]:
         return list(self.members)
+
+    def get(self, peer_id: str) -> FakeMember | None:
+        return next((m for m in self.members if m.peer_id == peer_id), None)
+
+    async def introduce(self, members: list[FakeMember]) -> int:
+        self.introduced += [m.peer_id for m in members]
+        return len(members)
 
 
 class FakeExchanger:
@@ -46,6 +59,8 @@ class FakeExchanger:
             answer = script.get(pid, "unreachable")
             if isinstance(answer, str):
                 failures[pid] = answer
+            elif isinstance(answer, tuple):  # (vector, step)
+                got.append((pid, answer[1], answer[0]))
             else:
                 got.append((pid, 100, answer))
         return got
@@ -85,7 +100,7 @@ async def test_loads_the_median_of_three_donors_so_one_liar_cannot_choose_the_st
     )
     await sync_from_swarm(node, timeout=5)
     (loaded,) = node.store.loaded
-    np.testing.assert_allclose(loaded, vec(1.1))
+    np.testing.assert_allclose(loaded, vec(1.05))  # the liar is dropped: the honest two's
     assert node.trainer.step_count == 100
 
 
@@ -101,7 +116,7 @@ async def test_busy_donors_are_asked_again_until_one_answers():
 
 async def test_no_donor_answering_within_the_timeout_is_a_join_error_naming_them():
     node = FakeNode(FakeMembership(["a"]), FakeExchanger([{"a": "connection refused"}]))
-    with pytest.raises(JoinError, match=r"a: connection refused"):
+    with pytest.raises(JoinError, match=r"n-a \(a\): connection refused"):
         await sync_from_swarm(node, timeout=0.6)
     assert node.store.loaded == []
 
@@ -128,3 +143,90 @@ async def test_donors_get_the_rest_of_the_join_deadline_not_one_exchange_timeout
     await sync_from_swarm(node, timeout=30)
     first, second = node.exchanger.timeouts
     assert 29 < first <= 30 and 28 < second < first  # what is left of the join deadline
+
+
+NOT_YET = "403: pushpull: `sender` 'j' is not a live member of this swarm"
+
+
+async def test_a_hostile_donor_among_three_honest_ones_cannot_pick_the_start(caplog):
+    """Issue 34: a member answering `2t - x` (t its chosen target) among honest donors that
+    refused the joiner (403: not yet told of it) picked the median of two; 8 of 9 joiners
+    started at chance. Now every donor is told first, refusals are asked again, three donors
+    are waited for, and the far one is dropped."""
+    caplog.set_level("DEBUG")
+    rng = np.random.default_rng(0)
+    honest = {p: (1 + 0.01 * rng.standard_normal(64)).astype(np.float32) for p in "abc"}
+    target = np.full(64, -5.0, dtype=np.float32)
+    hostile = 2 * target - honest["a"]
+    for seed in range(6):  # whichever three of the four it draws
+        first = {"h": hostile, "a": honest["a"], "b": NOT_YET, "c": NOT_YET}
+        later = {"h": hostile, **honest}
+        node = FakeNode(
+            FakeMembership(["a", "b", "c", "h"]),
+            FakeExchanger([first, later]),
+            rng=random.Random(seed),
+        )
+        await sync_from_swarm(node, timeout=10)
+        (start,) = node.store.loaded
+        nearest = min(np.linalg.norm(start - v) for v in honest.values())
+        assert nearest < 0.2, f"draw {seed}: the start is {nearest:.2f} from every honest model"
+    # the refusals of donors that had not heard of us yet are said quietly
+    loud = [r for r in caplog.records if r.levelno >= 20 and "not a live member" in r.message]
+    assert loud == []
+
+
+async def test_the_joiner_waits_for_three_donors_when_the_swarm_has_three():
+    node = FakeNode(
+        FakeMembership(["a", "b", "c"]),
+        FakeExchanger(
+            [{"a": vec(1), "b": "503 busy", "c": "503 busy"}, {"b": vec(2), "c": vec(3)}]
+        ),
+    )
+    await sync_from_swarm(node, timeout=10)
+    assert node.exchanger.calls == 2
+    np.testing.assert_allclose(node.store.loaded[0], vec(2))  # the median of all three
+    assert node.membership.introduced[:1] and set(node.membership.introduced) == {"a", "b", "c"}
+
+
+async def test_a_donor_claiming_step_2_to_the_60_is_not_believed():
+    """Issue 34: one donor claiming step 2^60 ended every `--steps N` joiner that drew it."""
+    huge = 2**60
+    node = FakeNode(
+        FakeMembership(["a", "h"], steps={"a": 900, "h": huge}),
+        FakeExchanger([{"a": (vec(1), 900), "h": (vec(1), huge)}]),
+    )
+    await sync_from_swarm(node, timeout=5)
+    assert node.trainer.step_count == 900  # the lower median: a liar among two cannot raise it
+
+
+async def test_the_donors_median_step_stands_where_the_records_lag_behind():
+    """Records are re-sealed every two minutes: a fast swarm's are far behind its steps."""
+    node = FakeNode(
+        FakeMembership(["a", "b", "c"], steps={"a": 500, "b": 510, "c": 490}),
+        FakeExchanger([{"a": (vec(1), 40_500), "b": (vec(1), 40_520), "c": (vec(1), 2**60)}]),
+    )
+    await sync_from_swarm(node, timeout=5)
+    assert node.trainer.step_count == 40_520
+
+
+async def test_a_lone_donor_claiming_step_2_to_the_60_is_bounded_by_the_records(caplog):
+    node = FakeNode(
+        FakeMembership(["h", "a"], steps={"a": 900, "h": 900}),
+        FakeExchanger([{"h": (vec(1), 2**60), "a": "503 busy"}]),
+    )
+    await sync_from_swarm(node, timeout=0.3)
+    assert node.trainer.step_count == 900
+    assert any("donors claim step" in r.message for r in caplog.records)
+
+
+async def test_donors_that_refuse_our_clock_end_the_join_at_once_saying_so():
+    """Issue 34: a joiner 45 s off was told to raise --join-timeout."""
+    off = (
+        "10.0.0.0:7070 /v1/params answered 401: params: the clock of 10.0.0.9:7070 is 45 s "
+        "ahead of this peer's (an envelope may be 30 s off this peer's clock): set the clocks "
+        "right (NTP)"
+    )
+    node = FakeNode(FakeMembership(["a", "b"]), FakeExchanger([{"a": off, "b": off}]))
+    with pytest.raises(JoinError, match=r"refuse this peer's clock \(401: .*45 s ahead of"):
+        await sync_from_swarm(node, timeout=30)
+    assert node.exchanger.calls == 1

@@ -251,3 +251,17 @@ def test_cli_on_npy_and_corrupted_npz_is_one_line_exit_2(
         assert main([*START, "--device", "cpu", "--data", str(path), "--steps", "1"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(path) in err, err
+
+
+def test_the_data_fingerprint_tells_two_data_sets_of_one_shape_apart():
+    """What a joiner compares with the swarm's (issue 34): the same spec gives the same print
+    on every machine, another data set of the same model size another; a user's own wins."""
+    from swarmnode.node.train.data import data_fingerprint, dataset_from_arrays
+
+    digits, synthetic = load_dataset("digits"), load_dataset("synthetic:2000,64,10")
+    assert data_fingerprint(digits) == data_fingerprint(load_dataset("digits"))
+    assert data_fingerprint(digits) != data_fingerprint(synthetic)
+    arrays = {k: getattr(digits, k) for k in ("X_train", "y_train", "X_test", "y_test")}
+    assert data_fingerprint(dataset_from_arrays(arrays, "mine")) == data_fingerprint(digits)
+    own = dataset_from_arrays({**arrays, "fingerprint": "imagenet-2012"}, "mine")
+    assert data_fingerprint(own) == "imagenet-2012"

@@ -52,9 +52,12 @@ def test_two_swarms_converge_while_each_user_loop_runs_sgd_toward_its_own_optimu
             start = float(np.abs(x - y).max())
             _side_by_side((_sgd, a, x, -1.0, 300), (_sgd, b, y, 1.0, 300))
             end = float(np.abs(x - y).max())
-            # alone, each would end at its own optimum: 2 apart; averaged, near each other
-            # and near the mean of the optima (0)
-            assert end < 0.5 and end < start / 5, (start, end)
+            # Alone, each would end at its own optimum: 2 apart. Mixed, the gap is what the
+            # steps since the last landed round opened: at most max_lead x sync_every = 10
+            # steps of 5% each toward 2, 2 (1 - 0.95^10) = 0.80, whenever the loops stop (a
+            # bound on the gap, not a timing: a loaded box moves only where in that cycle
+            # they end; 0.52 was seen)
+            assert end < 1.0, (start, end)
             assert abs(float(np.mean(x + y)) / 2) < 0.3
             assert a.rounds > 10 and b.rounds > 10
             assert 0 < a.utilization() <= 1 and b.metrics.step >= 300

@@ -38,7 +38,7 @@ class MembershipPeers:
             )
 
     def sample(self, k: int) -> list[tuple[str, str]]:
-        live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
+        live = [(m.peer_id, m.addr) for m in self.membership.dialable_peers()]
         if self.links is None or self.choice is None:
             return self.rng.sample(live, min(k, len(live)))
         # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):

@@ -94,7 +94,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
     deadline = loop.time() + timeout
     pause = RETRY_S
     while True:
-        live = node.membership.live_peers()
+        live = node.membership.dialable_peers()  # an outbound-only member cannot serve
         picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
         failures: dict[str, str] = {}
         # The whole join deadline, not one exchange's: several donors' full models share a

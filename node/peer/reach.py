@@ -17,6 +17,7 @@ started with it. `--reachable yes|no` skips the check.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -139,26 +140,30 @@ async def dial(transport: Transport, addr: str, expect: str) -> tuple[bool, str]
 
 
 async def ask_dialback(node: Reacher) -> tuple[bool | None, str]:
-    """Ask up to `ASKED` live members to dial us back: True once one reached us, False if
-    those that tried all failed (with why), None if nobody could tell."""
+    """Ask up to `ASKED` live members at once to dial us back: True if one reached us, False
+    if those that tried all failed (with why), None if nobody could tell."""
     members = node.membership.dialable_peers()
     node.rng.shuffle(members)
-    verdict: bool | None = None
-    why = ""
-    for m in members[:ASKED]:
-        try:
-            raw = await node.links.request(
-                m.addr, "dialback", encode_control("dialback"), timeout=ASK_S
-            )
-            msg = decode_control(raw, "dialback-ack")
-            ok = require(msg, "ok", bool)
-        except (TransportError, CodecError) as exc:
-            log.debug("reach check: %s could not be asked: %s", m.peer_id, exc)
-            continue
-        if ok:
-            return True, ""
-        verdict, why = False, f"{m.peer_id} tried: {str(msg.get('why'))[:160]}"
-    return verdict, why
+    answers = await asyncio.gather(*(_ask(node, m.addr) for m in members[:ASKED]))
+    said = [(m.peer_id, a) for m, a in zip(members, answers, strict=False) if a is not None]
+    if any(ok for _, (ok, _) in said):
+        return True, ""
+    if not said:
+        return None, ""
+    pid, (_, why) = said[0]
+    more = f"; {len(said) - 1} more member(s) failed too" if len(said) > 1 else ""
+    return False, f"{pid} tried: {why}{more}"
+
+
+async def _ask(node: Reacher, addr: str) -> tuple[bool, str] | None:
+    """One member's verdict (dialled us?, why not), or None if it could not be asked."""
+    try:
+        raw = await node.links.request(addr, "dialback", encode_control("dialback"), timeout=ASK_S)
+        msg = decode_control(raw, "dialback-ack")
+        return require(msg, "ok", bool), str(msg.get("why"))[:160]
+    except (TransportError, CodecError) as exc:
+        log.debug("reach check: %s could not be asked: %s", addr, exc)
+        return None
 
 
 async def check_reach(node: Reacher, setting: str, joined: bool) -> bool:

@@ -141,9 +141,12 @@ def run(seconds: float, home_args: str, nat: bool = True) -> int:
         for name in ("a", "b", "home"):
             me = status(f"{tag}-{name}")["self"]
             ex = me["exchange"]
+            home = f"{ips['home']}:{PORT}"  # the dials into the NAT, and what they cost
+            failed = sum(ln["failures"] for ln in me["links"] if ln["addr"] == home)
             print(f"{name}: reach={me.get('reach')} step={me['step']} rounds={ex['rounds']} "
                   f"applied={ex['applied']} served={ex['served']} "
-                  f"utilization={me['utilization']:.2f} acc={me['acc']}")  # fmt: skip
+                  f"utilization={me['utilization']:.2f} acc={me['acc']} "
+                  f"failed_dials_to_home={failed} max_round_s={ex['max_round_s']}")  # fmt: skip
     finally:
         for p in procs:
             p.terminate()

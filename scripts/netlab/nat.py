@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from scripts.netlab.net import PREFIX, NetLabError, _free_subnet, cleanup_stale, remove_tag, sh
 
@@ -107,7 +108,10 @@ def status(ns: str) -> dict:
     return json.loads(out.stdout)
 
 
-def run(seconds: float, home_args: str, nat: bool = True) -> int:
+def run(seconds: float, home_args: str, nat: bool = True) -> dict[str, Any]:
+    """Build the lab, run the three lines for `seconds`, print the figures; what was read:
+    {"self": {name: its /v1/status self}, "failed": {name: dials into the NAT}, "logs": dir}."""
+    got: dict[str, Any] = {"self": {}, "failed": {}}
     tag = f"{PREFIX}{os.getpid()}"
     cleanup_stale()
     s = _free_subnet()
@@ -115,7 +119,7 @@ def run(seconds: float, home_args: str, nat: bool = True) -> int:
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # fmt: skip
-    logs = Path(tempfile.mkdtemp(prefix="natlab-"))
+    logs = got["logs"] = Path(tempfile.mkdtemp(prefix="natlab-"))
     try:
         ips = build(tag, s, nat)
         for name, line in lines(ips, home_args).items():
@@ -143,6 +147,7 @@ def run(seconds: float, home_args: str, nat: bool = True) -> int:
             ex = me["exchange"]
             home = f"{ips['home']}:{PORT}"  # the dials into the NAT, and what they cost
             failed = sum(ln["failures"] for ln in me["links"] if ln["addr"] == home)
+            got["self"][name], got["failed"][name] = me, failed
             print(f"{name}: reach={me.get('reach')} step={me['step']} rounds={ex['rounds']} "
                   f"applied={ex['applied']} served={ex['served']} "
                   f"utilization={me['utilization']:.2f} acc={me['acc']} "
@@ -165,7 +170,7 @@ def run(seconds: float, home_args: str, nat: bool = True) -> int:
                 bad += 1
                 print(f"[{name}] {ln}")
     print(f"WARNING/ERROR lines: {bad}; logs in {logs}")
-    return 0
+    return got
 
 
 def main() -> int:
@@ -174,7 +179,8 @@ def main() -> int:
     p.add_argument("--home-args", default="", help="flags added to the home peer's line")
     p.add_argument("--no-nat", action="store_true", help="the control: home on the bridge too")
     args = p.parse_args()
-    return run(args.seconds, args.home_args, nat=not args.no_nat)
+    run(args.seconds, args.home_args, nat=not args.no_nat)
+    return 0
 
 
 if __name__ == "__main__":

@@ -95,7 +95,9 @@ async def start_reach(node: Reacher) -> bool:
         node.signer.signed_routes = node.signer.signed_routes | {"dialback"}
     handlers = dialback_handlers(node.peer_id, node.membership, node.links)
     node._handlers.update(auth_handlers(handlers, node.signer))
-    setting = node.cfg.reachable if node.cfg.sign_exchange else "yes"
+    setting = node.cfg.reachable
+    if setting == "auto" and not node.cfg.sign_exchange:  # unsigned, nobody would dial back
+        setting = "yes"
     return await check_reach(node, setting, bool(node.cfg.join))
 
 

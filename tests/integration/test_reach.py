@@ -92,6 +92,21 @@ async def test_reachable_no_forces_outbound_only(caplog):
     a, b, home = await _swarm_with_home(caplog, reachable="no")
     try:
         assert not home.reachable and home.membership.table.meta[REACH] == OUTBOUND
+        # a member that says so (true or not) is left alone: nobody dials it, and it loses
+        # only the rounds others would have started with it; its own still land
+        await eventually(
+            lambda: all(
+                (m := n.membership.get(home.peer_id)) is not None and m.meta.get(REACH) == OUTBOUND
+                for n in (a, b)
+            ),
+            20,
+            "the others to read home's word",
+        )
+        served = home.exchanger.served
+        await eventually(lambda: home.exchanger.rounds_applied >= 3, 30, "home's own rounds")
+        for n in (a, b):
+            assert home.peer_id not in {pid for pid, _ in n.exchanger.peers.sample(8)}
+        assert home.exchanger.served == served
     finally:
         for n in (home, b, a):
             await n.close()

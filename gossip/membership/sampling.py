@@ -13,7 +13,7 @@ have started with it.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
 from swarmnode.gossip.membership.failure import ALIVE
@@ -33,17 +33,14 @@ REACH = "reach"  # the meta key: how this member can be reached
 OUTBOUND = "outbound"  # ...only by its own dials out: never dial it
 
 
-class _HasMeta(Protocol):
-    @property
-    def meta(self) -> Mapping[str, Any]: ...
+H = TypeVar("H")
 
 
-H = TypeVar("H", bound=_HasMeta)
-
-
-def outbound_only(member: _HasMeta) -> bool:
-    """Whether the member says, in its own signed meta, that nobody can dial it."""
-    return member.meta.get(REACH) == OUTBOUND
+def outbound_only(member: Any) -> bool:
+    """Whether the member says, in its own signed meta, that nobody can dial it (a view
+    without meta, as some callers' stand-ins are, says nothing)."""
+    meta = getattr(member, "meta", None)
+    return meta is not None and meta.get(REACH) == OUTBOUND
 
 
 def dialable(members: Sequence[H]) -> list[H]:

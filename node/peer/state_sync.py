@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from swarmnode.gossip.membership import dialable
 from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
@@ -94,7 +95,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
     deadline = loop.time() + timeout
     pause = RETRY_S
     while True:
-        live = node.membership.dialable_peers()  # an outbound-only member cannot serve
+        live = dialable(node.membership.live_peers())  # an outbound-only one cannot serve
         picked = node.rng.sample([(m.peer_id, m.addr) for m in live], min(DONORS, len(live)))
         failures: dict[str, str] = {}
         # The whole join deadline, not one exchange's: several donors' full models share a

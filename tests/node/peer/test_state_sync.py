@@ -28,9 +28,6 @@ class FakeMembership:
     def live_peers(self) -> list[FakeMember]:
         return list(self.members)
 
-    def dialable_peers(self) -> list[FakeMember]:  # nobody here is outbound-only
-        return self.live_peers()
-
 
 class FakeExchanger:
     """pull_many answering from a script: one dict {peer_id: vector | error text} per attempt."""

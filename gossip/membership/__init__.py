@@ -8,7 +8,8 @@
   `RecordOpener`, `Verifier`); `entries.py`: entries on the wire, strictly parsed.
 - `intake.py`: what a received digest goes through, cheapest check first; `admission.py`:
   who may become a member (`open`, `secret`, `trust`) and how fast; `caps.py`: members per host.
-- `failure.py`: failure-detector timing as pure functions; `sampling.py`: uniform peer choice.
+- `failure.py`: failure-detector timing as pure functions; `sampling.py`: uniform peer choice among
+  the dialable (not outbound-only) members.
 - `config.py`: `MembershipConfig`, validated.
 """
 
@@ -18,6 +19,7 @@ from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
 from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S, RecordSigner, seal, to_wire
+from swarmnode.gossip.membership.sampling import OUTBOUND, REACH, dialable, outbound_only
 from swarmnode.gossip.membership.service import Membership
 from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS, MemberTable
 from swarmnode.gossip.membership.views import Change, Member, Timing
@@ -28,7 +30,9 @@ __all__ = [
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_PER_HOST",
     "LEFT",
+    "OUTBOUND",
     "PROGRESS_RESEAL_S",
+    "REACH",
     "SUSPECT",
     "Admission",
     "Change",
@@ -39,6 +43,8 @@ __all__ = [
     "MembershipConfig",
     "RecordSigner",
     "Timing",
+    "dialable",
+    "outbound_only",
     "seal",
     "to_wire",
 ]

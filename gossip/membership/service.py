@@ -50,7 +50,7 @@ from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
 from swarmnode.gossip.membership.intake import CAPPED, UNTRUSTED, Intake
 from swarmnode.gossip.membership.records import RecordSigner, Verifier, to_wire
-from swarmnode.gossip.membership.sampling import sample_peers
+from swarmnode.gossip.membership.sampling import dialable, sample_peers
 from swarmnode.gossip.membership.table import Change, Member, MemberTable
 from swarmnode.gossip.wire import MAX_CONTROL_BYTES, decode_control, encode_control, require
 
@@ -188,6 +188,10 @@ class Membership:
     def live_peers(self) -> list[Member]:
         """Other peers currently alive (not suspect, dead or left)."""
         return self.table.members(self._now(), (ALIVE,))
+
+    def dialable_peers(self) -> list[Member]:
+        """Live peers this peer may dial: not those that say they are outbound-only."""
+        return dialable(self.live_peers())
 
     def get(self, peer_id: str) -> Member | None:
         return self.table.get(peer_id, self._now())
@@ -517,7 +521,8 @@ class Membership:
         self._last_tick = now
         self.table.bump()
         self._notify(self.table.sweep(now))
-        reachable = self._reachable(self.table.members(now, GOSSIP_TARGET_STATES))
+        # an outbound-only member gossips to us; dialling it would wait out a deadline
+        reachable = self._reachable(dialable(self.table.members(now, GOSSIP_TARGET_STATES)))
         if self._choice is None:
             targets = sample_peers(
                 reachable,
@@ -534,7 +539,7 @@ class Membership:
         # digest tells it that it was declared dead and it refutes, so the swarm heals; a peer
         # that really crashed refuses the connection at once. Left members are not probed.
         dead = sample_peers(
-            self.table.members(now, (DEAD,)),
+            dialable(self.table.members(now, (DEAD,))),
             1,
             self.rng,
             exclude=self._inflight.keys(),

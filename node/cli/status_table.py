@@ -23,6 +23,7 @@ MEMBER_COLUMNS = (
 )
 COLUMNS = (
     *MEMBER_COLUMNS,
+    ("reach", "reach"),  # direct, or outbound (nobody can dial it: it dials out; issue 31)
     ("util", "utilization"),  # this peer only: the share of its time spent training
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
@@ -32,7 +33,7 @@ COLUMNS = (
 
 # a cell of text another peer chose (its name, its address) is clipped to this many characters:
 # a 200-character name must not widen every row of the table (issue 34)
-CLIP = {"name": 24, "addr": 40, "device": 16, "state": 10}
+CLIP = {"name": 24, "addr": 40, "device": 16, "state": 10, "reach": 10}
 
 
 def clip(text: str, width: int) -> str:

@@ -6,7 +6,7 @@ import random
 
 from swarmnode.gossip.auth import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
 from swarmnode.gossip.link import BULK, MeasuringTransport, PartnerChoice, prefer_fast
-from swarmnode.gossip.membership import ALIVE, SUSPECT, Membership
+from swarmnode.gossip.membership import ALIVE, SUSPECT, Membership, dialable
 from swarmnode.gossip.wire import MAX_CONTROL_BYTES, max_frame_bytes
 from swarmnode.node.net import IntakeLimits
 from swarmnode.node.settings import PeerConfig
@@ -38,7 +38,7 @@ class MembershipPeers:
             )
 
     def sample(self, k: int) -> list[tuple[str, str]]:
-        live = [(m.peer_id, m.addr) for m in self.membership.live_peers()]
+        live = [(m.peer_id, m.addr) for m in dialable(self.membership.live_peers())]
         if self.links is None or self.choice is None:
             return self.rng.sample(live, min(k, len(live)))
         # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):

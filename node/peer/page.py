@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
+from swarmnode.node.peer.reach import reach_of
 from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
 from swarmnode.node.web import (
     Access,
@@ -62,7 +63,11 @@ def other_members(node: PageSource) -> list[dict[str, Any]]:
     membership = getattr(node, "membership", None)
     if membership is None:
         return []
-    return [m.as_status() for m in membership.members() if m.peer_id != node.peer_id]
+    return [
+        {**m.as_status(), "reach": reach_of(m.meta)}  # outbound: nobody dials it (reach.py)
+        for m in membership.members()
+        if m.peer_id != node.peer_id
+    ]
 
 
 def log_member_changes(node: PageSource) -> None:

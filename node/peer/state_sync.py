@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from swarmnode.gossip.membership import PROGRESS_RESEAL_S
+from swarmnode.gossip.membership import PROGRESS_RESEAL_S, dialable
 from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
@@ -171,7 +171,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
     got: dict[str, Any] = {}
     failures: dict[str, str] = {}
     while True:
-        live = node.membership.live_peers()
+        live = dialable(node.membership.live_peers())  # an outbound-only one cannot serve
         need = min(DONORS, len({m.peer_id for m in live} | got.keys()))
         ask = [m for m in live if m.peer_id not in got]
         picked = node.rng.sample([(m.peer_id, m.addr) for m in ask], min(need - len(got), len(ask)))

@@ -31,6 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from swarmnode.fault.inject import FaultConfig
 from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
+from swarmnode.gossip.membership import OUTBOUND
+from swarmnode.node.peer.reach import reach_of
 from swarmnode.node.web import Access, refused
 
 from swarmnode import __version__
@@ -76,7 +78,7 @@ def fault_spec(node: StatusSource) -> str:
 
 def status_json(node: StatusSource) -> dict[str, Any]:
     others = [
-        {**m.as_status(), "shard": m.meta.get("shard")}
+        {**m.as_status(), "shard": m.meta.get("shard"), "reach": reach_of(m.meta)}
         for m in node.membership.members()
         if m.peer_id != node.peer_id
     ]
@@ -97,6 +99,8 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
         "shard": node.shard,  # I/N, or None on the whole set (`--shard auto` reads it)
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
+        # direct, or outbound: nobody can dial this peer, it starts its exchanges (reach.py)
+        "reach": reach_of(node.membership.table.meta),
         "device": m.device,
         "step": m.step,
         "loss": _num(m.loss),
@@ -194,6 +198,13 @@ class PeerMetricsCollector:
             c = CounterMetricFamily(name, doc, labels=labels)
             c.add_metric(pid, ex[key])
             yield c
+        outbound = GaugeMetricFamily(
+            "swarmnode_outbound_only",
+            "1 if nobody can dial this peer (it starts every exchange itself), else 0",
+            labels=labels,
+        )
+        outbound.add_metric(pid, float(s["reach"] == OUTBOUND))
+        yield outbound
         members = GaugeMetricFamily(
             "swarmnode_members", "known members by state", labels=["peer_id", "state"]
         )

@@ -47,6 +47,7 @@ class PeerConfig(NodeConfig):
 
     listen: str = DEFAULT_LISTEN
     advertise: str | None = None
+    reachable: str = "auto"  # auto | yes | no: node/peer/reach.py
     join: list[str] = field(default_factory=list)
     join_timeout: float = 30.0
     peer_id: str | None = None  # only a check: the id is the key's (node/peer/identity.py)
@@ -126,6 +127,8 @@ class PeerConfig(NodeConfig):
                 )
         if isinstance(self.join, str):
             self.join = parse_seeds(self.join)
+        if self.reachable not in ("auto", "yes", "no"):
+            raise ConfigError(f"`reachable` {self.reachable!r}: give auto, yes or no")
         if self.shard_auto and not self.join:
             raise ConfigError(
                 "`shard` auto needs `join`: it takes a shard that no live member of the swarm "

@@ -237,6 +237,13 @@ SWARM = _opts(
         common=True,
     ),
     Option(
+        "reachable",
+        "whether the swarm can dial this peer: auto (at the join a live member dials it back; "
+        "if that fails it runs outbound-only: it starts every exchange and gossip itself and "
+        "nobody dials it), yes (skip the check), no (outbound-only from the start)",
+        choices=("auto", "yes", "no"),
+    ),
+    Option(
         "join",
         "any live peer(s) of a running swarm; without it this peer starts a swarm",
         field="join",

@@ -317,6 +317,7 @@ class SwarmWatch:
             "peer_id": pid,
             "name": figures.get("name") or member.get("name"),
             "addr": member.get("addr"),
+            "reach": member.get("reach"),  # outbound: it dials, nobody dials it (issue 31)
             "state": state,
             "device": figures.get("device"),
             "step": figures.get("step"),

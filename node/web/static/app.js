@@ -99,6 +99,7 @@
       if (m.stale) ageCell.append(el("span", "tag", "stale"));
       const addr = el("td");
       addr.append(nameEl(null, m.addr || "-"));
+      if (m.reach === "outbound") addr.append(el("span", "tag", "outbound-only"));
       tr.append(who, addr, el("td", null, clip(m.device || "-", 16)), st,
                 el("td", "num fig", m.step ?? "-"), el("td", "num fig acc", pct(m.acc)),
                 el("td", "num fig", fix(m.loss, 4)), ageCell);

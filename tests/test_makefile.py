@@ -3,6 +3,7 @@ library only, `make test` the whole test toolchain, each behind its own stamp.""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,11 @@ pytestmark = [
 
 def _dry_run(target: str, venv: Path) -> list[str]:
     """What `make TARGET` would run on a fresh clone (no venv yet)."""
-    done = subprocess.run(
-        ["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, check=True
-    )
+    # run under `make test` too: a make inside make prints "Entering/Leaving directory" lines
+    # unless told not to, and inherits the outer one's flags
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    argv = ["make", "--no-print-directory", "-n", target, f"VENV={venv}"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return done.stdout.splitlines()
 
 

@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from swarmnode.fault.inject import FaultConfig
 from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
+from swarmnode.gossip.wire import PROTOCOL_VERSION
 from swarmnode.node.web import Access, refused
 
 from swarmnode import __version__
@@ -94,6 +95,7 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
         "addr": node.addr,
         "version": __version__,
         "envelope": ENVELOPE_VERSION,  # every peer of a swarm must speak the same
+        "protocol": PROTOCOL_VERSION,  # ... and this one (control messages)
         "shard": node.shard,  # I/N, or None on the whole set (`--shard auto` reads it)
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
@@ -244,6 +246,7 @@ def _starting() -> web.Response:
 def outside_status(node: StatusSource) -> dict[str, Any]:
     """What a closed swarm's peer tells a reader without its read token: up, and its version."""
     me = {"state": node.state, "version": __version__, "envelope": ENVELOPE_VERSION}
+    me["protocol"] = PROTOCOL_VERSION
     return {"self": me, "members": [], "closed": True}
 
 

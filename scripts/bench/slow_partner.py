@@ -4,6 +4,7 @@ against 4 honest peers, in the same run, real `swarmnode start` processes on 127
 
     .venv/bin/python scripts/bench/slow_partner.py                 # 30 s per arm, 1.8 s slow
     .venv/bin/python scripts/bench/slow_partner.py --window 10 --slow-ms 1800   # a smoke
+    .venv/bin/python scripts/bench/slow_partner.py --together   # both swarms at once
 
 The slow member answers every push-pull correctly, but after `--slow-ms`: it listens on a port
 of its own and advertises the port of a small TCP relay in this process that holds every byte
@@ -11,7 +12,9 @@ the others send it for that long before passing it on (its answers, and its own 
 others, are not delayed: a box that is slow to serve, or a link slow one way). Its status is
 read past the relay. The peers are held at start (200x slowdown) and released together with a
 fixed step time (`--step-s`), so that the two arms train at the same pace whatever else runs on
-the box, then measured over `--window` seconds after `--warmup`.
+the box, then measured over `--window` seconds after `--warmup`. On a shared box whose load
+changes by the minute, `--together` runs the two swarms at the same time (8 processes), so that
+both arms see the same load.
 
 Per arm it prints the honest peers' mean rounds/s (applied), steps/s and utilization (1 - the
 share of the window held at the step limit) and the slow member's, and the ratio of the slow
@@ -30,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,16 +196,23 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=8.0)
     ap.add_argument("--step-s", type=float, default=0.01, help="fixed step time of every peer")
     ap.add_argument("--model", default="mlp:32")
+    ap.add_argument("--together", action="store_true", help="run both swarms at the same time")
     args = ap.parse_args()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime: {load}")
+    arms = {"4 honest": 0.0, f"3 honest + 1 slow ({args.slow_ms:.0f} ms)": args.slow_ms}
     rows = {}
     with tempfile.TemporaryDirectory(prefix="slow-partner-") as tmp:
-        for label, slow in (
-            ("4 honest", 0.0),
-            (f"3 honest + 1 slow ({args.slow_ms:.0f} ms)", args.slow_ms),
-        ):
-            out = run_arm(Path(tmp) / ("slow" if slow else "honest"), slow, args)
+
+        def arm(label: str) -> dict[str, Any]:
+            return run_arm(Path(tmp) / ("slow" if arms[label] else "honest"), arms[label], args)
+
+        if args.together:
+            with ThreadPoolExecutor(len(arms)) as pool:
+                outs = dict(zip(arms, pool.map(arm, arms), strict=True))
+        else:
+            outs = {label: arm(label) for label in arms}
+        for label, out in outs.items():
             rows[label] = out["figures"]
             for line in problems(out["tails"])[:10]:
                 print(f"  [{label}] {line}")

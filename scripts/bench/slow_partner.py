@@ -111,10 +111,13 @@ class DelayRelay:
                 await cw.drain()
             cw.close()
 
-        with contextlib.suppress(OSError, ConnectionError):
+        try:
             await asyncio.gather(take(), forward(), back())
-        for w in (cw, sw):
-            w.close()
+        except (OSError, ConnectionError, asyncio.CancelledError):
+            pass  # a peer gone, or the relay's own shutdown (`_shutdown`): nothing to report
+        finally:
+            for w in (cw, sw):
+                w.close()
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ What an outsider reads (issue 34, item 18). Of an open swarm, everything: anyone
 read the same from inside. Of a closed swarm (`--secret`), without a credential, only that this
 peer is up and what it speaks: `GET /v1/status` answers
 
-    {"self": {"state": ..., "version": ..., "envelope": ...}, "members": [], "closed": true}
+    {"self": {"state": ..., "version": ..., "envelope": ..., "protocol": ...}, "members": [], "closed": true}
 
 and `/metrics`, like the page's data routes (node/web/routes.py), answers 401. Members'
 addresses, shards, injected faults, byzantine kinds, links and figures are for a reader from

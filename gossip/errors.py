@@ -44,10 +44,23 @@ class CodecError(SwarmnodeError, ValueError):
     """A control message is malformed, too large, of an unknown version or of the wrong type."""
 
 
+class VersionSkew(CodecError):
+    """A control message of another swarmnode release (its protocol version is not ours):
+    answered 426, and a joiner that gets it gives up at once (retrying cannot fix it)."""
+
+    status = 426
+
+
 class AuthError(SwarmnodeError):
     """A message failed authentication: unsigned, forged, wrong secret, replayed, truncated."""
 
     status = 401
+
+
+class EnvelopeSkew(AuthError):
+    """An envelope of another swarmnode release (its version is not ours): answered 426."""
+
+    status = 426
 
 
 class NotAMember(AuthError):

@@ -62,6 +62,7 @@ from swarmnode.gossip.auth.seal_stream import StreamedSeal
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import (
     AuthError,
+    EnvelopeSkew,
     NotAMember,
     UnauthenticatedRequest,
     UnauthenticatedResponse,
@@ -370,9 +371,9 @@ def _check_magic(view: memoryview) -> None:
     if magic == MAGIC:
         return
     if magic[:3] == MAGIC[:3] and magic[3:].isdigit():  # another version of this envelope
-        raise AuthError(
-            f"envelope version {magic[3:].decode()} from another swarmnode release; this peer "
-            f"speaks version {VERSION} (run the same release on every peer)"
+        raise EnvelopeSkew(
+            f"another swarmnode release: envelope version {magic[3:].decode()} from the sender, "
+            f"{VERSION} at the receiver (run the same release on every peer)"
         )
     outsider = AuthError(
         "message is not authenticated (no envelope; is the swarm `secret` the same there?)"

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import statistics
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -57,7 +59,7 @@ from swarmnode.gossip.exchange.types import (
     Round,
     RoundResult,
 )
-from swarmnode.gossip.link import Arrival, Handler, Transport
+from swarmnode.gossip.link import BULK, Arrival, Handler, MeasuringTransport, Transport
 from swarmnode.gossip.robust import PushBudget, PushGuard
 from swarmnode.gossip.wire import (
     FrameHeader,
@@ -75,6 +77,12 @@ log = logging.getLogger(__name__)
 # the others, then goes on without them (`_answers`): x the time the proven ones took, at least
 GRACE_FACTOR = 1.0
 GRACE_MIN_S = 0.05
+# The quorum grace (`_answers`, any partner): once ceil(group / 2) partners answered, the rest
+# get QUORUM_FACTOR x the median answer time so far, at least QUORUM_MIN_S, then the round lands
+# without them: one slow member of a group costs the others about one grace, not its answer
+# time, and the step limit does not then hold the whole swarm behind it
+QUORUM_FACTOR = 2.0
+QUORUM_MIN_S = 0.1
 MAX_ANSWERED = 4096  # partners remembered as having answered (the table holds at most 1,024)
 # `mode` -> its round object (`ExchangeConfig.validate` admits these modes only)
 ROUNDS: dict[str, type[AverageRound] | type[RobustRound]] = {
@@ -123,6 +131,8 @@ class Exchanger:
         self.budget = PushBudget()
         self.pushes = Pushes(store, self.guard, self.budget)
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
+        # a partner late again and again is sampled less (gossip/link/backoff.py, `late`)
+        self._backoff = transport.backoff if isinstance(transport, MeasuringTransport) else None
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
         self.compression = cx.build(cfg, self_id, store, transport, self._decode, init, segs)
         # my mode, whole: my own rounds and how a push to me is judged and mixed
@@ -287,9 +297,14 @@ class Exchanger:
         relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
         answers = await _answers(tasks, relied, self.cfg.push_budget)
         got = []
-        for (pid, _), outcome in zip(picked, answers, strict=True):
+        for (pid, addr), outcome in zip(picked, answers, strict=True):
             if isinstance(outcome, asyncio.CancelledError):
-                result.failures[pid] = "no answer within the grace after the proven partners'"
+                # dropped, not mixed when it comes: it answers my push with its model from
+                # before mixing mine, which my model, moved on by then, must not average with
+                # again; its mix of my push still happens on its side if it got the push
+                result.failures[pid] = "no answer within the grace after the others'"
+                if pid in self._answered and self._backoff is not None:  # slow, not gone
+                    self._backoff.late(addr, BULK)
             elif isinstance(outcome, (TransportError, SwarmnodeError)):
                 result.failures[pid] = str(outcome)
                 self._answered.pop(pid, None)
@@ -298,6 +313,8 @@ class Exchanger:
             else:
                 result.received.append(pid)
                 got.append(outcome)
+                if self._backoff is not None:
+                    self._backoff.on_time(addr, BULK)
                 self._answered.pop(pid, None)
                 self._answered[pid] = None
                 if len(self._answered) > MAX_ANSWERED:
@@ -399,24 +416,55 @@ class Exchanger:
 
 
 async def _answers(
-    tasks: list[asyncio.Future[np.ndarray]], relied: list[asyncio.Future[np.ndarray]], cut: bool
+    tasks: list[asyncio.Future[np.ndarray]],
+    relied: list[asyncio.Future[np.ndarray]],
+    cut: bool,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[object]:
-    """Every task's outcome (an exception, `CancelledError` for one cut). With `cut` and some
-    partners that answered before (`relied`) among others, the round finishes once those have:
-    the others get `GRACE_FACTOR` x the time that took (at least `GRACE_MIN_S`), then are
-    cancelled, so a newcomer that never answers (a silent sybil) costs about one round's time,
-    not its deadline."""
-    if cut and relied and len(relied) < len(tasks):
-        t0 = time.perf_counter()
-        await asyncio.wait(relied)
-        rest = [t for t in tasks if not t.done()]
-        if rest:
-            grace = max(GRACE_MIN_S, GRACE_FACTOR * (time.perf_counter() - t0))
-            _, late = await asyncio.wait(rest, timeout=grace)
-            for t in late:
-                t.cancel()
+    """Every task's outcome (an exception, `CancelledError` for one cut). The round goes on
+    without the partners still out once either grace has passed, and they are cancelled:
+
+    - the quorum grace (always): once ceil(n / 2) partners answered, the rest get
+      `quorum_grace` of the answer times so far (a slow member costs about one grace);
+    - with `cut` and some partners that answered before (`relied`) among others, once those
+      have, the others get `GRACE_FACTOR` x the time that took (at least `GRACE_MIN_S`), so a
+      newcomer that never answers (a silent sybil) costs about one round's time, not its
+      deadline."""
+    t0 = clock()
+    pending: set[asyncio.Future[np.ndarray]] = set(tasks)
+    times: list[float] = []
+    waiting_relied = set(relied) if cut and relied and len(relied) < len(tasks) else set()
+    quorum = math.ceil(len(tasks) / 2)
+    until: float | None = None  # when the grace in force ends
+    while pending:
+        timeout = None if until is None else max(0.0, until - clock())
+        done, pending = await asyncio.wait(
+            pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if not done:
+            break  # the grace passed
+        now = clock()
+        times += [now - t0 for t in done if not t.cancelled() and t.exception() is None]
+        if len(times) >= quorum and pending:
+            until = _sooner(until, now + quorum_grace(times))
+        if waiting_relied:
+            waiting_relied -= done
+            if not waiting_relied and pending:
+                until = _sooner(until, now + max(GRACE_MIN_S, GRACE_FACTOR * (now - t0)))
+    for t in pending:
+        t.cancel()
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     return list(outcomes)
+
+
+def quorum_grace(answer_times: Sequence[float]) -> float:
+    """How long the partners still out are waited for once a quorum answered: `QUORUM_FACTOR`
+    x the median answer time so far, at least `QUORUM_MIN_S`."""
+    return max(QUORUM_MIN_S, QUORUM_FACTOR * statistics.median(answer_times))
+
+
+def _sooner(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
 
 
 def _decode_checked(

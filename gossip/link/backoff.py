@@ -21,6 +21,12 @@ attacker with many addresses lists a sybil per address and key: the samplers bou
 of partners that are not proven (gossip/link/partners.py), and the transport gives a request to
 a partner that is not a short deadline (gossip/link/stats.py), so a silent one cannot hold a
 round for the whole of it.
+
+Late partners: a partner that answers, but after the round went on without it (the exchange's
+quorum grace, gossip/exchange/exchanger.py), is `late`: it stays proven (it is honest, only
+slow) and is not a failure, but it is kept out of sampling for a while, `LATE_BASE_S` doubling
+with each lateness in a row up to `LATE_CAP_S`, so that a partner slow again and again costs a
+round one grace per back-off, not one per round; an answer in time (`on_time`) ends it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ BULK, CONTROL = "bulk", "control"
 BULK_ROUTES = frozenset({"params", "pushpull"})
 BASE_S = 1.0
 CAP_S = 30.0
+LATE_BASE_S = 2.0
+LATE_CAP_S = 30.0
 REMEMBER = 4096  # addresses kept; the table's cap (1,024 members) keeps them well below
 
 
@@ -57,6 +65,7 @@ class Backoff:
         self.rng = rng or random.Random()
         self._state: dict[tuple[str, str], tuple[int, float]] = {}  # -> (streak, until)
         self._answered: dict[tuple[str, str], None] = {}  # ever answered; the newest last
+        self._late: dict[tuple[str, str], tuple[int, float]] = {}  # -> (streak, until)
 
     def failed(self, addr: str, kind: str) -> None:
         key = (addr, kind)
@@ -74,6 +83,23 @@ class Backoff:
         if len(self._answered) > REMEMBER:
             del self._answered[next(iter(self._answered))]  # the longest silent
 
+    def late(self, addr: str, kind: str) -> None:
+        """`addr` answered after the round's grace: sampled less for a while (module doc)."""
+        key = (addr, kind)
+        streak = self._late.pop(key, (0, 0.0))[0] + 1
+        wait = LATE_BASE_S * 2 ** min(streak - 1, 32)
+        wait = min(LATE_CAP_S, wait) * self.rng.uniform(0.5, 1.0)
+        self._late[key] = (streak, self.clock() + wait)
+        if len(self._late) > REMEMBER:
+            del self._late[next(iter(self._late))]
+
+    def on_time(self, addr: str, kind: str) -> None:
+        """`addr` answered within the round's grace: its lateness is over."""
+        self._late.pop((addr, kind), None)
+
+    def late_streak(self, addr: str, kind: str) -> int:
+        return self._late.get((addr, kind), (0, 0.0))[0]
+
     def proven(self, addr: str, kind: str) -> bool:
         """Whether `addr` has answered a request of `kind`, and its latest one too."""
         key = (addr, kind)
@@ -87,6 +113,10 @@ class Backoff:
         return self._state.get((addr, kind), (0, 0.0))[0]
 
     def waiting(self, addr: str, kind: str, min_streak: int = 1) -> bool:
-        """Whether `addr` is backed off for `kind` now, after `min_streak` failures in a row."""
+        """Whether `addr` is backed off for `kind` now, after `min_streak` failures in a row,
+        or after being late (any streak: lateness is a measured answer, not a guess)."""
+        now = self.clock()
+        if now < self._late.get((addr, kind), (0, 0.0))[1]:
+            return True
         streak, until = self._state.get((addr, kind), (0, 0.0))
-        return streak >= min_streak and self.clock() < until
+        return streak >= min_streak and now < until

@@ -6,7 +6,7 @@ calls the others through `network.transport(its_addr)`. What a caller sees follo
 - nothing registered at the address             -> `PeerUnreachable`
 - no such route                                 -> `RemoteError` 404
 - the handler raises `RemoteError`              -> `RemoteError` with the same status
-- the handler raises another `SwarmnodeError`   -> `RemoteError` 400 (a bad request)
+- the handler raises another `SwarmnodeError`   -> `RemoteError` with its `status`, else 400
 - the handler raises anything else              -> `RemoteError` 500, logged
 - no answer within `timeout`                    -> `RequestTimeout`
 
@@ -118,7 +118,8 @@ async def _call(handler: Handler, body: bytes, dst: str, route: str, stats: Coun
         raise RemoteError(str(exc), exc.status) from None
     except SwarmnodeError as exc:
         stats["remote_errors"] += 1
-        raise RemoteError(f"{type(exc).__name__}: {exc}", 400) from None
+        status = int(getattr(exc, "status", 400))  # as node/net/app.py answers it
+        raise RemoteError(f"{type(exc).__name__}: {exc}", status) from None
     except Exception as exc:  # a bug in the handler: the peer answers 500, the caller goes on
         stats["remote_errors"] += 1
         log.error("handler %s at %s failed: %r", route, dst, exc, exc_info=exc)

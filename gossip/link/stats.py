@@ -25,6 +25,13 @@ few tries (each after its back-off) and is proven then. Before any request of a 
 deadline stands (a young swarm's first exchanges), and pulls (`params`: state sync, which may
 wait long on purpose) keep theirs.
 
+A tuned deadline: a `pushpull` to a proven partner gets `exchange_deadline` of its own link,
+bytes each way / its measured throughput x `TUNE_MARGIN` + its round trip, within
+[`TUNE_FLOOR_S`, the caller's deadline]: the fixed `exchange-timeout` is the cap, a loopback
+partner that freezes costs a short deadline, and a 100 MB model on a 20 Mbit/s link is given the
+time that link takes (up to the cap), not one made for loopback. Without a throughput measured
+yet, a bulk body keeps the cap.
+
 `prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
 expected exchange time over its own, floored at `floor`, so that quick partners are picked more
 often and a slow one still gets at least `floor` of a quick one's share (never starved). A partner
@@ -49,6 +56,32 @@ TYPICAL_EXCHANGE_BYTES = 8 << 20  # what a weight assumes an exchange moves, whe
 FIRST_ROUTES = frozenset({"gossip", "pushpull"})  # the routes of sampled partners
 FIRST_FACTOR = 4.0  # an unproven partner's deadline, in typical answered requests of the kind
 FIRST_MIN_S = 0.25
+TUNE_ROUTES = frozenset({"pushpull"})  # pulls (state sync) keep their caller's long deadline
+TUNE_MARGIN = 4.0  # x the expected transfer time: a busy moment, a slower answer
+TUNE_FLOOR_S = 1.0  # never shorter: a loaded 2-core host's scheduling, a GC pause
+
+
+def exchange_deadline(
+    nbytes: int,
+    rtt_s: float | None,
+    throughput_bps: float | None,
+    cap: float,
+    *,
+    margin: float = TUNE_MARGIN,
+    floor: float = TUNE_FLOOR_S,
+) -> float:
+    """The deadline of an exchange moving `nbytes` (both ways) over a link measured at
+    `rtt_s` and `throughput_bps` (bits per second): nbytes / throughput x margin + rtt, within
+    [floor, cap]. A body too small to be measured as throughput (`SMALL_BYTES`: its exchanges
+    are timed as round trips) takes margin x its round trip; a large one on a link with no
+    throughput measured yet takes the cap."""
+    if nbytes < SMALL_BYTES:
+        want = margin * rtt_s if rtt_s is not None else cap
+    elif throughput_bps:
+        want = margin * 8 * nbytes / throughput_bps + (rtt_s or 0.0)
+    else:
+        want = cap
+    return min(cap, max(floor, want))
 
 
 @dataclass
@@ -107,6 +140,7 @@ class MeasuringTransport:
         self.backoff = backoff or Backoff()
         self.typical_s: dict[str, float] = {}  # kind -> EWMA of answered requests' durations
         self.first_deadlines = 0  # requests given the short first-answer deadline
+        self.tuned_deadlines = 0  # proven partners' push-pulls given their link's deadline
 
     def deadline(self, addr: str, route: str, timeout: float) -> float:
         """`timeout`, or the short first-answer deadline for an unproven partner (see above)."""
@@ -116,6 +150,14 @@ class MeasuringTransport:
             return timeout
         tries = min(self.backoff.streak(addr, kind), 16)
         return min(timeout, max(FIRST_MIN_S, FIRST_FACTOR * typical) * 2**tries)
+
+    def tuned_deadline(self, addr: str, route: str, timeout: float, nbytes: int) -> float:
+        """`deadline`, and for a proven partner's push-pull of `nbytes` each way the deadline
+        its link's figures call for (`exchange_deadline`, capped at `timeout`)."""
+        link = self.links.get(addr)
+        if route in TUNE_ROUTES and link is not None and self.backoff.proven(addr, kind_of(route)):
+            return exchange_deadline(2 * nbytes, link.rtt_s, link.throughput_bps, timeout)
+        return self.deadline(addr, route, timeout)
 
     def forget(self, addr: str) -> None:
         """Start the link to `addr` afresh: a partner that came back (a new life at the
@@ -135,9 +177,11 @@ class MeasuringTransport:
         t0 = time.perf_counter()
         sent = len(body)
         s.bytes_sent += sent  # on its way (counted whether or not an answer comes)
-        short = self.deadline(addr, route, timeout)
+        short = self.tuned_deadline(addr, route, timeout, sent)
         if short < timeout:
-            self.first_deadlines += 1
+            proven = self.backoff.proven(addr, kind_of(route))
+            self.tuned_deadlines += proven
+            self.first_deadlines += not proven
             timeout = short
         try:
             answer = await self.inner.request(addr, route, body, timeout=timeout)

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
 from swarmnode.gossip.auth import PeerKey
 from swarmnode.gossip.errors import (
     CodecError,
@@ -41,6 +42,7 @@ from swarmnode.gossip.errors import (
     RemoteError,
     RequestTimeout,
     TransportError,
+    VersionSkew,
 )
 from swarmnode.gossip.link import CONTROL, Arrival, Backoff, Handler, PartnerChoice, Transport
 from swarmnode.gossip.membership.admission import DECLARED, Admission
@@ -52,7 +54,13 @@ from swarmnode.gossip.membership.intake import CAPPED, UNTRUSTED, Intake
 from swarmnode.gossip.membership.records import RecordSigner, Verifier, to_wire
 from swarmnode.gossip.membership.sampling import dialable, sample_peers
 from swarmnode.gossip.membership.table import Change, Member, MemberTable
-from swarmnode.gossip.wire import MAX_CONTROL_BYTES, decode_control, encode_control, require
+from swarmnode.gossip.wire import (
+    MAX_CONTROL_BYTES,
+    PROTOCOL_VERSION,
+    decode_control,
+    encode_control,
+    require,
+)
 
 log = logging.getLogger(__name__)
 
@@ -400,8 +408,11 @@ class Membership:
 
     def _refuse_for_good(self, seed: str, exc: Exception) -> None:
         """Raise at once for a refusal that retrying cannot fix: the secret (401/403; named
-        on both sides where one of them has none) or a taken id (409)."""
+        on both sides where one of them has none), a taken id (409) or another release (426,
+        or an answer in another protocol version)."""
         status = getattr(exc, "status", None)
+        if status == VersionSkew.status or isinstance(exc, VersionSkew):
+            raise _skew(seed, exc) from None
         if status in (401, 403):
             raise MembershipError(f"could not join via {seed}: {self._secret_hint(exc)}") from None
         if status == 409:  # nor can it make two peers' ids differ
@@ -630,3 +641,12 @@ __all__ = [
     "MembershipConfig",
     "MembershipError",
 ]
+
+
+def _skew(seed: str, exc: Exception) -> MembershipError:
+    """A seed of another release refused us (426), or answered in another protocol version:
+    one line naming its versions (its text says which) and ours."""
+    return MembershipError(
+        f"could not join via {seed}: {exc}; this joiner speaks protocol version "
+        f"{PROTOCOL_VERSION}, envelope version {ENVELOPE_VERSION}"
+    )

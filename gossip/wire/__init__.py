@@ -13,6 +13,7 @@
 from swarmnode.gossip.wire.bufpool import BODIES, BufferPool, floats, halves
 from swarmnode.gossip.wire.control import (
     MAX_CONTROL_BYTES,
+    PROTOCOL_VERSION,
     decode_control,
     encode_control,
     require,
@@ -36,6 +37,7 @@ from swarmnode.gossip.wire.frames import (
 __all__ = [
     "BODIES",
     "MAX_CONTROL_BYTES",
+    "PROTOCOL_VERSION",
     "BufferPool",
     "FrameHeader",
     "WireCaps",

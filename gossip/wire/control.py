@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
-from swarmnode.gossip.errors import CodecError
+from swarmnode.gossip.errors import CodecError, VersionSkew
 
 PROTOCOL_VERSION = 1
 MAX_CONTROL_BYTES = 1 << 20  # 1 MiB: a membership digest of ~10k peers fits comfortably
@@ -71,8 +71,10 @@ def decode_control(
         raise CodecError(f"control message must be a map, got {type(msg).__name__}")
     version = msg.get("version")
     if version != PROTOCOL_VERSION:
-        raise CodecError(
-            f"unsupported protocol version {version!r} (this peer speaks {PROTOCOL_VERSION})"
+        # one wording on every side of a skew (a joiner quotes the seed's): both versions
+        raise VersionSkew(
+            f"another swarmnode release: protocol version {version!r} from the sender, "
+            f"{PROTOCOL_VERSION} at the receiver (run the same release on every peer)"
         )
     msg_type = msg.get("type")
     if not isinstance(msg_type, str):

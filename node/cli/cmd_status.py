@@ -23,12 +23,16 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
 from swarmnode.gossip.auth import bearer, read_token
+from swarmnode.gossip.wire import PROTOCOL_VERSION
 from swarmnode.node.cli.command import DefaultsFormatter
 from swarmnode.node.cli.status_table import format_status_table
 from swarmnode.node.cli.watch_view import format_watch
 from swarmnode.node.settings import parse_hostport
 from swarmnode.node.train import ConfigError
+
+from swarmnode import __version__
 
 HELP = "print a table of the swarm as one peer sees it"
 SECRET_VAR = "SWARMNODE_SECRET"  # what `swarmnode start` reads when --secret is not given
@@ -86,6 +90,8 @@ def fetch_status(peer: str, timeout: float, token: str | None = None) -> dict[st
             f"{SECRET_VAR})" + (": the one given is not that swarm's" if token else "")
         )
     if not _looks_like_status(status):
+        if (skew := version_skew(peer, status)) is not None:
+            raise ConfigError(f"{skew}: its status is not one this release reads")
         raise ConfigError(
             f"{peer} answered JSON that is not a peer status (expected a map with 'self' and "
             "'members'): is it a swarmnode peer?"
@@ -120,6 +126,39 @@ def fetch_json(peer: str, path: str, timeout: float, token: str | None = None) -
     except ValueError as exc:
         raise ConfigError(f"{peer} sent a status that is not JSON: {exc}") from None
     return status
+
+
+def version_skew(peer: str, status: Any) -> str | None:
+    """One line naming both releases where the peer runs another one (its envelope or protocol
+    version is not ours; a release too old to say either, by its version), else None."""
+    me = status.get("self") if isinstance(status, dict) else None
+    if not isinstance(me, dict):
+        return None
+    envelope, protocol, version = me.get("envelope"), me.get("protocol"), me.get("version")
+    if "envelope" in me or "protocol" in me:
+        same = envelope == ENVELOPE_VERSION and protocol in (None, PROTOCOL_VERSION)
+    else:
+        same = version in (None, __version__)
+    if same:
+        return None
+    return (
+        f"{peer} runs another swarmnode release: swarmnode {version} (protocol {protocol}, "
+        f"envelope {envelope}); this is swarmnode {__version__} (protocol {PROTOCOL_VERSION}, "
+        f"envelope {ENVELOPE_VERSION})"
+    )
+
+
+def _table_across(peer: str, status: dict[str, Any]) -> str:
+    """The table; where the peer runs another release, a line saying so first (stderr), and
+    that line as the error if its figures do not read as this release's."""
+    skew = version_skew(peer, status)
+    if skew is None:
+        return format_status_table(status)
+    print(skew, file=sys.stderr)
+    try:
+        return format_status_table(status)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ConfigError(f"{skew}: its status is not one this release reads") from None
 
 
 def short_reason(exc: BaseException) -> str:
@@ -179,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(status, sys.stdout, indent=2)
         print()
     else:
-        print(format_status_table(status))
+        print(_table_across(args.peer, status))
     return 0
 
 

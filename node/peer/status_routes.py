@@ -8,7 +8,7 @@ What an outsider reads (issue 34, item 18). Of an open swarm, everything: anyone
 read the same from inside. Of a closed swarm (`--secret`), without a credential, only that this
 peer is up and what it speaks: `GET /v1/status` answers
 
-    {"self": {"state": ..., "version": ..., "envelope": ...}, "members": [], "closed": true}
+    {"self": {"state": ..., "version": ..., "envelope": ..., "protocol": ...}, "members": [], "closed": true}
 
 and `/metrics`, like the page's data routes (node/web/routes.py), answers 401. Members'
 addresses, shards, injected faults, byzantine kinds, links and figures are for a reader from
@@ -32,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from swarmnode.fault.inject import FaultConfig
 from swarmnode.gossip.auth import VERSION as ENVELOPE_VERSION
 from swarmnode.gossip.membership import OUTBOUND
+from swarmnode.gossip.wire import PROTOCOL_VERSION
 from swarmnode.node.peer.reach import reach_of
 from swarmnode.node.web import Access, refused
 
@@ -96,6 +97,7 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
         "addr": node.addr,
         "version": __version__,
         "envelope": ENVELOPE_VERSION,  # every peer of a swarm must speak the same
+        "protocol": PROTOCOL_VERSION,  # ... and this one (control messages)
         "shard": node.shard,  # I/N, or None on the whole set (`--shard auto` reads it)
         "incarnation": node.membership.incarnation,  # goes up when this peer refutes
         "state": node.state,
@@ -255,6 +257,7 @@ def _starting() -> web.Response:
 def outside_status(node: StatusSource) -> dict[str, Any]:
     """What a closed swarm's peer tells a reader without its read token: up, and its version."""
     me = {"state": node.state, "version": __version__, "envelope": ENVELOPE_VERSION}
+    me["protocol"] = PROTOCOL_VERSION
     return {"self": me, "members": [], "closed": True}
 
 

@@ -429,7 +429,13 @@ EXCHANGE = _opts(
         "F",
         field="exchange.byzantine_f",
     ),
-    _num("exchange-timeout", "deadline of every exchange request", "S", field="exchange.timeout"),
+    _num(
+        "exchange-timeout",
+        "cap on every exchange request's deadline (a proven partner's push-pull gets what its "
+        "measured link calls for: bytes / throughput x 4 + round trip, at least 1 s)",
+        "S",
+        field="exchange.timeout",
+    ),
     _num("mix", "weight of the received model: x <- (1-W) x + W y", "W", field="exchange.mix"),
     Option(
         "mix-rule",

@@ -103,6 +103,7 @@ class OwnLoopWorker(TrainingWorker):
         self._broken: BaseException | None = None  # raised again by every later step
         self._last_t = 0.0
         self._win_losses = 0  # steps of the window that reported a loss
+        self.landings = 0  # landings and drains (they change the model): `model_version()`
 
     # --- lifecycle: no thread ------------------------------------------------------------
 
@@ -177,6 +178,13 @@ class OwnLoopWorker(TrainingWorker):
             self._apply_mixes()
         self._last_t = time.perf_counter()  # the landing is not the user's step time
 
+    def model_version(self) -> tuple[int, int]:
+        """What identifies the model between two turns: the steps counted and the turns that
+        landed something. Two snapshots of one version are both a state between step s and
+        s + 1 of the user's loop (a snapshot may see part of their optimizer step anyway), so
+        the exchange may answer with the frame of one still in flight (WorkerStore)."""
+        return self.trainer.step_count, self.landings
+
     def report(self, test_loss: float, test_acc: float) -> None:
         """The user's own evaluation, shown as this peer's (status, page, member meta)."""
         self._refresh(float(test_loss), float(test_acc), self.trainer.step_count)
@@ -224,9 +232,14 @@ class OwnLoopWorker(TrainingWorker):
 
     # --- landing -------------------------------------------------------------------------
 
+    def _drain_pending(self) -> None:
+        self.landings += 1  # a submitted call may write the model (a state sync's load)
+        super()._drain_pending()
+
     def _apply_mixes(self) -> None:
         """Pending mixes, checked finite first, then a pending outer step (the user's thread,
         under the locks, between two of their steps)."""
+        self.landings += 1  # under the parameter lock: a snapshot is wholly of one version
         x = self.trainer.model.params.data
         landed = True
         if self.mixes.pending:

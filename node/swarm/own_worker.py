@@ -59,9 +59,44 @@ class CheckedMixes(MixAccumulator):
             return math.isfinite(self._scale) and _finite(self._acc)
 
 
+OUTER_CHUNK = 1 << 16  # elements: the outer step's scratch, in cache
+
+
 class SavedOuterStep(OuterStep):
     """The outer step with its state (anchor, momentum) saved and restored: the swarm's own
-    state in `Swarm.state_dict()` and in the checkpoints of `checkpoint_dir`."""
+    state in `Swarm.state_dict()` and in the checkpoints of `checkpoint_dir`. On the host it
+    keeps only that state: the step runs chunk by chunk, with a chunk of scratch where the
+    base class keeps a third model-sized buffer (the update d) for good."""
+
+    def reset(self, x: Any) -> None:
+        if not isinstance(x, np.ndarray):  # a device array: the base class's three buffers
+            super().reset(x)
+            return
+        self._has_anchor = True
+        if self._anchor is None:
+            self._anchor, self._m = np.empty_like(x), np.empty_like(x)
+        self._anchor[...] = x
+        self._m[...] = 0
+
+    def apply(self, x: Any, lr: float, beta: float) -> None:
+        """m <- beta m + d;  x <- anchor - lr (d + beta m);  anchor <- x, with d = anchor - x:
+        the base class's step, one chunk at a time."""
+        if not isinstance(x, np.ndarray) or not self._has_anchor or self._d is not None:
+            super().apply(x, lr, beta)
+            return
+        b, neg_lr = np.float32(beta), np.float32(-lr)
+        for lo in range(0, x.size, OUTER_CHUNK):
+            hi = lo + OUTER_CHUNK
+            a, m, xs = self._anchor[lo:hi], self._m[lo:hi], x[lo:hi]
+            d = a - xs  # one chunk
+            m *= b
+            m += d
+            np.multiply(m, b, out=xs)  # x is free scratch: its value is in d and a
+            xs += d
+            xs *= neg_lr
+            xs += a
+            a[...] = xs
+        self.steps += 1
 
     def state(self) -> dict[str, Any]:
         if not self._has_anchor:

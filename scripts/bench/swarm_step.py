@@ -118,6 +118,13 @@ class HighWater:
         self._thread.start()
         return self
 
+    def rounds_from_here(self) -> float:
+        """The peak so far (the start, the join) in model copies; the peak starts again."""
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        self.best, self.snapshot = tracemalloc.get_traced_memory()[0], None
+        return peak / self.model
+
     def _poll(self) -> None:
         while not self._stop.is_set():
             cur, _ = tracemalloc.get_traced_memory()
@@ -160,12 +167,13 @@ def one_peer(
         deadline = time.monotonic() + 300  # a loaded box starts a process slowly
         while not swarm.live_peers() and time.monotonic() < deadline:
             time.sleep(0.05)
+        joined = water.rounds_from_here()  # the join's state sync is not a round
         _paced(swarm, v, steps)
         while child is not None and child.poll() is None:
             _paced(swarm, v, sync_every)
         rounds, shared = swarm.rounds, store.frames_shared
         out = water.stop()
-    out["rounds"], out["shared"] = rounds, shared
+    out["rounds"], out["shared"], out["join_copies"] = rounds, shared, joined
     return out
 
 
@@ -230,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
             f"one peer a process, frames {'shared while in flight' if share else 'never shared'}:"
         )
         for name, peer in zip(("founder", "joiner"), peers, strict=True):
-            print(f"  {name:7s} {peer['peak_copies']:5.2f} model copies at its peak, all the swarm "
-                  f"holds ({peer['rounds']} rounds, {peer['shared']} frames shared); live at the "
-                  "high water, by site:")  # fmt: skip
+            print(f"  {name:7s} {peer['peak_copies']:5.2f} model copies at the rounds' peak, all "
+                  f"the swarm holds ({peer['rounds']} rounds, {peer['shared']} frames shared; "
+                  f"the start and join: {peer['join_copies']:.2f}); live at the high water:")  # fmt: skip
             for site, n in sorted(peer["sites"].items(), key=lambda kv: -kv[1]):
                 print(f"      {n:5.2f}  {site}")
     return 0 if cost["step"] < 0.01 * STEP_S else 1

@@ -17,6 +17,8 @@ import tracemalloc
 import numpy as np
 import pytest
 from swarmnode.gossip.wire import decode_params
+from swarmnode.node.swarm.own_worker import OUTER_CHUNK, SavedOuterStep
+from swarmnode.node.train.mixing import OuterStep
 
 import swarmnode
 from tests.waiting import wait_for
@@ -86,3 +88,18 @@ def test_a_frame_in_flight_is_shared_while_the_model_is_unchanged():
         third = frame()
         assert third is not second and store.frames_shared == 1
         np.testing.assert_array_equal(decode_params(third)[1], x)
+
+
+def test_the_outer_step_keeps_two_model_buffers_and_steps_as_the_built_in_one():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(2 * OUTER_CHUNK + 5).astype(np.float32)
+    ours, theirs = x.copy(), x.copy()
+    mine, base = SavedOuterStep(np), OuterStep(np)
+    for _ in range(4):
+        mine.apply(ours, 0.7, 0.9)
+        base.apply(theirs, 0.7, 0.9)
+        drift = rng.standard_normal(x.size).astype(np.float32)
+        ours += drift
+        theirs += drift
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    assert mine._d is None  # anchor and momentum only: the update is a chunk's scratch

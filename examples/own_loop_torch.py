@@ -37,21 +37,35 @@ MODELS = ("mlp", "conv")
 def make_model(seed: int, kind: str = "mlp") -> nn.Module:
     """`mlp`: the built-in `mlp:128` (64-128-10); `conv`: the built-in
     `cnn2d:8x8,16k3,p2,64`: conv 1->16 (3x3, 'same') + ReLU, 2x2 max-pool, dense 256-64 +
-    ReLU, dense 64-10. The digits' 8x8 samples in either case."""
+    ReLU, dense 64-10, started as the built-in models start. The digits' 8x8 samples in
+    either case."""
     torch.manual_seed(seed)  # the same seed on every peer: the same start
     if kind == "conv":
-        return nn.Sequential(
-            nn.Flatten(),  # 8x8 images or 64 flat values alike: one channel of 8x8
-            nn.Unflatten(1, (1, 8, 8)),
-            nn.Conv2d(1, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(16 * 4 * 4, 64),
-            nn.ReLU(),
-            nn.Linear(64, 10),
+        return _builtin_init(
+            nn.Sequential(
+                nn.Flatten(),  # 8x8 images or 64 flat values alike: one channel of 8x8
+                nn.Unflatten(1, (1, 8, 8)),
+                nn.Conv2d(1, 16, 3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Flatten(),
+                nn.Linear(16 * 4 * 4, 64),
+                nn.ReLU(),
+                nn.Linear(64, 10),
+            )
         )
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def _builtin_init(net: nn.Module) -> nn.Module:
+    """The built-in models' start (kernels/layers.py): weights normal with std sqrt(2 / fan_in)
+    (He), biases zero; torch's default (uniform, smaller) cost the conv net about a point on
+    the digits, alone as in a swarm (docs/benchmarks.md, "Your loop with our swarm")."""
+    for layer in net.modules():
+        if isinstance(layer, nn.Linear | nn.Conv2d):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            nn.init.zeros_(layer.bias)
+    return net
 
 
 def build_conv(seed: int = 0, device: str = "cpu") -> swarmnode.TorchModel:

@@ -75,6 +75,9 @@ class PeerDirectory(Protocol):
         ...
 
 
+MOVED_CHUNK = 1 << 16  # elements: the temporaries of one chunk stay in cache
+
+
 class Moved:
     """m: how far the pushes mixed in during one round of mine moved my model, summed as they
     come (worker threads), so a long round that many peers push to holds one model, not one
@@ -85,14 +88,19 @@ class Moved:
         self._sum: np.ndarray | None = None
 
     def add(self, clipped: np.ndarray, own: np.ndarray, weight: float) -> None:
-        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own)."""
-        moved = clipped - own
-        moved *= np.float32(weight)
+        """x <- (1 - w) x + w clipped moves a model that stands at `own` by w (clipped - own).
+        Summed in place chunk by chunk: the round holds the sum, and no push adds a
+        model-sized temporary beside it (it was one per push)."""
+        w = np.float32(weight)
+        a, b = clipped.reshape(-1), own.reshape(-1)
         with self._lock:
             if self._sum is None:
-                self._sum = moved
-            else:
-                self._sum += moved
+                self._sum = np.subtract(a, b, dtype=np.float32)
+                self._sum *= w
+                return
+            for lo in range(0, a.size, MOVED_CHUNK):
+                hi = lo + MOVED_CHUNK
+                self._sum[lo:hi] += w * (a[lo:hi] - b[lo:hi])
 
     def take_from(self, delta: np.ndarray) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import weakref
 from typing import Any
 
 import numpy as np
@@ -26,11 +27,16 @@ log = logging.getLogger(__name__)
 class WorkerStore:
     """The `ParamStore` the exchange sees: snapshots and mixes go through the training thread."""
 
+    share_frames = True  # off: a fresh frame for every request (scripts/bench/swarm_step.py)
+
     def __init__(self, worker: TrainingWorker) -> None:
         self.worker = worker
         self.size = int(worker.trainer.model.params.data.size)
         self._folder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="swarmnode-mix")
         self._xp = worker.trainer.backend.xp if hasattr(worker.trainer, "backend") else np
+        # the last frame of my model, shared while it is in flight and the model unchanged
+        self._frame: tuple[weakref.ref[memoryview], str, Any] | None = None
+        self.frames_shared = 0  # snapshots answered with a frame in flight (tests, benchmarks)
 
     async def snapshot(self) -> tuple[int, np.ndarray]:
         """(step, a host copy of the model) in a reused buffer (`bufpool.MODELS`: no page
@@ -42,10 +48,35 @@ class WorkerStore:
         return self.worker.snapshot_into(out), out
 
     async def snapshot_frame(self, sender: str) -> memoryview:
-        """The model as a wire frame, copied once, straight from the model into the frame."""
-        return await asyncio.to_thread(
+        """The model as a wire frame, copied once, straight from the model into the frame; or
+        the frame of it still in flight (my round's push, an answer to a push) where the model
+        has not changed since that one was taken: one snapshot in flight instead of one per
+        request. "Not changed": the worker's `model_version()` (steps counted, landings) is the
+        same; a worker without one gets a fresh frame every time."""
+        version = self._version()
+        shared = self._shared(sender, version)
+        if shared is not None:
+            self.frames_shared += 1
+            return shared
+        frame = await asyncio.to_thread(
             encode_into_frame, self.size, self.worker.snapshot_into, sender=sender
         )
+        if version is not None and self._version() == version:  # taken within that version
+            self._frame = (weakref.ref(frame), sender, version)
+        return frame
+
+    def _version(self) -> Any:
+        of = getattr(self.worker, "model_version", None)
+        return of() if of is not None else None
+
+    def _shared(self, sender: str, version: Any) -> memoryview | None:
+        """The last frame, if something still holds it (a frame nobody holds goes back to the
+        pool, to be overwritten), it is of `sender`, and of this very model."""
+        if self._frame is None or version is None or not self.share_frames:
+            return None
+        ref, of, at = self._frame
+        frame = ref()
+        return frame if frame is not None and of == sender and at == version else None
 
     async def distance(self, other: np.ndarray) -> float:
         """|x - other| to the model between two updates: one pass over both, no copy (the
@@ -93,6 +124,8 @@ class WorkerStore:
     async def load(self, vector: np.ndarray) -> None:
         """Overwrite the parameters (state sync); returns once they are loaded."""
         xp = self._xp
+
+        self._frame = None  # the model is being replaced: no frame of the old one goes out
 
         def load(x: Any) -> None:
             self.worker.mixes.discard()  # mixes into the model being replaced are moot

@@ -59,9 +59,44 @@ class CheckedMixes(MixAccumulator):
             return math.isfinite(self._scale) and _finite(self._acc)
 
 
+OUTER_CHUNK = 1 << 16  # elements: the outer step's scratch, in cache
+
+
 class SavedOuterStep(OuterStep):
     """The outer step with its state (anchor, momentum) saved and restored: the swarm's own
-    state in `Swarm.state_dict()` and in the checkpoints of `checkpoint_dir`."""
+    state in `Swarm.state_dict()` and in the checkpoints of `checkpoint_dir`. On the host it
+    keeps only that state: the step runs chunk by chunk, with a chunk of scratch where the
+    base class keeps a third model-sized buffer (the update d) for good."""
+
+    def reset(self, x: Any) -> None:
+        if not isinstance(x, np.ndarray):  # a device array: the base class's three buffers
+            super().reset(x)
+            return
+        self._has_anchor = True
+        if self._anchor is None:
+            self._anchor, self._m = np.empty_like(x), np.empty_like(x)
+        self._anchor[...] = x
+        self._m[...] = 0
+
+    def apply(self, x: Any, lr: float, beta: float) -> None:
+        """m <- beta m + d;  x <- anchor - lr (d + beta m);  anchor <- x, with d = anchor - x:
+        the base class's step, one chunk at a time."""
+        if not isinstance(x, np.ndarray) or not self._has_anchor or self._d is not None:
+            super().apply(x, lr, beta)
+            return
+        b, neg_lr = np.float32(beta), np.float32(-lr)
+        for lo in range(0, x.size, OUTER_CHUNK):
+            hi = lo + OUTER_CHUNK
+            a, m, xs = self._anchor[lo:hi], self._m[lo:hi], x[lo:hi]
+            d = a - xs  # one chunk
+            m *= b
+            m += d
+            np.multiply(m, b, out=xs)  # x is free scratch: its value is in d and a
+            xs += d
+            xs *= neg_lr
+            xs += a
+            a[...] = xs
+        self.steps += 1
 
     def state(self) -> dict[str, Any]:
         if not self._has_anchor:
@@ -103,6 +138,7 @@ class OwnLoopWorker(TrainingWorker):
         self._broken: BaseException | None = None  # raised again by every later step
         self._last_t = 0.0
         self._win_losses = 0  # steps of the window that reported a loss
+        self.landings = 0  # landings and drains (they change the model): `model_version()`
 
     # --- lifecycle: no thread ------------------------------------------------------------
 
@@ -177,6 +213,13 @@ class OwnLoopWorker(TrainingWorker):
             self._apply_mixes()
         self._last_t = time.perf_counter()  # the landing is not the user's step time
 
+    def model_version(self) -> tuple[int, int]:
+        """What identifies the model between two turns: the steps counted and the turns that
+        landed something. Two snapshots of one version are both a state between step s and
+        s + 1 of the user's loop (a snapshot may see part of their optimizer step anyway), so
+        the exchange may answer with the frame of one still in flight (WorkerStore)."""
+        return self.trainer.step_count, self.landings
+
     def report(self, test_loss: float, test_acc: float) -> None:
         """The user's own evaluation, shown as this peer's (status, page, member meta)."""
         self._refresh(float(test_loss), float(test_acc), self.trainer.step_count)
@@ -224,9 +267,14 @@ class OwnLoopWorker(TrainingWorker):
 
     # --- landing -------------------------------------------------------------------------
 
+    def _drain_pending(self) -> None:
+        self.landings += 1  # a submitted call may write the model (a state sync's load)
+        super()._drain_pending()
+
     def _apply_mixes(self) -> None:
         """Pending mixes, checked finite first, then a pending outer step (the user's thread,
         under the locks, between two of their steps)."""
+        self.landings += 1  # under the parameter lock: a snapshot is wholly of one version
         x = self.trainer.model.params.data
         landed = True
         if self.mixes.pending:

@@ -19,6 +19,10 @@ Rows (`--rows`), each peer on its shard i/N of the bundled digits, all on 127.0.
   the torch example's very module and initialisation (examples/own_torch_model.py's `build`,
   through `TorchModel`), so that `torch-N` against it differs only in the loop (torch's AdamW
   and clipping through `Swarm`, or swarmnode's AdamW in its own loop).
+- the conv task (not in the default rows; `--rows conv` runs the six below, N = 1 and 4):
+  `torch_conv-N`, the torch example's `--model conv` (the built-in `cnn2d:8x8,16k3,p2,64`
+  written in torch), `builtin_conv-N` that spec through the built-in loop, and `builtin_torch_conv-N` the built-in loop on the
+  torch example's conv module (its `build_conv`, through `TorchModel`).
 
 Every row takes the same steps per peer (`--steps`), batch 32, `--sync-every`, evaluations every
 `--eval-every` steps, at full speed (`--step-time 0`) unless paced. Per peer: its late-window
@@ -55,6 +59,14 @@ from scripts.bench import convergence as bc  # noqa: E402
 EXAMPLES = {"torch": ROOT / "examples" / "own_loop_torch.py",
             "numpy": ROOT / "examples" / "own_loop_numpy.py"}  # fmt: skip
 ALL_ROWS = "torch-1,torch-2,torch-4,builtin-1,builtin-4,numpy-1,numpy-2,numpy-4"
+CONV_SPEC = "cnn2d:8x8,16k3,p2,64"  # examples/own_loop_torch.py's `--model conv`
+CONV_ROWS = ("torch_conv-1,torch_conv-4,builtin_conv-1,builtin_conv-4,"
+             "builtin_torch_conv-1,builtin_torch_conv-4")  # fmt: skip
+# the built-in loop's rows: the model each runs (a spec, or a factory on PYTHONPATH=examples/)
+BUILTIN_MODELS = {"builtin": "mlp:128", "builtin_torch": "own_torch_model:build",
+                  "builtin_conv": CONV_SPEC, "builtin_torch_conv": "own_loop_torch:build_conv"}  # fmt: skip
+EXAMPLE_MODELS = {"torch": ("torch", "mlp"), "torch_conv": ("torch", "conv"),
+                  "numpy": ("numpy", None)}  # fmt: skip
 TORCH_LR, TORCH_WD = 3e-3, 1e-4  # examples/own_loop_torch.py's defaults
 FOUNDER_TIMEOUT_S = 90.0  # a torch import on a loaded 2-core box takes seconds
 ADDR_LINE = re.compile(r"^swarm at (\S+)$", re.M)
@@ -97,10 +109,13 @@ def late_mean(evals: Sequence[tuple[int, float]], steps: int) -> float:
 # --- the examples: founder first, its address from its first line, then the joiners ---
 
 
-def example_args(opts: argparse.Namespace, seed: int, i: int, n: int, out: Path) -> list[str]:
+def example_args(
+    opts: argparse.Namespace, seed: int, i: int, n: int, out: Path, model: str | None = None
+) -> list[str]:
     args = ["--shard", f"{i}/{n}", "--steps", str(opts.steps), "--eval-every",
             str(opts.eval_every), "--sync-every", str(opts.sync_every), "--seed", str(seed),
-            "--step-time", f"{opts.step_time:g}", "--json", str(out)]  # fmt: skip
+            "--step-time", f"{opts.step_time:g}", "--json", str(out),
+            *(["--model", model] if model else [])]  # fmt: skip
     return [*args, "--no-swarm"] if n == 1 else [*args, "--wait-peers", str(n - 1)]
 
 
@@ -133,19 +148,21 @@ def wait_all(procs: list[subprocess.Popen[bytes]], deadline: float) -> None:
             p.wait()
 
 
-def run_example(loop: str, n: int, opts: argparse.Namespace, seed: int) -> RowRun:
-    result = RowRun(f"{loop}-{n}", seed)
+def run_example(row: str, n: int, opts: argparse.Namespace, seed: int) -> RowRun:
+    result = RowRun(f"{row}-{n}", seed)
+    loop, model = EXAMPLE_MODELS[row]
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="bench-own-loop-") as tmp:
         d = Path(tmp)
         try:
             start = time.monotonic()
-            procs.append(launch(EXAMPLES[loop], example_args(opts, seed, 0, n, d / "p0.json"),
-                                d / "p0.log"))  # fmt: skip
+            args0 = example_args(opts, seed, 0, n, d / "p0.json", model)
+            procs.append(launch(EXAMPLES[loop], args0, d / "p0.log"))
             if n > 1:
                 addr = wait_addr(procs[0], d / "p0.log", start + FOUNDER_TIMEOUT_S)
                 for i in range(1, n):
-                    args = [*example_args(opts, seed, i, n, d / f"p{i}.json"), "--join", addr]
+                    out = d / f"p{i}.json"
+                    args = [*example_args(opts, seed, i, n, out, model), "--join", addr]
                     procs.append(launch(EXAMPLES[loop], args, d / f"p{i}.log"))
             wait_all(procs, start + opts.timeout)
             walls = []
@@ -184,12 +201,10 @@ def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int, model: str
             "--shard", f"{i}/{n}"]  # fmt: skip
 
 
-def run_builtin(n: int, opts: argparse.Namespace, seed: int, torch_model: bool = False) -> RowRun:
+def run_builtin(row: str, n: int, opts: argparse.Namespace, seed: int) -> RowRun:
     conv = argparse.Namespace(timeout=opts.timeout, poll=0.2, step_time=opts.step_time)
-    model, row = (
-        ("own_torch_model:build", "builtin_torch") if torch_model else ("mlp:128", "builtin")
-    )
-    if torch_model:  # the peers import the factory from examples/ (they inherit this variable)
+    model = BUILTIN_MODELS[row]
+    if model.startswith("own_"):  # a factory the peers import from examples/ (they inherit this)
         path = os.environ.get("PYTHONPATH", "")
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "examples"), path) if p)
     per_peer = [builtin_args(opts, seed, i, n, model) for i in range(n)]
@@ -209,8 +224,8 @@ def run_builtin(n: int, opts: argparse.Namespace, seed: int, torch_model: bool =
 
 def run_row(row: str, opts: argparse.Namespace, seed: int) -> RowRun:
     loop, n = row.rsplit("-", 1)
-    if loop.startswith("builtin"):
-        return run_builtin(int(n), opts, seed, torch_model=loop == "builtin_torch")
+    if loop in BUILTIN_MODELS:
+        return run_builtin(loop, int(n), opts, seed)
     return run_example(loop, int(n), opts, seed)
 
 
@@ -242,22 +257,25 @@ def table(rows: list[str], runs: list[RowRun]) -> str:
     return "\n".join(lines)
 
 
-def goal(runs: list[RowRun], n: int = 4) -> str:
-    """The goal: the torch loop through Swarm within 1 point of the built-in loop, n peers."""
-    mine = [r for r in runs if r.row == f"torch-{n}"]
-    base = [r for r in runs if r.row == f"builtin-{n}"]
+def goal(runs: list[RowRun], n: int = 4, task: str = "") -> str:
+    """The goal: the torch loop through Swarm within 1 point of the built-in loop, n peers
+    (`task`: "" the MLP, "_conv" the conv net)."""
+    mine = [r for r in runs if r.row == f"torch{task}-{n}"]
+    base = [r for r in runs if r.row == f"builtin{task}-{n}"]
     if not mine or not base:
-        return f"goal: needs rows torch-{n} and builtin-{n}"
+        return f"goal: needs rows torch{task}-{n} and builtin{task}-{n}"
     dw = statistics.mean(r.worst for r in mine) - statistics.mean(r.worst for r in base)
     dm = statistics.mean(r.mean for r in mine) - statistics.mean(r.mean for r in base)
     met = "met" if dw >= -0.01 else "NOT met"
-    return (f"goal (torch-{n} within 1 point of builtin-{n}, late-window means): {met}: "
+    return (f"goal (torch{task}-{n} within 1 point of builtin{task}-{n}, late-window means): "
+            f"{met}: "
             f"worst peer {dw * 100:+.1f} points, mean peer {dm * 100:+.1f} points")  # fmt: skip
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", default=ALL_ROWS, help=f"comma-separated (default {ALL_ROWS})")
+    p.add_argument("--rows", default=ALL_ROWS,
+                   help=f"comma-separated (default {ALL_ROWS}), or conv: {CONV_ROWS}")  # fmt: skip
     p.add_argument("--runs", type=int, default=1, help="repeats of every row (seeds 0..R-1)")
     p.add_argument("--steps", type=int, default=600, help="steps per peer, every row")
     p.add_argument("--eval-every", type=int, default=10)
@@ -266,15 +284,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=300.0, help="per row and run (s)")
     p.add_argument("--out", type=Path, default=None, help="write every figure here (JSON)")
     opts = p.parse_args(argv)
-    opts.rows = [r.strip() for r in opts.rows.split(",") if r.strip()]
+    rows = CONV_ROWS if opts.rows == "conv" else opts.rows
+    opts.rows = [r.strip() for r in rows.split(",") if r.strip()]
     for row in opts.rows:
         loop, _, n = row.rpartition("-")
-        if (
-            loop not in ("torch", "numpy", "builtin", "builtin_torch")
-            or not n.isdigit()
-            or int(n) < 1
-        ):
-            p.error(f"--rows: {row!r} is not LOOP-N (LOOP: torch, numpy, builtin, builtin_torch)")
+        if loop not in (*EXAMPLE_MODELS, *BUILTIN_MODELS) or not n.isdigit() or int(n) < 1:
+            loops = ", ".join((*EXAMPLE_MODELS, *BUILTIN_MODELS))
+            p.error(f"--rows: {row!r} is not LOOP-N (LOOP: {loops})")
     return opts
 
 
@@ -294,8 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"wall {r.wall_s:.1f}s", flush=True)  # fmt: skip
     print(f"\n{opts.steps} steps a peer, eval every {opts.eval_every}, sync every "
           f"{opts.sync_every}, {opts.runs} run(s), {time.monotonic() - t0:.0f} s in all\n")  # fmt: skip
-    print(table(opts.rows, runs))
-    print("\n" + goal(runs))
+    print(table(opts.rows, runs) + "\n")
+    for task in ("", "_conv"):
+        if any(r.row.startswith(f"torch{task}-") for r in runs):
+            print(goal(runs, task=task))
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_text(json.dumps([asdict(r) for r in runs], indent=1))

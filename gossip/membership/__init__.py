@@ -20,7 +20,7 @@ from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
 from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S, RecordSigner, seal, to_wire
 from swarmnode.gossip.membership.sampling import OUTBOUND, REACH, dialable, outbound_only
-from swarmnode.gossip.membership.service import Membership
+from swarmnode.gossip.membership.service import Membership, label_of
 from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS, MemberTable
 from swarmnode.gossip.membership.views import Change, Member, Timing
 
@@ -44,6 +44,7 @@ __all__ = [
     "RecordSigner",
     "Timing",
     "dialable",
+    "label_of",
     "outbound_only",
     "seal",
     "to_wire",

@@ -90,6 +90,13 @@ SEED_HAS_NO_SECRET = "this seed has no `secret`"
 ChangeCallback = Callable[[Change], None]
 
 
+def label_of(member: Member | None, peer_id: str) -> str:
+    """How a log line names a member: `name (id prefix)` where its signed record names it,
+    else its id (a name alone is not unique, an id alone is unreadable)."""
+    name = (getattr(member, "meta", None) or {}).get("name")
+    return f"{name} ({peer_id[:8]})" if isinstance(name, str) and name else peer_id
+
+
 class Membership:
     """One peer's membership: table, gossip loop, join/leave, and the routes that serve them.
 
@@ -204,6 +211,10 @@ class Membership:
     def get(self, peer_id: str) -> Member | None:
         return self.table.get(peer_id, self._now())
 
+    def label(self, peer_id: str) -> str:
+        """How a log line names a member (`label_of`)."""
+        return label_of(self.get(peer_id), peer_id)
+
     def set_meta(self, **kv: Any) -> None:
         """Update the small map spread with our heartbeat (step, loss, acc, device...).
 
@@ -254,7 +265,9 @@ class Membership:
             raise self._join_refusal(joiner, refused[0][1])
         if self._absorb([joiner], "join"):
             raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
-        log.debug("%s: %s (%s) joined through me", self.self_id, joiner.peer_id, joiner.addr)
+        log.debug(
+            "%s: %s (%s) joined through me", self.self_id, self.label(joiner.peer_id), joiner.addr
+        )
         return self._encode("join-ack")
 
     def _join_refusal(self, joiner: Gossiped, why: str) -> RemoteError:
@@ -303,7 +316,7 @@ class Membership:
                 level,
                 "%s: member %s (%s) %s -> %s, incarnation %d",
                 self.self_id,
-                change.peer_id,
+                self.label(change.peer_id),
                 change.addr,
                 change.old or "unknown",
                 change.new,

@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from swarmnode.gossip.membership import PROGRESS_RESEAL_S, dialable
+from swarmnode.gossip.membership import PROGRESS_RESEAL_S, dialable, label_of
 from swarmnode.kernels import lowrank
 from swarmnode.kernels.backend import to_numpy
 from swarmnode.node.peer.errors import JoinError
@@ -104,10 +104,9 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
 
 
 def _who(node: Joiner, peer_id: str) -> str:
-    """`name (id prefix)` for a member that has a name, else its id."""
+    """`name (id prefix)` for a member that has a name, else its id (`label_of`)."""
     member = node.membership.get(peer_id) if hasattr(node.membership, "get") else None
-    name = (getattr(member, "meta", None) or {}).get("name")
-    return f"{name} ({peer_id[:8]})" if isinstance(name, str) and name else peer_id
+    return label_of(member, peer_id)
 
 
 def _without_outliers(node: Joiner, got: list[Any]) -> list[Any]:

@@ -210,3 +210,14 @@ async def test_our_own_stall_does_not_kill_the_others() -> None:
         assert bystander.get("p1").state == DEAD
     finally:
         await close_all([a, b, bystander])
+
+
+def test_a_log_line_names_a_named_member_by_name_and_id_prefix() -> None:
+    from types import SimpleNamespace
+
+    from swarmnode.gossip.membership import label_of
+
+    pid = "abcdefgh12345678"
+    assert label_of(SimpleNamespace(meta={"name": "b"}), pid) == "b (abcdefgh)"
+    assert label_of(SimpleNamespace(meta={}), pid) == pid  # no name: the id, whole
+    assert label_of(None, pid) == pid  # not (yet) in the table

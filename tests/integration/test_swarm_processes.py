@@ -92,8 +92,9 @@ def test_a_clean_leave_leaves_no_warning_behind_on_the_others(swarm):
     for p in (a, b):
         assert warnings_of(p) == [], f"{p.name} logged a warning after a clean leave"
         log = p.process.log_path.read_text()
-        assert log.count(f"{c.peer_id} (127.0.0.1:") >= 2  # its join and its leave, once each
-        assert log.count(f"{c.peer_id} (127.0.0.1:{c.addr.rsplit(':', 1)[1]}) alive -> left") == 1
+        who = f"{c.name} ({c.peer_id[:8]}) (127.0.0.1:"  # a named member: name (id prefix)
+        assert log.count(who) >= 2  # its join and its leave, once each
+        assert log.count(f"{who}{c.addr.rsplit(':', 1)[1]}) alive -> left") == 1
 
 
 def test_restarted_peer_is_taken_back_under_its_id(swarm, tmp_path):

@@ -331,7 +331,13 @@ async def test_a_member_whose_clock_jumps_is_said_once_on_both_sides_with_the_sk
         return [r.getMessage() for r in caplog.records if text in r.getMessage()]
 
     await eventually(lambda: said("most likely off"), 20, "c to say its clock is off")
-    await asyncio.sleep(2)  # rounds go on: still one line each
+    # rounds go on, every peer's (each one refusing or refused by c): still one line each
+    started = [n.exchanger.rounds for n in nodes]
+    await eventually(
+        lambda: all(n.exchanger.rounds >= r + 5 for n, r in zip(nodes, started, strict=True)),
+        30,
+        "five more rounds on every peer",
+    )
     assert len(said("most likely off")) == 1
     mine = said(f"the clock of {c.addr} is 90 s ahead of that of 127.0.0.1:")
     warned = [

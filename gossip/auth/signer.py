@@ -292,7 +292,9 @@ class Signer:
         except ClockSkew as exc:
             # tag and signature checked out: the sender named is who sent it, and its clock
             # is off ours by `skew` (every request of its will be refused until they agree)
-            raise self._skewed(sender.decode("utf-8", "replace"), route, exc) from None
+            raise self._skewed(
+                sender.decode("utf-8", "replace"), route, exc, answer=bool(reply_to)
+            ) from None
         body = view[pos:end]
         del sender  # bound by the tag and signature; logs may read it, nothing trusts it
         if len(body) <= INLINE_BYTES:
@@ -300,7 +302,7 @@ class Signer:
         mark_covered(body)  # its frame's own checksum would check the same bytes again
         return Opened(body, nonce, signed_by)
 
-    def _skewed(self, sender: str, route: str, exc: ClockSkew) -> ClockSkew:
+    def _skewed(self, sender: str, route: str, exc: ClockSkew, answer: bool = False) -> ClockSkew:
         """The refusal in plain words, naming the sender and by how much; a WARNING the first
         time for each sender, and once when two of them agree with each other and not with
         this peer (then it is most likely this peer's clock that is off)."""
@@ -312,12 +314,17 @@ class Signer:
             f"the clock of {who} is {abs(skew):.0f} s {way} {mine} (an envelope may be "
             f"{self.guard.max_skew:g} s off this peer's clock): set the clocks right (NTP)"
         )
-        first = sender not in self.skews
+        # An answer names no sender (its request named the receiver): it is no witness of its
+        # own, and counted under "" it made one skewed peer (its requests and its answers)
+        # look like two that agree, so that the peer blamed its own clock
+        first = not answer and sender not in self.skews
         if first and len(self.skews) < SKEW_SENDERS:
             self.skews[sender] = skew
             log.warning(
                 "%s: its messages (/v1/%s first) are refused until the clocks agree", text, route
             )
+        elif answer:
+            log.debug("%s (an answer)", text)
         agree = [s for s in self.skews.values() if abs(s - skew) <= SKEW_AGREE_S]
         if first and len(agree) >= 2 and not self._said_own_clock:
             self._said_own_clock = True

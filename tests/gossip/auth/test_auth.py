@@ -397,3 +397,26 @@ async def test_replayed_or_altered_responses_are_refused(mode: str) -> None:
         assert await client.request("b:1", "gossip", b"one", timeout=5) == b"answer:one"
     with pytest.raises(UnauthenticatedResponse):
         await client.request("b:1", "gossip", b"two", timeout=5)
+
+
+def test_one_skewed_peer_s_request_and_answer_do_not_make_a_peer_blame_its_own_clock(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An answer names no sender: counted as a second witness, one peer 90 s ahead (its request,
+    # then its answer to a request of ours) read as "two members agree", and this peer said its
+    # own clock was off
+    import logging
+    import time
+
+    from swarmnode.gossip.auth.replay import ClockSkew
+
+    ahead = Signer(SECRET, name="c:3", clock=lambda: time.time() + 90)
+    me = Signer(SECRET, name="a:1", clock=time.time)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ClockSkew):
+        me.open("gossip", ahead.seal("gossip", b"x", to="a:1"))
+    nonce = b"\x01" * 16
+    with pytest.raises(ClockSkew):
+        me.open("gossip", ahead.seal("gossip", b"y", reply_to=nonce), reply_to=nonce)
+    assert not [r for r in caplog.records if "most likely off" in r.getMessage()]
+    assert list(me.skews) == ["c:3"]  # one witness: the request's named sender

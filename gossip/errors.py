@@ -23,11 +23,13 @@ class RequestTimeout(TransportError):
 
 
 class RemoteError(TransportError):
-    """The peer answered with an error (a 4xx/5xx over HTTP). `status` follows HTTP codes."""
+    """The peer answered with an error (a 4xx/5xx over HTTP). `status` follows HTTP codes.
+    `said`: the raiser logged it already, or it is routine: the HTTP layer logs it at DEBUG."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, said: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.said = said
 
 
 class AddressInUse(TransportError):

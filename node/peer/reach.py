@@ -113,8 +113,8 @@ def dialback_handlers(
         member = membership.get(asker) if asker else None
         if member is None or member.state not in (ALIVE, SUSPECT):
             raise RemoteError("dialback: only a live member's signed request is dialled", 403)
-        if not rate.allow(asker):
-            raise RemoteError("dialback: asked too often, try later", 429)
+        if not rate.allow(asker):  # routine for a joiner that asks again: no WARNING
+            raise RemoteError("dialback: asked too often, try later", 429, said=True)
         ok, why = await dial(transport, member.addr, asker)
         return encode_control("dialback-ack", ok=ok, addr=member.addr, why=why)
 

@@ -86,7 +86,11 @@ class Lab:
     operator: OperatorKey | None = None  # signs the release (admin routes are operator-only)
 
     def __enter__(self) -> Lab:
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # a lab that failed to start leaves no bridge behind for the
+            self.close()  # next one of this process (its tag is this process's id)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -114,6 +114,7 @@ def run(seconds: float, home_args: str, nat: bool = True) -> dict[str, Any]:
     got: dict[str, Any] = {"self": {}, "failed": {}}
     tag = f"{PREFIX}{os.getpid()}"
     cleanup_stale()
+    remove_tag(tag)  # what an earlier lab of this same process left: labs here run one at a time
     s = _free_subnet()
     procs: list[subprocess.Popen] = []
     bindir = Path(sys.executable).parent

@@ -58,7 +58,6 @@ re-open a replay.
 from __future__ import annotations
 
 import heapq
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -71,11 +70,9 @@ MAX_SKEW_S = 30.0
 MAX_NONCES = 1 << 17  # ~130k messages per window before the guard starts to fail closed
 MAX_OFFSET_S = 300.0  # how far a member's clock may be off this peer's and still exchange
 MAX_SENDERS = 4096  # anchors kept (the member table holds 1024 at most)
-SENDER_NONCES = 1 << 14  # one sender's nonces: ~26 messages a second to this peer for 630 s
+SENDER_NONCES = 1 << 14  # one sender's nonces: ~50 messages a second to this peer for 330 s
 IDLE_S = 60.0  # an anchor without an accepted message for this long is forgotten
 SLEW = 1e-3  # how fast an anchor may fall behind this peer's monotonic clock (s per s)
-
-log = logging.getLogger(__name__)
 
 
 class ClockSkew(AuthError):
@@ -110,7 +107,7 @@ class _Anchor:
     set_at: float  # monotonic time k was last raised
     seen_at: float  # monotonic time of the last accepted message
     offset: float  # ts - wall of the last accepted message
-    warned: bool = False  # "older than its window" said once per anchor
+    warned: bool = False  # "older than its latest" said once per anchor
 
 
 class _Nonces:
@@ -297,10 +294,10 @@ class ReplayGuard:
             f"taken again once it has been refused for {self.idle_s:g} s)"
         )
         refused = AuthError(text)
-        if not a.warned:  # its clock going back refuses every message: said once, not each
-            a.warned = True
-            log.warning("%s", text)
-        refused.said = True  # type: ignore[attr-defined]
+        # its clock going back refuses every message: the HTTP layer says the first (with the
+        # route), the others at DEBUG
+        refused.said = a.warned  # type: ignore[attr-defined]
+        a.warned = True
         raise refused
 
     def _refuse(self, who: str, offset: float, mono: float) -> None:

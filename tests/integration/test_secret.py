@@ -248,8 +248,16 @@ async def test_unsigned_forged_and_replayed_requests_are_refused(route, frozen, 
             # what a capture on its way to another peer is: issue 10's cross-peer replay
             "sealed for another peer": bytes(signer.seal(route, fresh, to="127.0.0.1:1")),
             "sealed for nobody": bytes(signer.seal(route, fresh)),
+            # two minutes older than its sender's latest, by the sender's own clock: held back
+            # (a clock minutes off is tolerated, a message from the sender's past is not)
             "sealed two minutes ago": bytes(
-                member_signer(SECRET, clock=lambda: time.time() - 120).seal(route, fresh, to=to)
+                member_signer(SECRET, name="127.0.0.1:9", clock=lambda: time.time() - 120).seal(
+                    route, fresh, to=to
+                )
+            ),
+            # beyond any clock tolerated (gossip/auth/replay.py), whoever sent it
+            "sealed ten minutes ago": bytes(
+                member_signer(SECRET, clock=lambda: time.time() - 600).seal(route, fresh, to=to)
             ),
             "truncated envelope": bytes(signer.seal(route, fresh, to=to))[: HEADER_BYTES - 5],
             "replayed verbatim": captured,

@@ -158,23 +158,18 @@ def test_one_sender_s_flood_is_refused_without_raising_the_others_floor(clocks: 
     assert len(guard) == 20
 
 
-def test_a_clock_that_went_back_is_said_once_and_taken_again_after_idle(
-    clocks: Clocks, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_clock_that_went_back_is_said_once_and_taken_again_after_idle(clocks: Clocks) -> None:
     guard = guard_of(clocks, idle_s=60)
     guard.check(clocks.wall + 90, nonce(0), sender="c")
-    caplog.set_level(logging.WARNING)
-    refused = 0
+    said = []
     for i in range(1, 80):  # its clock set right (90 s back): it sends every second
         clocks.step(1)
         try:
             guard.check(clocks.wall, nonce(i), sender="c")
         except AuthError as exc:
-            assert getattr(exc, "said", False)  # the HTTP layer need not log it again
-            refused += 1
-    assert 55 <= refused <= 61  # refused until it has been silent here for idle_s
-    said = [r for r in caplog.records if "older than its latest" in r.getMessage()]
-    assert len(said) == 1
+            said.append(getattr(exc, "said", False))  # True: the HTTP layer logs it at DEBUG
+    assert 55 <= len(said) <= 61  # refused until it has been silent here for idle_s
+    assert said.count(False) == 1 and not said[0]  # the first one is logged, not the others
 
 
 def test_a_sender_s_slow_clock_is_followed(clocks: Clocks) -> None:

@@ -4,55 +4,61 @@ Two ways to judge a message's time:
 
 - `check(ts, nonce)` (the operator's admin requests): |now - ts| <= `max_skew` (30 s) on this
   peer's wall clock, and a nonce never seen in that window.
-- `check(ts, nonce, sender=S)` (the swarm's envelopes, once their tag and signature checked
-  out): the window follows S's own clock as this peer has measured it, so that a member whose
-  clock is off by minutes still exchanges. The rules, in order:
+- `check(ts, nonce, sender=S, signed=...)` (the swarm's envelopes, once their tag and
+  signature checked out): the window follows S's own clock as this peer has measured it, so
+  that a member whose clock is off by minutes still exchanges. The rules, in order:
 
   1. |now - ts| <= `max_offset` (300 s, Kerberos's default), whoever sent it: beyond that the
      clocks are too far apart to tolerate, and the message is refused (`ClockSkew`).
   2. The nonce is new: a nonce is kept until its timestamp is `max_offset + max_skew` older
      than this clock, when rule 1 refuses the message anyway (the floor rises to it, so that
      this clock stepping back cannot re-open it).
-  3. S's anchor: k = max(ts - monotonic) over S's accepted messages, i.e. the latest reading of
-     S's clock against this peer's monotonic clock. A message with ts - monotonic < k - max_skew
-     was sent more than `max_skew` before S's latest message as S's own clock counts: held
-     back, replayed, or S's clock went back; it is refused. Forward is always accepted (the
-     anchor moves up): a message from S's future is no recording of its past, and nothing an
-     outsider can make (only S holds its key; only members hold the secret). The anchor reads
-     the monotonic clock, so a jump of this peer's own wall clock moves no window.
+  3. Where S is proven (`signed`: S is the member id whose Ed25519 key signed it, as on the
+     routes that move a model), S's anchor: k = max(ts - monotonic) over S's accepted
+     messages, the latest reading of S's clock against this peer's monotonic clock. A message
+     with ts - monotonic < k - max_skew was sent more than `max_skew` before S's latest as S's
+     own clock counts: held back, replayed, or S's clock went back; it is refused. Later is
+     always taken (the anchor moves up): a message from S's future is no recording of its
+     past, and only S holds its key. The anchor reads the monotonic clock, so a jump of this
+     peer's own wall clock moves no window.
 
-  A sender unknown here (first contact, or its anchor expired after `idle_s` without an
-  accepted message, or evicted) is judged by rules 1 and 2 alone.
+  An unproven S (the address an envelope names on a route no member key signs: gossip, join;
+  with one shared secret any member can write another's address), a proven one unknown here
+  (first contact, its anchor expired after `idle_s` without an accepted message, or evicted)
+  and answers (fresh by their binding to a request nonce of ours) are judged by rules 1 and 2.
+  Why a name gets no anchor: a member could move another's anchor ahead by writing its
+  address, and so refuse that member's messages at every peer, for a few messages a minute.
 
 What a recording is worth, to an attacker who can record every message and replay it later:
 to another peer nothing (a request names its receiver, signer.py); to this peer, while its
 nonce is kept, nothing (rule 2); afterwards its timestamp is over `max_offset + max_skew` old,
 which rule 1 refuses. A message this peer never received (the attacker held it back) is
-accepted at most once (rule 2), and only while it is within `max_skew` of its sender's anchor
-here, or, where this peer holds no anchor for its sender (after a restart of this peer: no
-state survives it; or after the sender was silent here for `idle_s`), within `max_offset` of
-this clock. So no recording is taken once its timestamp is `max_offset` behind this peer's
-clock (that long after it was sent by a sender in step, twice that at most for one
-`max_offset` ahead), restarts included, and a held-back message is good for `max_skew` while
-its sender talks to this peer. The price of tolerating skew: that `max_offset` bound is 10x the old 30 s one, for
-a message held back from a peer that restarted or did not hear its sender for `idle_s`.
+accepted at most once (rule 2), and only while it is within `max_skew` of its signer's latest
+here, or, without an anchor (after a restart of this peer: no state survives it; after its
+signer was not heard here for `idle_s`; on the unsigned routes), within `max_offset` of this
+clock. So no recording is taken once its timestamp is `max_offset` behind this peer's clock
+(that long after it was sent by a sender in step, twice that at most for one `max_offset`
+ahead), restarts included, and a held-back request to move a model is good for `max_skew`
+while its signer talks to this peer. The price of tolerating skew: that `max_offset` bound is
+10x the old 30 s one, for a held-back gossip digest (old signed records, which a merge by
+incarnation and heartbeat ignores) or a request held back from a peer that restarted or did
+not hear its signer for `idle_s`.
 
 Why the anchor is `max`, not the latest message: a latest-wins anchor would let an attacker
 who delays each message a little more than the one before walk it back, `max_skew` at a time.
 It may fall by `SLEW` (1000 ppm, twice the slew NTP allows) of the time since it was set, so
 that a sender's clock that runs slow against ours is followed too.
 
-Memory: nonces at most `max_nonces` in all, and `sender_nonces` per named sender (a sender
-over its share is refused, not others evicted; answers name no sender and count in all only), so one member's flood raises no floor for the others;
-anchors at most `max_senders`, the least recently accepted evicted first. A flood of fresh
-sender names fills the anchors and the nonces but re-opens no replay: nonces are kept apart
-from anchors (evicting an anchor forgets no nonce), and evicting a nonce raises the floor (all
-at or below it is refused). An evicted honest sender is judged by rules 1 and 2 until its next
-message anchors it again. A sender here is the member id that signed the request (signed
-routes), else the address it names: with one shared secret, a member can write another's
-address and move that address's anchor at this peer, which refuses that member's direct
-gossip here for up to `idle_s` (its heartbeats still arrive through the others); it cannot
-re-open a replay.
+Memory: nonces at most `max_nonces` in all, and `sender_nonces` per proven sender (one over
+its share is refused, not others evicted), so one member's flood of signed requests raises no
+floor for the others; anchors and readings (the clock offsets `clock_of` reports) at most
+`max_senders` each, the least recently heard evicted first. A flood of fresh identities fills
+them but re-opens no replay: nonces are kept apart from anchors (evicting an anchor forgets no
+nonce), and evicting a nonce raises the floor (all at or below it is refused: a flood fails
+closed). An evicted honest signer is judged by rules 1 and 2 until its next message anchors it
+again. Unproven names share no quota (a member could spend another's) and anchor nothing; a
+member writing another's address moves only that address's reading, which status shows and
+nothing trusts.
 """
 
 from __future__ import annotations
@@ -69,8 +75,8 @@ from swarmnode.gossip.errors import AuthError
 MAX_SKEW_S = 30.0
 MAX_NONCES = 1 << 17  # ~130k messages per window before the guard starts to fail closed
 MAX_OFFSET_S = 300.0  # how far a member's clock may be off this peer's and still exchange
-MAX_SENDERS = 4096  # anchors kept (the member table holds 1024 at most)
-SENDER_NONCES = 1 << 14  # one sender's nonces: ~50 messages a second to this peer for 330 s
+MAX_SENDERS = 4096  # anchors and readings kept (the member table holds 1024 at most)
+SENDER_NONCES = 1 << 14  # one signer's nonces: ~50 signed requests a second here for 330 s
 IDLE_S = 60.0  # an anchor without an accepted message for this long is forgotten
 SLEW = 1e-3  # how fast an anchor may fall behind this peer's monotonic clock (s per s)
 
@@ -106,7 +112,6 @@ class _Anchor:
     k: float  # max(ts - monotonic) over the sender's accepted messages, slewed
     set_at: float  # monotonic time k was last raised
     seen_at: float  # monotonic time of the last accepted message
-    offset: float  # ts - wall of the last accepted message
     warned: bool = False  # "older than its latest" said once per anchor
 
 
@@ -127,10 +132,10 @@ class _Nonces:
             raise AuthError("message is older than the replay window can vouch for")
         if nonce in self.owner:
             raise AuthError("replayed message (nonce already seen)")
-        if owner and self.count.get(owner, 0) >= self.share:  # answers, unnamed: cap only
+        if owner and self.count.get(owner, 0) >= self.share:  # unproven ones: the cap only
             raise AuthError(
-                f"{owner or 'an unnamed sender'} sent over {self.share} messages in the replay "
-                "window: refused until its oldest expire (a flood)"
+                f"{owner} sent over {self.share} messages in the replay window: refused until "
+                "its oldest expire (a flood)"
             )
 
     def add(self, ts: float, nonce: bytes, owner: str = "") -> None:
@@ -189,7 +194,7 @@ class ReplayGuard:
         self._plain = _Nonces(max_skew, max_nonces, max_nonces)
         self._tolerant = _Nonces(max_offset + max_skew, max_nonces, sender_nonces)
         self._anchors: OrderedDict[str, _Anchor] = OrderedDict()  # least recently accepted first
-        self._refused: OrderedDict[str, SenderClock] = OrderedDict()  # beyond max_offset
+        self._readings: OrderedDict[str, SenderClock] = OrderedDict()  # least recent first
         self._lock = threading.Lock()
 
     @property
@@ -201,39 +206,46 @@ class ReplayGuard:
         return len(self._plain.owner) + len(self._tolerant.owner)
 
     def senders(self) -> int:
-        """How many senders' anchors are held."""
+        """How many signers' anchors are held."""
         return len(self._anchors)
 
     def check(
-        self, ts: float, nonce: bytes, *, sender: str | None = None, answer: bool = False
+        self,
+        ts: float,
+        nonce: bytes,
+        *,
+        sender: str | None = None,
+        signed: bool = False,
+        answer: bool = False,
     ) -> ClockSkew | None:
         """Record (ts, nonce) or raise `AuthError` if it is stale, from the future, or seen.
 
-        Without `sender`, within `max_skew` of this clock. With one (the member id that signed
-        it, else the address it names), the rules of the module's docstring; `answer`: an
-        answer, bound to a request nonce of ours (so fresh by that binding, and naming no
-        sender): rules 1 and 2 only. Returns a `ClockSkew` with `tolerated` set where the
+        Without `sender`, within `max_skew` of this clock. With one (the member id whose key
+        signed it, `signed`; else the address it names, or ""), the rules of the module's
+        docstring; `answer`: an answer, bound to a request nonce of ours (fresh by that
+        binding, naming no sender). Returns a `ClockSkew` with `tolerated` set where the
         message was accepted although it is more than `max_skew` off this clock."""
         now = self.clock()
         if sender is None:
             self._check_plain(now, ts, nonce)
             return None
         who = "" if answer else sender
+        proven = who if signed else ""  # anchors and quotas: only for a key's holder
         mono = self.monotonic()
         if abs(now - ts) > self.max_offset:
             with self._lock:
-                if who:
-                    self._refuse(who, ts - now, mono)
+                self._read(who, SenderClock(ts - now, True, mono))
             raise ClockSkew(
                 f"message timestamp is {now - ts:+.1f} s off this peer's clock "
                 f"(max {self.max_offset:g} s)",
                 now - ts,
             )
         with self._lock:
-            self._tolerant.admit(now, ts, nonce, who)
-            if who:
-                self._anchor(who, ts - mono, ts - now, mono)
-            self._tolerant.add(ts, nonce, who)
+            self._tolerant.admit(now, ts, nonce, proven)
+            if proven:
+                self._anchor(proven, ts - mono, mono)
+            self._tolerant.add(ts, nonce, proven)
+            self._read(who, SenderClock(ts - now, False, mono))
         if abs(now - ts) <= self.max_skew:
             return None
         return ClockSkew(
@@ -244,17 +256,20 @@ class ReplayGuard:
         )
 
     def clock_of(self, *senders: str) -> SenderClock | None:
-        """The latest measurement of a sender's clock under any of its names (its member id,
-        its address), or None where none is held."""
+        """The latest reading of a sender's clock under any of its names (its member id, its
+        address), or None where none is held. A reading under an address is the word of
+        whoever wrote that address (any member, with one shared secret): shown, not trusted."""
         with self._lock:
-            seen = [c for s in senders if s and (c := self._reading(s)) is not None]
+            seen = [c for s in senders if s and (c := self._readings.get(s)) is not None]
         return max(seen, key=lambda c: c.at, default=None)
 
-    def _reading(self, sender: str) -> SenderClock | None:
-        a, r = self._anchors.get(sender), self._refused.get(sender)
-        if a is not None and (r is None or a.seen_at >= r.at):
-            return SenderClock(a.offset, False, a.seen_at)
-        return r
+    def _read(self, who: str, reading: SenderClock) -> None:
+        if not who:  # answers and unnamed senders: nobody to show it against
+            return
+        self._readings[who] = reading
+        self._readings.move_to_end(who)
+        while len(self._readings) > self.max_senders:
+            self._readings.popitem(last=False)
 
     def _check_plain(self, now: float, ts: float, nonce: bytes) -> None:
         if abs(now - ts) > self.max_skew:
@@ -267,25 +282,24 @@ class ReplayGuard:
             self._plain.admit(now, ts, nonce)
             self._plain.add(ts, nonce)
 
-    def _anchor(self, who: str, k: float, offset: float, mono: float) -> None:
-        """Judge a message by its sender's anchor (rule 3) and move the anchor; raise if it
-        is older than the sender's window."""
+    def _anchor(self, who: str, k: float, mono: float) -> None:
+        """Judge a message by its signer's anchor (rule 3) and move the anchor; raise if it
+        is older than the signer's latest by more than `max_skew`."""
         a = self._anchors.get(who)
         if a is not None and mono - a.seen_at > self.idle_s:
-            a = None  # silent for idle_s: judged as a first contact
+            a = None  # not heard for idle_s: judged as a first contact
         if a is None:
-            self._anchors[who] = _Anchor(k, mono, mono, offset)
-            self._refused.pop(who, None)
-            self._bound()
+            self._anchors[who] = _Anchor(k, mono, mono)
+            self._anchors.move_to_end(who)
+            self._bound(mono)
             return
         slewed = a.k - SLEW * (mono - a.set_at)
         if k < slewed - self.max_skew:
             self._older(who, a, slewed - k)
         if k > slewed:
             a.k, a.set_at = k, mono
-        a.seen_at, a.offset, a.warned = mono, offset, False
+        a.seen_at, a.warned = mono, False
         self._anchors.move_to_end(who)
-        self._refused.pop(who, None)
 
     def _older(self, who: str, a: _Anchor, by: float) -> None:
         text = (
@@ -300,16 +314,9 @@ class ReplayGuard:
         a.warned = True
         raise refused
 
-    def _refuse(self, who: str, offset: float, mono: float) -> None:
-        self._refused[who] = SenderClock(offset, True, mono)
-        self._refused.move_to_end(who)
-        while len(self._refused) > self.max_senders:
-            self._refused.popitem(last=False)
-
-    def _bound(self) -> None:
+    def _bound(self, mono: float) -> None:
         """At most `max_senders` anchors: the least recently accepted go first, and so do
-        those idle for `idle_s` (they would be judged as first contacts anyway)."""
-        mono = self.monotonic()
+        those not heard for `idle_s` (they would be judged as first contacts anyway)."""
         while self._anchors:
             oldest = next(iter(self._anchors.values()))
             if len(self._anchors) <= self.max_senders and mono - oldest.seen_at <= self.idle_s:

@@ -289,7 +289,9 @@ class Signer:
         nonce = view[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
         named = sender.decode("utf-8", "replace")
         try:  # the window follows the sender's clock (gossip/auth/replay.py): its key, else name
-            off = self.guard.check(ts, nonce, sender=signed_by or named, answer=bool(reply_to))
+            off = self.guard.check(
+                ts, nonce, sender=signed_by or named, signed=bool(signed_by), answer=bool(reply_to)
+            )
         except ClockSkew as exc:
             # tag and signature checked out: the sender named is who sent it, and its clock
             # is off ours by `skew` (every request of its will be refused until they agree)

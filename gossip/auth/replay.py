@@ -146,8 +146,9 @@ class _Nonces:
             self.floor = max(self.floor, self._pop())
 
     def expire(self, now: float) -> None:
+        # the floor follows: were this clock set back, a forgotten nonce's message would pass
         while self.by_time and self.by_time[0][0] < now - self.horizon:
-            self._pop()
+            self.floor = max(self.floor, self._pop())
 
     def _pop(self) -> float:
         ts, nonce = heapq.heappop(self.by_time)

@@ -249,3 +249,14 @@ def test_readings_are_bounded(clocks: Clocks) -> None:
         guard.check(clocks.wall + 60, nonce(i), sender=f"10.0.0.{i}:7070")
     assert len(guard._readings) == 4 and guard.clock_of("10.0.0.99:7070") is not None
     assert guard.clock_of("10.0.0.0:7070") is None
+
+
+def test_this_clock_set_back_re_opens_no_forgotten_nonce(clocks: Clocks) -> None:
+    guard = guard_of(clocks)
+    recorded = (clocks.wall, nonce(1))
+    guard.check(*recorded, sender="b", signed=True)
+    clocks.step(MAX_OFFSET_S + guard.max_skew + 1)
+    guard.check(clocks.wall, nonce(2), sender="b", signed=True)  # b's nonce 1 is forgotten now
+    clocks.jump(-(MAX_OFFSET_S + guard.max_skew))  # this peer's clock set back 330 s
+    with pytest.raises(AuthError, match="older than the replay window"):
+        guard.check(*recorded, sender="c", signed=True)  # a first contact: only the floor

@@ -6,7 +6,8 @@
   requests before a handler runs.
 - `peer_key.py`: a peer's Ed25519 key pair and the peer id derived from it (`PeerKey`).
 - `operator.py`: operator-signed admin requests (`OperatorKey`, `OperatorVerifier`).
-- `replay.py`: fresh timestamps and unseen nonces in bounded memory (`ReplayGuard`).
+- `replay.py`: fresh timestamps and unseen nonces in bounded memory (`ReplayGuard`), judged
+  against each sender's own clock as measured here (a clock up to 300 s off still exchanges).
 - `stream_digest.py`, `seal_stream.py`: BLAKE3 of a large body while it is received or sent.
 """
 

@@ -287,14 +287,17 @@ class Signer:
             )
         ts = int.from_bytes(view[MAGIC_BYTES : MAGIC_BYTES + 8], "big") / 1000.0
         nonce = view[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
-        try:
-            self.guard.check(ts, nonce)
+        named = sender.decode("utf-8", "replace")
+        try:  # the window follows the sender's clock (gossip/auth/replay.py): its key, else name
+            off = self.guard.check(
+                ts, nonce, sender=signed_by or named, signed=bool(signed_by), answer=bool(reply_to)
+            )
         except ClockSkew as exc:
             # tag and signature checked out: the sender named is who sent it, and its clock
             # is off ours by `skew` (every request of its will be refused until they agree)
-            raise self._skewed(
-                sender.decode("utf-8", "replace"), route, exc, answer=bool(reply_to)
-            ) from None
+            raise self._skewed(named, route, exc, answer=bool(reply_to)) from None
+        if off is not None:  # accepted, but off by more than the plain window: said too
+            self._skewed(named, route, off, answer=bool(reply_to))
         body = view[pos:end]
         del sender  # bound by the tag and signature; logs may read it, nothing trusts it
         if len(body) <= INLINE_BYTES:
@@ -312,17 +315,21 @@ class Signer:
         mine = f"that of {self.name}" if self.name else "this peer's"  # read on the other side
         text = (
             f"the clock of {who} is {abs(skew):.0f} s {way} {mine} (an envelope may be "
-            f"{self.guard.max_skew:g} s off this peer's clock): set the clocks right (NTP)"
+            f"{self.guard.max_offset:g} s off this peer's clock): set the clocks right (NTP)"
         )
+        if exc.tolerated:
+            text = (
+                f"the clock of {who} is {abs(skew):.0f} s {way} {mine}: tolerated (up to "
+                f"{self.guard.max_offset:g} s), but set the clocks right (NTP)"
+            )
         # An answer names no sender (its request named the receiver): it is no witness of its
         # own, and counted under "" it made one skewed peer (its requests and its answers)
         # look like two that agree, so that the peer blamed its own clock
         first = not answer and sender not in self.skews
         if first and len(self.skews) < SKEW_SENDERS:
             self.skews[sender] = skew
-            log.warning(
-                "%s: its messages (/v1/%s first) are refused until the clocks agree", text, route
-            )
+            fate = "taken" if exc.tolerated else "refused until the clocks agree"
+            log.warning("%s: its messages (/v1/%s first) are %s", text, route, fate)
         elif answer:
             log.debug("%s (an answer)", text)
         agree = [s for s in self.skews.values() if abs(s - skew) <= SKEW_AGREE_S]

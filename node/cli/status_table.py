@@ -24,6 +24,7 @@ MEMBER_COLUMNS = (
 COLUMNS = (
     *MEMBER_COLUMNS,
     ("reach", "reach"),  # direct, or outbound (nobody can dial it: it dials out; issue 31)
+    ("clock", "clock_s"),  # its clock minus this peer's, where over 30 s; "refused" beyond 300
     ("util", "utilization"),  # this peer only: the share of its time spent training
     ("heard", "last_heard_s"),
     ("rtt", "rtt_ms"),  # this peer's measurement of its link to the member (gossip.link.stats)
@@ -66,8 +67,24 @@ def status_rows(status: dict[str, Any]) -> list[dict[str, Any]]:
     for m in others:
         if m.get("peer_id") != me.get("peer_id"):
             link = by_addr.get(m.get("addr"), {})
-            rows.append({**m, "rtt_ms": link.get("rtt_ms"), "mbit_s": link.get("mbit_s")})
+            rows.append(
+                {
+                    **m,
+                    "rtt_ms": link.get("rtt_ms"),
+                    "mbit_s": link.get("mbit_s"),
+                    "clock_s": clock_cell(m),
+                }
+            )
     return rows
+
+
+def clock_cell(member: dict[str, Any]) -> str | None:
+    """'+90s' (tolerated) or '+400s refused' (alive by its heartbeats, but nothing of it is
+    exchanged: gossip/auth/replay.py); None where the clocks agree."""
+    off = member.get("clock_s")
+    if not isinstance(off, (int, float)) or isinstance(off, bool) or not math.isfinite(off):
+        return None
+    return f"{off:+.0f}s" + (" refused" if member.get("clock") == "refused" else "")
 
 
 def format_status_table(status: dict[str, Any]) -> str:

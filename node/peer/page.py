@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from swarmnode.node.peer.reach import reach_of
-from swarmnode.node.peer.status_routes import StatusSource, fault_spec, self_status
+from swarmnode.node.peer.status_routes import StatusSource, fault_spec, member_clock, self_status
 from swarmnode.node.web import (
     Access,
     EventLog,
@@ -64,7 +64,11 @@ def other_members(node: PageSource) -> list[dict[str, Any]]:
     if membership is None:
         return []
     return [
-        {**m.as_status(), "reach": reach_of(m.meta)}  # outbound: nobody dials it (reach.py)
+        {
+            **m.as_status(),
+            "reach": reach_of(m.meta),  # outbound: nobody dials it (reach.py)
+            **member_clock(node.signer, m.peer_id, m.addr),  # its clock off mine, if it is
+        }
         for m in membership.members()
         if m.peer_id != node.peer_id
     ]

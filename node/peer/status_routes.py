@@ -79,11 +79,28 @@ def fault_spec(node: StatusSource) -> str:
 
 def status_json(node: StatusSource) -> dict[str, Any]:
     others = [
-        {**m.as_status(), "shard": m.meta.get("shard"), "reach": reach_of(m.meta)}
+        {
+            **m.as_status(),
+            "shard": m.meta.get("shard"),
+            "reach": reach_of(m.meta),
+            **member_clock(node.signer, m.peer_id, m.addr),
+        }
         for m in node.membership.members()
         if m.peer_id != node.peer_id
     ]
     return {"self": self_status(node, others), "members": others}
+
+
+def member_clock(signer: Signer, peer_id: str, addr: str) -> dict[str, Any]:
+    """How far a member's clock is off this peer's, as its envelopes measured it
+    (gossip/auth/replay.py): `clock_s` (theirs minus mine) and `clock`, "tolerated" (taken,
+    but off by more than the plain 30 s window) or "refused" (beyond what is tolerated: the
+    member may be listed alive by its heartbeats, yet nothing of it is exchanged here). Both
+    None where the clocks agree or no envelope of its was seen."""
+    seen = signer.guard.clock_of(peer_id, addr)
+    if seen is None or (not seen.refused and abs(seen.offset) <= signer.guard.max_skew):
+        return {"clock": None, "clock_s": None}
+    return {"clock": "refused" if seen.refused else "tolerated", "clock_s": round(seen.offset, 1)}
 
 
 def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) -> dict[str, Any]:

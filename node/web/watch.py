@@ -318,6 +318,8 @@ class SwarmWatch:
             "name": figures.get("name") or member.get("name"),
             "addr": member.get("addr"),
             "reach": member.get("reach"),  # outbound: it dials, nobody dials it (issue 31)
+            "clock": member.get("clock"),  # its clock off this peer's: tolerated, or refused
+            "clock_s": member.get("clock_s"),
             "state": state,
             "device": figures.get("device"),
             "step": figures.get("step"),

@@ -45,8 +45,11 @@ class Peer:
     """One peer process (swarmnode.fault.chaos.processes) started with `--name NAME`; `.addr`
     and `.peer_id` (derived from its key, kept across restarts) once ready."""
 
-    def __init__(self, workdir: Path, name: str, *args: str) -> None:
+    def __init__(
+        self, workdir: Path, name: str, *args: str, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
+        self.env = env  # the child's whole environment (default: ENV's, one BLAS thread)
         self.workdir = workdir
         self.dir = workdir / name
         self.ready_file = self.dir / READY_NAME
@@ -69,7 +72,7 @@ class Peer:
         self.dir.mkdir(parents=True, exist_ok=True)
         args = ["--checkpoint-dir", str(self.dir / "ckpt"), "--name", self.name,
                 "--enable-admin", "--admin-key", operator_pub(self.dir), *FAST, *self.args]  # fmt: skip
-        self.process = start_peer(args, self.workdir, self.name)
+        self.process = start_peer(args, self.workdir, self.name, self.env)
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> Peer:

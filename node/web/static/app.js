@@ -94,6 +94,11 @@
       if (m.byzantine) who.append(el("span", "tag bad", "byzantine " + m.byzantine));
       if (m.faults && m.faults !== "none") who.append(nameEl("tag", m.faults));
       const st = el("td", "state " + m.state, m.state);
+      if (m.clock && typeof m.clock_s === "number") {  // its clock off ours: said, not hidden
+        const off = (m.clock_s > 0 ? "+" : "") + Math.round(m.clock_s) + " s";
+        const refused = m.clock === "refused";
+        st.append(el("span", refused ? "tag bad" : "tag", "clock " + off + (refused ? " refused" : "")));
+      }
       const ageCell = el("td", "num age", age(m));
       if (m.stale && m.why) ageCell.title = "stale: " + m.why;
       if (m.stale) ageCell.append(el("span", "tag", "stale"));

@@ -59,3 +59,23 @@ def test_a_long_name_is_clipped() -> None:
     lines = format_status_table(status).splitlines()
     assert max(len(ln) for ln in lines[:4]) < 120
     assert "n" * 23 + "…" in lines[3] and "\n" not in lines[3]
+
+
+def test_a_member_s_clock_is_shown_where_it_is_off_and_refused_where_beyond() -> None:
+    """Issue 34, item 15: a member whose clock is too far off is listed alive by its heartbeats
+    while nothing of it is exchanged; the table says so rather than show it alive and silent."""
+    status = {
+        "self": {"peer_id": "a"},
+        "members": [
+            {"peer_id": "b", "state": "alive", "clock": "tolerated", "clock_s": 90.2},
+            {"peer_id": "c", "state": "alive", "clock": "refused", "clock_s": -400.0},
+            {"peer_id": "d", "state": "alive", "clock": None, "clock_s": None},
+            {"peer_id": "e", "state": "alive", "clock": "refused", "clock_s": "x"},
+            {"peer_id": "f", "state": "alive", "clock": "refused", "clock_s": float("nan")},
+        ],
+    }
+    lines = format_status_table(status).splitlines()
+    col = lines[0].index("clock")
+    cells = {ln.split()[0]: ln[col:].split("  ")[0].strip() for ln in lines[2:8]}
+    want = {"a": "-", "b": "+90s", "c": "-400s refused", "d": "-", "e": "-", "f": "-"}
+    assert cells == want, cells

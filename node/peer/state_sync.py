@@ -93,6 +93,7 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
         return
     model = await asyncio.to_thread(_median, vectors)
     await node.store.load(model)
+    await _seed_push_bound(node, vectors, model)
     node.trainer.step_count = swarm_step
     node.synced_step = swarm_step  # the summary tells inherited steps from trained ones
     log.info(
@@ -101,6 +102,23 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
         ", ".join(_who(node, pid) for pid, _, _ in got),
         swarm_step,
     )
+
+
+async def _seed_push_bound(node: Joiner, vectors: list[np.ndarray], model: np.ndarray) -> None:
+    """The donors' distances to the model loaded, as the push bound's first distances: how
+    far honest members are from it. A fresh bound has none and takes 4 x |own| until its
+    first round (right for a young swarm of unlike starts), which admits a member serving -x
+    (2 |own| away) into a joiner that holds the swarm's model already."""
+    guard = getattr(node.exchanger, "guard", None)
+    if guard is None or len(vectors) < 2:
+        return
+    dists = await asyncio.to_thread(lambda: [_distance(v, model) for v in vectors])
+    if any(d > 0 for d in dists):  # identical donors say nothing of how far honest ones are
+        guard.record(dists)
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a.astype(np.float64) - b.astype(np.float64)))
 
 
 def _who(node: Joiner, peer_id: str) -> str:

@@ -115,6 +115,23 @@ def _gpu(index: int) -> Backend:
     return Backend("cupy", cp, index)
 
 
+DLPACK_CPU, DLPACK_CUDA = 1, 2  # DLDeviceType codes (`__dlpack_device__()[0]`)
+
+
+def dlpack_module(kind: int) -> ModuleType | None:
+    """The array module that takes a DLPack tensor of device type `kind` without a copy
+    (`module.from_dlpack`): numpy for the CPU, cupy for CUDA (`BackendError` without cupy);
+    None for any other device."""
+    if kind == DLPACK_CPU:
+        return np
+    if kind != DLPACK_CUDA:
+        return None
+    cp = _cupy()
+    if cp is None:
+        raise BackendError("a CUDA tensor is read through cupy, which does not import here")
+    return cp
+
+
 def is_device_array(a: Any) -> bool:
     """True for a cupy array (checked by module name, so cupy is never imported here)."""
     return type(a).__module__.split(".")[0] == "cupy"

@@ -21,8 +21,9 @@ installing swarmnode adds no top-level name but `swarmnode` to site-packages.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from swarmnode.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -48,13 +49,7 @@ def run(model: Any = "mlp:512", data: Any = "digits", **settings: Any) -> Any:
     return __getattr__("Peer")(model, data, **settings).run()
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'swarmnode' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -429,7 +429,26 @@ async def _answers(
     - with `cut` and some partners that answered before (`relied`) among others, once those
       have, the others get `GRACE_FACTOR` x the time that took (at least `GRACE_MIN_S`), so a
       newcomer that never answers (a silent sybil) costs about one round's time, not its
-      deadline."""
+      deadline.
+
+    Cancelled itself (a peer closing mid-round), it ends its tasks first: `asyncio.wait`
+    leaves them running, and they would outlive the round, the store and the HTTP pool."""
+    try:
+        await _wait_out_graces(tasks, relied, cut, clock)
+    finally:
+        for t in tasks:  # the ones still out; a finished task ignores it
+            t.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    return list(outcomes)
+
+
+async def _wait_out_graces(
+    tasks: list[asyncio.Future[np.ndarray]],
+    relied: list[asyncio.Future[np.ndarray]],
+    cut: bool,
+    clock: Callable[[], float],
+) -> None:
+    """Until every task is done or the grace in force has passed (`_answers`)."""
     t0 = clock()
     pending: set[asyncio.Future[np.ndarray]] = set(tasks)
     times: list[float] = []
@@ -451,10 +470,6 @@ async def _answers(
             waiting_relied -= done
             if not waiting_relied and pending:
                 until = _sooner(until, now + max(GRACE_MIN_S, GRACE_FACTOR * (now - t0)))
-    for t in pending:
-        t.cancel()
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    return list(outcomes)
 
 
 def quorum_grace(answer_times: Sequence[float]) -> float:

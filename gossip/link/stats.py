@@ -59,6 +59,10 @@ FIRST_MIN_S = 0.25
 TUNE_ROUTES = frozenset({"pushpull"})  # pulls (state sync) keep their caller's long deadline
 TUNE_MARGIN = 4.0  # x the expected transfer time: a busy moment, a slower answer
 TUNE_FLOOR_S = 1.0  # never shorter: a loaded 2-core host's scheduling, a GC pause
+# Links remembered, the least recently used forgotten first: the addresses a peer dials come
+# from the member table (at most 1,024 members), but over a long run its churn, a sybil flood's
+# above all, names new ones without end
+MAX_LINKS = 4096
 
 
 def exchange_deadline(
@@ -166,9 +170,14 @@ class MeasuringTransport:
         self.links.pop(addr, None)
 
     def stat(self, addr: str) -> LinkStat:
-        if addr not in self.links:
-            self.links[addr] = LinkStat(addr)
-        return self.links[addr]
+        """The link to `addr`, now the most recently used (`MAX_LINKS`)."""
+        s = self.links.pop(addr, None)
+        if s is None:
+            s = LinkStat(addr)
+            if len(self.links) >= MAX_LINKS:
+                del self.links[next(iter(self.links))]  # the least recently used
+        self.links[addr] = s
+        return s
 
     async def request(self, addr: str, route: str, body: bytes, *, timeout: float) -> bytes:
         s = self.stat(addr)

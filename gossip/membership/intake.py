@@ -22,7 +22,8 @@ In order, cheapest first, so that a flood costs as little as possible:
 5. the table merge, which checks a signature only for an entry that would change the table.
 
 The join route takes the same path for its one entry (`open`, `sort`, `merge`): a digest drops
-what is refused, the join answers with why (`UNTRUSTED`, `CAPPED`, `TOO_FAST`, or forged).
+what is refused, the join answers with why (`UNTRUSTED`, `CAPPED`, `TOO_FAST`, or forged), and
+a joiner past the verification budget is told to retry (429), as a digest's would be deferred.
 """
 
 from __future__ import annotations

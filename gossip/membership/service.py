@@ -260,9 +260,11 @@ class Membership:
             raise RemoteError(f"peer id {joiner.peer_id!r} is this peer's own id", 409)
         if self.table.leaving:  # the joiner would learn a swarm that this peer is leaving
             raise RemoteError("this peer is leaving the swarm: join through another", 503)
-        _, refused = self.intake.sort([joiner], self._source(req, msg), self._now())
+        admitted, refused = self.intake.sort([joiner], self._source(req, msg), self._now())
         if refused:
             raise self._join_refusal(joiner, refused[0][1])
+        if not admitted:  # past the budget of signature checks for strangers: as in a digest
+            raise RemoteError("busy checking new members' signatures: retry later", 429)
         if self._absorb([joiner], "join"):
             raise RemoteError(f"the record of {joiner.peer_id!r} is not signed by its key", 403)
         log.debug(

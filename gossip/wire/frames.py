@@ -211,8 +211,9 @@ class FrameHeader:
 
 
 def read_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> FrameHeader:
-    """The frame's header alone (checked as `decode_params` checks it), payload untouched;
-    `WireError` if it does not parse or a field is wrong."""
+    """The frame's header alone, payload untouched: its length and bounds and its fields' types
+    checked, `WireError` if one is wrong; its shape against the caps and the payload's size are
+    `decode_params`'s checks (so `FrameHeader.shape` is as sent until the frame is decoded)."""
     view = _byte_view(buf)
     fields = _read_header(view, caps)
     length = fields.pop("_header_len")

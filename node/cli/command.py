@@ -110,8 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=version_text(),
-        help="print the release and its envelope version (every peer of a swarm must speak "
-        "the same envelope version) and exit",
+        help="print the release and the protocol and envelope versions it speaks (every peer "
+        "of a swarm must speak the same) and exit",
     )
     log_options().add_to(parser)
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -9,12 +9,13 @@ reads `log_name` on every verb, `swarmnode --help` included, and must not load t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Eager, and light: the function shadows its module of the same name only when bound here,
 # before anything imports the module (which would set the package's attribute to the module).
 from swarmnode.node.peer.log_name import log_name
+
+from swarmnode.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from swarmnode.node.peer.aio import threadsafe_setter
@@ -32,10 +33,4 @@ _EXPORTS = {
 __all__ = ["JoinError", "Node", "log_name", "shared_start", "threadsafe_setter"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'swarmnode.node.peer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

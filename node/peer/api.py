@@ -57,9 +57,8 @@ class Peer:
         **settings: Any,
     ) -> None:
         settings.setdefault("listen", API_LISTEN)
-        if join is not None and not _holds_a_peer(
-            join
-        ):  # addresses only: parsed now, as any keyword's value
+        # addresses only: parsed now, as any keyword's value (peers: once they are started)
+        if join is not None and not _holds_a_peer(join):
             settings["join"], join = join, None
         self.config = from_keywords(model=model, data=data, **settings)
         self._join = join  # peers: their addresses are known once they are started

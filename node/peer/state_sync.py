@@ -93,6 +93,7 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
         return
     model = await asyncio.to_thread(_median, vectors)
     await node.store.load(model)
+    await _seed_push_bound(node, vectors, model)
     node.trainer.step_count = swarm_step
     node.synced_step = swarm_step  # the summary tells inherited steps from trained ones
     log.info(
@@ -101,6 +102,23 @@ async def sync_from_swarm(node: Joiner, timeout: float) -> None:
         ", ".join(_who(node, pid) for pid, _, _ in got),
         swarm_step,
     )
+
+
+async def _seed_push_bound(node: Joiner, vectors: list[np.ndarray], model: np.ndarray) -> None:
+    """The donors' distances to the model loaded, as the push bound's first distances: how
+    far honest members are from it. A fresh bound has none and takes 4 x |own| until its
+    first round (right for a young swarm of unlike starts), which admits a member serving -x
+    (2 |own| away) into a joiner that holds the swarm's model already."""
+    guard = getattr(node.exchanger, "guard", None)
+    if guard is None or len(vectors) < 2:
+        return
+    dists = await asyncio.to_thread(lambda: [_distance(v, model) for v in vectors])
+    if any(d > 0 for d in dists):  # identical donors say nothing of how far honest ones are
+        guard.record(dists)
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a.astype(np.float64) - b.astype(np.float64)))
 
 
 def _who(node: Joiner, peer_id: str) -> str:
@@ -170,13 +188,7 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
     got: dict[str, Any] = {}
     failures: dict[str, str] = {}
     while True:
-        live = dialable(node.membership.live_peers())  # an outbound-only one cannot serve
-        need = min(DONORS, len({m.peer_id for m in live} | got.keys()))
-        ask = [m for m in live if m.peer_id not in got]
-        picked = node.rng.sample([(m.peer_id, m.addr) for m in ask], min(need - len(got), len(ask)))
-        introduce = getattr(node.membership, "introduce", None)
-        if introduce is not None:
-            await introduce([m for m in ask if (m.peer_id, m.addr) in picked])
+        need, picked = await _next_donors(node, got)
         failed: dict[str, str] = {}
         # The whole join deadline, not one exchange's: several donors' full models share a
         # joiner's downlink (three 21 MB models take ~25 s at 20 Mbit/s), and a join may wait
@@ -188,29 +200,10 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         failures.update(failed)
         if len(got) >= need:
             return list(got.values()), failures
-        if not got:
-            _refuse_another_model(failed)
-            _refuse_a_clock_off(failed)
-            if picked and all(JOINING in why for why in failed.values()):
-                # peers that started at once, each joining through the others: nobody has a
-                # swarm model yet, so ours is as good as any (the exchange will average them)
-                log.info("state sync: every donor is joining too: starting from my own model")
-                return [], failures
+        if not got and _nobody_has_a_model(picked, failed):
+            return [], failures
         if loop.time() + pause > deadline or not picked:
-            if got:  # fewer than wanted: the median of those is still the best start we have
-                log.warning(
-                    "state sync: only %d of %d donors answered within %g s: taking their median",
-                    len(got),
-                    need,
-                    timeout,
-                )
-                return list(got.values()), failures
-            detail = "; ".join(f"{_who(node, pid)}: {why}" for pid, why in failures.items())
-            raise JoinError(
-                f"could not fetch the model from any of {len(picked)} peers within "
-                f"{timeout:g} s ({detail or 'no live peer left'}); behind a slow link, "
-                "raise --join-timeout"
-            )
+            return _out_of_time(node, got, failures, need, picked, timeout), failures
         quiet = all(all(w in why for w in _NOT_YET) for why in failed.values())
         log.log(
             logging.DEBUG if quiet else logging.INFO,
@@ -221,6 +214,57 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         )
         await asyncio.sleep(pause)
         pause = min(2 * pause, RETRY_MAX_S)
+
+
+async def _next_donors(node: Joiner, got: dict[str, Any]) -> tuple[int, list[tuple[str, str]]]:
+    """(how many donors are wanted in all, the (id, address) of those to ask now), the latter
+    told of us first."""
+    live = dialable(node.membership.live_peers())  # an outbound-only one cannot serve
+    need = min(DONORS, len({m.peer_id for m in live} | got.keys()))
+    ask = [m for m in live if m.peer_id not in got]
+    picked = node.rng.sample([(m.peer_id, m.addr) for m in ask], min(need - len(got), len(ask)))
+    introduce = getattr(node.membership, "introduce", None)
+    if introduce is not None:
+        await introduce([m for m in ask if (m.peer_id, m.addr) in picked])
+    return need, picked
+
+
+def _nobody_has_a_model(picked: list[tuple[str, str]], failed: dict[str, str]) -> bool:
+    """No donor answered: raise where no retry can help (another model, a clock off); True
+    where every donor asked is joining too (peers that started at once, each through the
+    others: nobody has a swarm model yet, so ours is as good as any, the exchange averages)."""
+    _refuse_another_model(failed)
+    _refuse_a_clock_off(failed)
+    if picked and all(JOINING in why for why in failed.values()):
+        log.info("state sync: every donor is joining too: starting from my own model")
+        return True
+    return False
+
+
+def _out_of_time(
+    node: Joiner,
+    got: dict[str, Any],
+    failures: dict[str, str],
+    need: int,
+    picked: list[tuple[str, str]],
+    timeout: float,
+) -> list[Any]:
+    """The join deadline is near (or nobody is left to ask): the donors that answered, fewer
+    than wanted (their median is still the best start there is); none: a JoinError."""
+    if got:
+        log.warning(
+            "state sync: only %d of %d donors answered within %g s: taking their median",
+            len(got),
+            need,
+            timeout,
+        )
+        return list(got.values())
+    detail = "; ".join(f"{_who(node, pid)}: {why}" for pid, why in failures.items())
+    raise JoinError(
+        f"could not fetch the model from any of {len(picked)} peers within "
+        f"{timeout:g} s ({detail or 'no live peer left'}); behind a slow link, "
+        "raise --join-timeout"
+    )
 
 
 def _refuse_a_clock_off(failures: dict[str, str]) -> None:

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from swarmnode.kernels.backend import CPU, Backend, is_device_array
+from swarmnode.kernels.backend import CPU, Backend, dlpack_module, is_device_array
 from swarmnode.node.swarm.errors import DeviceMismatchError, ModelChangedError
 from swarmnode.node.train import ConfigError
-
-_DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType codes
 
 
 @dataclass(frozen=True)
@@ -192,13 +190,10 @@ def _array(value: Any, what: str) -> Any:
             "or cupy float32 vector, or a dict of such arrays"
         )
     kind = device()[0]
-    if kind == _DLPACK_CPU:
-        return np.from_dlpack(value)
-    if kind == _DLPACK_CUDA:
-        import cupy  # only a CUDA tensor brings us here
-
-        return cupy.from_dlpack(value)
-    raise ConfigError(f"{what} lives on DLPack device type {kind}: use a CPU or CUDA array")
+    module = dlpack_module(kind)
+    if module is None:
+        raise ConfigError(f"{what} lives on DLPack device type {kind}: use a CPU or CUDA array")
+    return module.from_dlpack(value)
 
 
 def _check_float32(a: Any, what: str) -> None:

@@ -2,8 +2,9 @@
 
 A peer of an open swarm shows everything to anyone: anyone may join it and read the same from
 inside. A peer of a closed swarm (`--secret`) shows an outsider its liveness and version only
-(`GET /v1/status` answers `{"self": {state, version, envelope}, "members": [], "closed": true}`;
-the page's data routes and `/metrics` answer 401). A reader sees everything when it is
+(`GET /v1/status` answers `{"self": {state, version, envelope, protocol}, "members": [],
+"closed": true}`; the page's data routes and `/metrics` answer 401). A reader sees everything
+when it is
 
 - on this machine (the request came from a loopback address): the operator at the console,
   and the page opened there, as before;

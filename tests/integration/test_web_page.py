@@ -23,7 +23,7 @@ from swarmnode.node.peer.node import Node
 from tests.integration.inprocess import evaluated_swarm
 from tests.integration.inprocess import peer_config as in_process_config
 from tests.integration.peers import ENV, operator_pub
-from tests.waiting import free_port
+from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -228,13 +228,9 @@ async def test_a_stream_its_viewer_stopped_reading_is_dropped(monkeypatch):
         await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
         request = f"GET /v1/watch HTTP/1.1\r\nHost: {node.addr}\r\n\r\n".encode()
         await asyncio.get_running_loop().sock_sendall(sock, request)
-        deadline = time.monotonic() + 30
-        while node.watch.viewers == 0:  # seated
-            assert time.monotonic() < deadline, "never seated"
-            await asyncio.sleep(0.05)
-        while node.watch.viewers:  # ... and never reads a byte: dropped
-            assert time.monotonic() < deadline, "a stream that reads nothing kept its seat"
-            await asyncio.sleep(0.05)
+        await eventually(lambda: node.watch.viewers, 30, "the stream to be seated")
+        # ... and it never reads a byte: dropped
+        await eventually(lambda: not node.watch.viewers, 30, "the silent stream to lose its seat")
     finally:
         sock.close()
         await node.close()

@@ -173,3 +173,13 @@ def test_float64_for_gradient_checks_and_bad_specs():
     with pytest.raises(ShapeError, match="negative"):
         FlatParams([("w", (2, -1))])
     assert FlatParams([]).size == 0
+
+
+def test_a_dlpack_tensor_is_read_by_the_module_of_its_device(monkeypatch):
+    """The CPU's is numpy, CUDA's cupy (a one-line BackendError where cupy does not import),
+    any other device's none (the caller names it)."""
+    assert kb.dlpack_module(kb.DLPACK_CPU) is np
+    assert kb.dlpack_module(8) is None  # DLPack's kDLMetal, say
+    monkeypatch.setattr(kb, "_cupy", lambda: None)
+    with pytest.raises(BackendError, match="cupy"):
+        kb.dlpack_module(kb.DLPACK_CUDA)

@@ -15,13 +15,12 @@ import math
 from typing import Any
 
 import numpy as np
-from swarmnode.kernels.backend import CPU, Backend, is_device_array, to_numpy
+from swarmnode.kernels.backend import CPU, Backend, dlpack_module, is_device_array, to_numpy
 from swarmnode.kernels.errors import ShapeError
 from swarmnode.kernels.flat import FlatParams
 from swarmnode.node.train.errors import DivergedError, UserCodeError
 from swarmnode.node.train.user_code import call_user, site
 
-_DLPACK_CPU, _DLPACK_CUDA = 1, 2  # DLDeviceType codes
 CHECK_ROWS = 8  # the dry run at build time: a few samples, enough to catch a wrong shape
 
 
@@ -151,13 +150,10 @@ class UserModel:
                 "tensor with __dlpack__)"
             )
         kind = call_user(device, f"{self.name}: {what}.__dlpack_device__")[0]
-        if kind == _DLPACK_CPU:
-            return call_user(np.from_dlpack, f"{self.name}: {what} through DLPack", value)
-        if kind == _DLPACK_CUDA:
-            import cupy  # only a CUDA tensor brings us here
-
-            return call_user(cupy.from_dlpack, f"{self.name}: {what} through DLPack", value)
-        raise UserCodeError(f"{self.name}: {what} lives on DLPack device type {kind}")
+        module = dlpack_module(kind)
+        if module is None:
+            raise UserCodeError(f"{self.name}: {what} lives on DLPack device type {kind}")
+        return call_user(module.from_dlpack, f"{self.name}: {what} through DLPack", value)
 
     def _number(self, value: Any, what: str) -> float:
         try:

@@ -1,12 +1,29 @@
-"""In-memory stand-ins for the exchanger's peer directory (unit tests; the model store's twin
-is `swarmnode.gossip.exchange.InMemoryStore`)."""
+"""In-memory stand-ins for the exchanger's peer directory (`PeerDirectory`; unit tests; the
+model store's twin is `swarmnode.gossip.exchange.InMemoryStore`)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+
+class FixedPeers:
+    """A fixed peer list (none by default), sampled in order: the first k. Every id is a
+    member, unless `member` says otherwise."""
+
+    def __init__(
+        self, peers: Sequence[tuple[str, str]] = (), member: Callable[[str], bool] | None = None
+    ) -> None:
+        self.peers, self.member = list(peers), member
+
+    def sample(self, k: int) -> list[tuple[str, str]]:
+        return self.peers[:k]
+
+    def is_member(self, peer_id: str) -> bool:
+        return self.member is None or self.member(peer_id)
 
 
 class RandomPeers:

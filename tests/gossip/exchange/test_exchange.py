@@ -18,22 +18,12 @@ from swarmnode.gossip.wire.control import encode_control
 from swarmnode.gossip.wire.frames import encode_params
 from swarmnode.kernels.errors import SwarmnodeError
 
+from tests.gossip.exchange.exchange_fakes import FixedPeers
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
 D = 257
-
-
-class StaticPeers:
-    def __init__(self, peers: list[tuple[str, str]]) -> None:
-        self.peers = peers
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return self.peers[:k]
-
-    def is_member(self, peer_id: str) -> bool:
-        return True
 
 
 def make_swarm(vectors, cfg, outgoing=None, stores=None):
@@ -47,7 +37,7 @@ def make_swarm(vectors, cfg, outgoing=None, stores=None):
             self_id=f"p{i}",
             transport=net.transport(addrs[i]),
             store=stores[i] if stores is not None else InMemoryStore(v),
-            peers=StaticPeers(others),
+            peers=FixedPeers(others),
             outgoing=(outgoing or {}).get(i),
         )
         net.register(addrs[i], ex.handlers())
@@ -299,7 +289,7 @@ async def test_an_honest_peer_serves_the_framed_snapshot_and_a_poisoning_one_its
         self_id="p0",
         transport=InMemoryNetwork().transport("p0:1"),
         store=store,
-        peers=StaticPeers([]),
+        peers=FixedPeers([]),
         outgoing=negate,
         poisoning=lambda: poisoning,
     )

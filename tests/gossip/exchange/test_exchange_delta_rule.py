@@ -12,21 +12,12 @@ from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
 
+from tests.gossip.exchange.exchange_fakes import FixedPeers
+
 pytestmark = pytest.mark.timeout(30)
 
 D = 64
 PAIR = {"mode": "average", "mix": 0.5, "outer_lr": 1.0, "outer_momentum": 0.0}  # plain AD-PSGD
-
-
-class Fixed:
-    def __init__(self, peers: list[tuple[str, str]]) -> None:
-        self.peers = peers
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return self.peers[:k]
-
-    def is_member(self, peer_id: str) -> bool:
-        return True
 
 
 def exchangers(net: InMemoryNetwork, stores: list, cfg: ExchangeConfig) -> list[Exchanger]:
@@ -34,7 +25,7 @@ def exchangers(net: InMemoryNetwork, stores: list, cfg: ExchangeConfig) -> list[
         other = [(f"p{1 - i}", f"p{1 - i}:1")]
         transport = net.transport(f"p{i}:1")
         return Exchanger(
-            cfg, self_id=f"p{i}", transport=transport, store=stores[i], peers=Fixed(other)
+            cfg, self_id=f"p{i}", transport=transport, store=stores[i], peers=FixedPeers(other)
         )
 
     return [one(0), one(1)]
@@ -112,7 +103,7 @@ def robust_swarm(xs: list[np.ndarray], cfg: ExchangeConfig, trained: np.ndarray 
     addrs = [f"p{i}:1" for i in range(len(xs))]
     exs = []
     for i in range(len(xs)):
-        others = Fixed([(f"p{j}", a) for j, a in enumerate(addrs) if j != i])
+        others = FixedPeers([(f"p{j}", a) for j, a in enumerate(addrs) if j != i])
         exs.append(Exchanger(cfg, self_id=f"p{i}", transport=net.transport(addrs[i]),
                              store=stores[i], peers=others))  # fmt: skip
     for i, ex in enumerate(exs):

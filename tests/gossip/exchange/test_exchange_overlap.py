@@ -15,6 +15,8 @@ from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.robust.consensus import cut_away
 from swarmnode.gossip.wire import frames as wire
 
+from tests.gossip.exchange.exchange_fakes import FixedPeers
+
 pytestmark = pytest.mark.timeout(30)
 
 D = 1000
@@ -29,21 +31,13 @@ def snapshots(store: InMemoryStore) -> int:
     return store.calls["snapshot"] + store.calls["snapshot_frame"]
 
 
-class Anyone:
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return []
-
-    def is_member(self, peer_id: str) -> bool:
-        return True
-
-
 def _node(x: np.ndarray) -> Exchanger:
     return Exchanger(
         ExchangeConfig(mode="average", mix=0.5),
         self_id="me",
         transport=InMemoryNetwork().transport("me:1"),
         store=InMemoryStore(x, queued=True),  # the node's shape: mixes only queued
-        peers=Anyone(),
+        peers=FixedPeers(),
         mix_after_answer=True,
     )
 

@@ -14,20 +14,11 @@ from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.transport import Arrival
 from swarmnode.gossip.wire import frames
 
+from tests.gossip.exchange.exchange_fakes import FixedPeers
+
 pytestmark = pytest.mark.timeout(30)
 
 D = 600
-
-
-class Everyone:
-    def __init__(self, peers: list[tuple[str, str]]) -> None:
-        self.peers = peers
-
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return self.peers[:k]
-
-    def is_member(self, peer_id: str) -> bool:
-        return peer_id.startswith("p")
 
 
 @pytest.fixture
@@ -62,7 +53,7 @@ def _pair(cfg: ExchangeConfig, reads: list[int]) -> tuple[Exchanger, Exchanger, 
                 self_id=f"p{i}",
                 transport=net.transport(f"p{i}:1"),
                 store=InMemoryStore(base + 0.01 * rng.standard_normal(D).astype(np.float32)),
-                peers=Everyone(other),
+                peers=FixedPeers(other, member=lambda pid: pid.startswith("p")),
             )
         )
     served: list[int] = []

@@ -23,7 +23,7 @@ from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import MeasuringTransport
 from swarmnode.gossip.link.transport import Arrival
 
-from tests.gossip.exchange.test_exchange import StaticPeers
+from tests.gossip.exchange.exchange_fakes import FixedPeers
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -84,7 +84,7 @@ def _swarm(
         cfg = ExchangeConfig(mode="average", group=n - 1, timeout=5.0)
         ex = Exchanger(
             cfg, self_id=f"p{i}", transport=t, store=InMemoryStore(np.full(D, float(i))),
-            peers=StaticPeers(others),
+            peers=FixedPeers(others),
         )  # fmt: skip
         handlers = ex.handlers()
         if i in slow:  # answers correctly, after SLOW_S (as a slow box or link would)

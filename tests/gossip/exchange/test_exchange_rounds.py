@@ -16,15 +16,9 @@ from swarmnode.gossip.exchange.exchanger import ROUNDS, ExchangeConfig, Exchange
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
+from tests.gossip.exchange.exchange_fakes import FixedPeers
+
 pytestmark = pytest.mark.timeout(30)
-
-
-class Nobody:
-    def sample(self, k: int) -> list[tuple[str, str]]:
-        return []
-
-    def is_member(self, peer_id: str) -> bool:
-        return True
 
 
 def _exchanger(mode: str) -> Exchanger:
@@ -33,7 +27,7 @@ def _exchanger(mode: str) -> Exchanger:
         self_id="me",
         transport=InMemoryNetwork().transport("me:1"),
         store=InMemoryStore(np.ones(8, np.float32)),
-        peers=Nobody(),
+        peers=FixedPeers(),
     )
 
 

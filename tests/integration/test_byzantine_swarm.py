@@ -99,27 +99,37 @@ def honest_accuracy(workdir: Path, *configs: tuple[str, str | None]) -> list[dic
 
 
 @pytest.fixture(scope="module")
-def krum_runs(tmp_path_factory) -> tuple[float, dict[str, float]]:
-    """(clean: the mean of p0..p3's accuracies with Krum and nobody lying, the same with p4
-    serving noise)."""
-    clean, attacked = honest_accuracy(
-        tmp_path_factory.mktemp("krum"), ("krum", None), ("krum", LIAR)
+def runs(tmp_path_factory) -> dict[str, dict[str, float]]:
+    """p0..p3's accuracies in three swarms run side by side (the same shards and seeds, one
+    wall time): `clean` (Krum, nobody lying), `krum` (Krum, p4 serving noise), `mean` (the
+    plain mean, p4 serving noise)."""
+    clean, krum, mean = honest_accuracy(
+        tmp_path_factory.mktemp("byz"), ("krum", None), ("krum", LIAR), ("mean", LIAR)
     )
-    return sum(clean.values()) / len(clean), attacked
+    return {"clean": clean, "krum": krum, "mean": mean}
 
 
-def test_krum_keeps_honest_peers_within_three_points_of_the_clean_run(krum_runs):
-    # 3 points, not 2: with the suite's other worker running beside it, one honest peer of the
-    # attacked run ended 2.6-2.7 points under the clean mean in two full runs (91.5-91.9%
-    # against 94.2-94.6%; alone it passes), while the mean below loses 29-47 points: the bar
-    # keeps that contrast. Why one peer lags under load is open (docs: the closing note).
-    clean, accs = krum_runs
-    assert all(acc >= clean - 0.03 for acc in accs.values()), (clean, accs)
+def _mean(accs: dict[str, float]) -> float:
+    return sum(accs.values()) / len(accs)
 
 
-def test_the_mean_lets_one_liar_wreck_every_honest_peer(tmp_path, krum_runs):
-    clean, _ = krum_runs
-    (accs,) = honest_accuracy(tmp_path, ("mean", LIAR))
+def test_krum_keeps_honest_peers_within_two_points_of_the_clean_run(runs):
+    # What the liar costs each honest peer: its accuracy against the same peer (same shard,
+    # same seed) in the clean run, and the honest mean against the clean mean. Against the
+    # clean mean alone, a peer's shard counted as the liar's doing: p2 ended lowest in all 10
+    # runs beside two busy loops, clean and attacked alike, 0.5-1.7 points under the clean
+    # mean; and before Krum's pick left out the peer's own model (robust_round.py), the hub of
+    # a star (it picked itself in 72-95% of its rounds) learnt from nobody, and one peer ended
+    # 2.6-2.7 points under the clean mean in two full runs. Since, beside two busy loops: each
+    # peer within 0.5 of its clean twin, the mean within 0.1 of the clean mean (the mean rule
+    # below misses it by 29-47 points).
+    clean, accs = runs["clean"], runs["krum"]
+    assert all(accs[n] >= clean[n] - 0.02 for n in accs), (clean, accs)
+    assert _mean(accs) >= _mean(clean) - 0.01, (clean, accs)
+
+
+def test_the_mean_lets_one_liar_wreck_every_honest_peer(runs):
+    clean, accs = _mean(runs["clean"]), runs["mean"]
     # Measured on 2026-11-23: every honest peer 29-47 points below the clean run.
     assert all(acc < clean - 0.10 for acc in accs.values()), (clean, accs)
     assert sum(accs.values()) / len(accs) < clean - 0.15, (clean, accs)

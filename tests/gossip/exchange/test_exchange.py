@@ -166,6 +166,20 @@ async def test_robust_krum_ignores_a_huge_peer_and_mean_does_not():
         assert (dist < 1.0) == expect_ok, (rule, dist)
 
 
+async def test_robust_krum_picks_among_the_received_models_even_where_mine_scores_best():
+    # Mine at the centre of four others, each one apart from it along its own axis (sqrt 2
+    # from each other): mine has the best Krum score (1 + 1 against 1 + 2). Picked, it would
+    # make the round a no-op; a peer the others were mixed toward would then learn from nobody.
+    own = np.zeros(D)
+    others = [np.eye(D)[i] for i in range(1, 5)]
+    cfg = ExchangeConfig(mode="robust", pull=4, aggregator="krum", byzantine_f=1, mix=1.0)
+    _, exs = make_swarm([own, *others], cfg)
+    result = await exs[0].round()
+    assert result.applied
+    x = np.asarray(exs[0].store.x, dtype=np.float64)
+    assert min(np.linalg.norm(x - o) for o in others) < 1e-6, x[:5]  # one of theirs, whole
+
+
 async def test_frozen_peers_cost_one_timeout_together_and_the_round_is_defined():
     # Three of the five pulled peers hang: pulled in parallel they cost one deadline, pulled one
     # after the other three. The bound sits between the two.

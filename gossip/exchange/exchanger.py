@@ -44,7 +44,7 @@ from swarmnode.gossip.errors import (
 )
 from swarmnode.gossip.exchange import compressed as cx
 from swarmnode.gossip.exchange import delta_rule
-from swarmnode.gossip.exchange.access import check_pusher, check_sender
+from swarmnode.gossip.exchange.access import check_named, check_pusher, check_sender
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.pushes import Pushes
@@ -256,7 +256,7 @@ class Exchanger:
             assert req.arriving is not None
             body = await req.arriving
             header = self._pushed_header(body)
-            check_pusher(self.peers, header, req.signed_by)  # the frame names its signer
+            check_named(header, req.signed_by)  # checked live at its head already
             await self.compression.serve_if_compressed(body, header)  # a compressed one: 400
             _, theirs = await self._decode(
                 body, source="pushpull request", quiet=True, header=header

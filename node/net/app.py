@@ -51,6 +51,7 @@ CONTENT_TYPE = "application/octet-stream"
 BULK_READ_BUFSIZE = 4 << 20  # per-connection StreamReader limit (aiohttp pauses at 2x this)
 STREAM_ABOVE = 256 << 10  # answers larger than this take the sliced path
 DEFAULT_CAP = 1 << 20  # a route missing from a per-route cap mapping (and no "*") gets this
+HEAD_REFUSAL_LINGER_S = 0.25  # a streamed request refused at its head: closed after this
 
 _LOGGER = web.AppKey("swarmnode_logger", logging.Logger)
 # A refusal that is part of a healthy swarm's life, not a fault: a handler's 503 (joining: state
@@ -191,7 +192,11 @@ def build_app(
         if not reading.done():
             reading.cancel()
         if isinstance(resp, web.Response) and not resp.prepared:
-            return await _cut_off(request, resp)
+            # refused at its head, most of its body unread: closing the socket on unread bytes
+            # makes the kernel reset it, which may discard the refusal before the client reads
+            # it (a member dropped from the table mid-round would see "connection reset", not
+            # "not a live member"); a short pause lets it read the refusal first
+            return await _cut_off(request, resp, linger=HEAD_REFUSAL_LINGER_S)
         if request.protocol is not None:  # an answer already sent (or cut short): close
             request.protocol.force_close()
         return resp
@@ -352,13 +357,16 @@ def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
 
 
-async def _cut_off(request: web.Request, resp: web.Response) -> web.Response:
-    """Send `resp`, then close the connection at once. `resp.force_close()` alone is not
-    enough: aiohttp then "lingers", reading the unread body for up to 10 s, which is exactly
-    what a trickled body wants. The transport flushes the answer before it closes."""
+async def _cut_off(request: web.Request, resp: web.Response, linger: float = 0.0) -> web.Response:
+    """Send `resp`, then close the connection at once (after `linger` seconds, reading
+    nothing). `resp.force_close()` alone is not enough: aiohttp then "lingers", reading the
+    unread body for up to 10 s, which is exactly what a trickled body wants. The transport
+    flushes the answer before it closes."""
     resp.force_close()  # "Connection: close": the client must not reuse it
     await resp.prepare(request)
     await resp.write_eof()
+    if linger > 0:
+        await asyncio.sleep(linger)
     if request.protocol is not None:
         request.protocol.force_close()
     return resp

@@ -1,16 +1,32 @@
 """Envelopes around requests: a swarm secret's HMAC, a member key's Ed25519 signature, or both.
 
-One layout (version 4) for every enveloped message:
+One layout (version 5) for every enveloped message: a head authenticated on its own, then the
+body, then a trailer that authenticates the body.
 
     [4 bytes MAGIC] [8 bytes timestamp, ms, big-endian] [16 bytes random nonce]
-    [1 byte len | sender address] [1 byte len | receiver] [1 byte len | signer peer id] [body]
-    [32 bytes tag] [64 bytes signature]                                  <- TRAILER_BYTES, fixed
+    [1 byte len | sender address] [1 byte len | receiver] [1 byte len | signer peer id]
+    [8 bytes body length] [1 byte digest algorithm]                       <- what the head signs
+    [32 bytes head tag] [64 bytes head signature]                         <- the head ends here
+    [body: exactly `body length` bytes]
+    [32 bytes body digest D] [32 bytes tag] [64 bytes signature]          <- TRAILER_BYTES, fixed
 
-    D   = BLAKE3(everything between MAGIC and the trailer)
+    H   = HEAD_DOMAIN | len(route) | route | len(reply_to) | reply_to | (timestamp .. algorithm)
+    head tag = HMAC-SHA256(secret, H),  head sig = Ed25519(signer's peer key, H)
+    D   = BLAKE3(everything between MAGIC and the trailer: the whole head, then the body)
     T   = DOMAIN | len(route) | route | len(reply_to) | reply_to | len(what D covers) | D
-    tag = HMAC-SHA256(secret, T)                  (zeros in a swarm without a secret)
-    sig = Ed25519(signer's peer key, T)           (zeros when no member signs: answers, control)
+    tag = HMAC-SHA256(secret, T),       sig = Ed25519(signer's peer key, T)
+    (a tag is zeros in a swarm without a secret; a signature zeros where no member signs:
+    answers, control)
 
+- Why a head of its own (v5): a receiver verifies who sent a message, to whom, on which route
+  and when, before it reads one byte of the body, and can start its answer while a 100 MB push
+  still arrives (node/net/app.py, gossip/auth/transport.py). The head signs the body's *length*
+  and *digest algorithm*, not its digest, which only exists once the body is out; the trailer
+  carries D and signs it bound to the head (D covers the head, nonce and signatures included):
+  a verified head followed by another body, or a valid trailer after another head, fails at
+  the trailer. Nothing of the body is mixed, answered or kept until D and T check out.
+- The declared length is signed, so a Content-Length that disagrees with it is refused at the
+  head; the algorithm is signed, so it cannot be downgraded (one is defined: BLAKE3-256).
 - The route is bound, so a sealed `gossip` request cannot be replayed against `pushpull`.
 - The receiver is bound: a request names the address it is sent to ("host:port", exactly what
   the sender dials) and a peer opens only requests addressed to one of its own names (its
@@ -25,22 +41,20 @@ One layout (version 4) for every enveloped message:
   `Arrival.signed_by`; the exchange refuses a declared `sender` that differs.
 - `reply_to` is the request's nonce when a response is sealed, so an answer cannot be swapped
   for another answer, nor a request reflected back as an answer.
-- One hash per message serves both the tag and the signature: D is BLAKE3 (collision resistant:
-  a member's signature over a digest must not transfer to another body; xxh3 would not do).
-  Why a trailer (v4; v3 had tag and signature in a prefix): a sender then hashes a large body
-  while the transport writes it (`seal_streamed`, gossip/auth/seal_stream.py) instead of before its
-  first byte, and a receiver hashes it while it streams in (`gossip.auth.stream_digest`, fed by the
-  HTTP transports); a receiver could never check a prefix tag before it had hashed the whole
-  body anyway. Neither side copies the body.
-- `open` checks the length caps, the magic and the tag (in constant time, `hmac.compare_digest`),
-  then the signature, before anything else looks at the body: unauthenticated bytes never reach
-  msgpack. Only then does the `ReplayGuard` check the timestamp against the clock skew and the
-  nonce against the nonces seen in that window, so forged messages cannot fill the window.
-  Another envelope version is refused with an error that names it.
+- D is BLAKE3 (collision resistant: a member's signature over a digest must not transfer to
+  another body; xxh3 would not do). A sender hashes a large body while the transport writes it
+  (`seal_streamed`, gossip/auth/seal_stream.py) and a receiver while it streams in
+  (`gossip.auth.stream_digest`, fed by the HTTP transports). Neither side copies the body.
+- `open_head` checks the length caps, the magic, the head tag (in constant time) and the head
+  signature, the receiver, then the `ReplayGuard` (the timestamp against the clock skew, the
+  nonce against those seen in that window: a head replayed with another body is refused here,
+  and only verified heads take a place in the window); `open_body` then checks D and the
+  trailer's tag and signature. Unauthenticated bytes never reach msgpack. Another envelope
+  version is refused with one line that names both.
 
 A message replayed verbatim is rejected by the guard; a replay with a changed body, route,
-names or timestamp fails the tag and the signature. Without a secret only the signed routes are
-enveloped (see `node/peer/node.py`); their answers travel bare.
+names or timestamp fails the tags and the signatures. Without a secret only the signed routes
+are enveloped (see `node/peer/node.py`); their answers travel bare.
 """
 
 from __future__ import annotations
@@ -70,15 +84,22 @@ from swarmnode.gossip.errors import (
 from swarmnode.gossip.link import Parts, Trailed
 from swarmnode.gossip.wire import mark as mark_covered
 
-VERSION = 4
-MAGIC = b"SNA4"
+VERSION = 5
+MAGIC = b"SNA5"
 MAGIC_BYTES = len(MAGIC)
-DOMAIN = b"swarmnode/auth/v4\x00"
+DOMAIN = b"swarmnode/auth/v5\x00"  # the trailer's transcript
+HEAD_DOMAIN = b"swarmnode/auth/v5/head\x00"  # the head's: a head signature is no trailer's
 TAG_BYTES = 32
-TRAILER_BYTES = TAG_BYTES + SIGNATURE_BYTES
+DIGEST_BYTES = 32
+DIGEST_BLAKE3 = 1  # the one body digest algorithm defined (BLAKE3-256)
+TRAILER_BYTES = DIGEST_BYTES + TAG_BYTES + SIGNATURE_BYTES
 NONCE_BYTES = 16
 FIXED_BYTES = MAGIC_BYTES + 8 + NONCE_BYTES  # the names start here
-HEADER_BYTES = FIXED_BYTES + 3  # the shortest header: empty sender, receiver and signer
+LENGTH_BYTES = 8
+SIGNED_TAIL_BYTES = LENGTH_BYTES + 1  # after the names: body length, digest algorithm
+HEAD_AUTH_BYTES = TAG_BYTES + SIGNATURE_BYTES  # the head's own tag and signature
+# the shortest head: empty sender, receiver and signer
+HEADER_BYTES = FIXED_BYTES + 3 + SIGNED_TAIL_BYTES + HEAD_AUTH_BYTES
 MAX_NAME_BYTES = 255
 MAX_HEADER_BYTES = HEADER_BYTES + 3 * MAX_NAME_BYTES
 MAX_OVERHEAD_BYTES = MAX_HEADER_BYTES + TRAILER_BYTES  # what an envelope adds to a body, at most
@@ -111,6 +132,19 @@ class Opened(NamedTuple):
     body: bytes | memoryview
     nonce: bytes
     signed_by: str  # the member whose key signed the request; "" when none had to
+
+
+class Head(NamedTuple):
+    """A verified envelope head (`Signer.open_head`): what `open_body` needs to finish."""
+
+    route: str
+    reply_to: bytes
+    nonce: bytes
+    signed_by: str  # the member whose key signed the head ("" where none had to)
+    public: bytes | None  # that member's key, as it verified the head: it must sign the trailer
+    sender: str  # the declared sender address, for logs only
+    length: int  # bytes of the head
+    body_length: int  # bytes of the body, as the head declares and signs
 
 
 class Signer:
@@ -195,7 +229,8 @@ class Signer:
     def _begin(
         self, route: str, body: Any, to: str, reply_to: bytes
     ) -> tuple[bytes, memoryview, Callable[[bytes], bytes]]:
-        """The head (magic to names), the body as bytes, and how to make the trailer from D."""
+        """The head (magic to its signature), the body as bytes, and how to make the trailer
+        from D."""
         view = _bytes_view(body)
         if len(view) > self.max_body_bytes:
             raise AuthError(f"body of {len(view)} bytes exceeds the {self.max_body_bytes}-byte cap")
@@ -203,18 +238,32 @@ class Signer:
         signer = _name(self.key.peer_id) if signs else b""  # type: ignore[union-attr]
         sender, receiver = (b"", b"") if reply_to else (_name(self.name), _name(to))
         ts = int(self.clock() * 1000).to_bytes(8, "big")
-        head = b"".join(
-            (MAGIC, ts, os.urandom(NONCE_BYTES), _lv(sender), _lv(receiver), _lv(signer))
+        signed = b"".join(
+            (
+                MAGIC,
+                ts,
+                os.urandom(NONCE_BYTES),
+                _lv(sender),
+                _lv(receiver),
+                _lv(signer),
+                len(view).to_bytes(LENGTH_BYTES, "big"),
+                bytes((DIGEST_BLAKE3,)),
+            )
         )
+        head = signed + self._authenticate(_head_transcript(route, reply_to, signed), signs)
         covered = len(head) - MAGIC_BYTES + len(view)
 
         def trailer(d: bytes) -> bytes:
-            t = _transcript(route, reply_to, covered, d)
-            tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
-            sig = self.key.sign(t) if signs else _ZERO_SIG  # type: ignore[union-attr]
-            return tag + sig
+            return d + self._authenticate(_transcript(route, reply_to, covered, d), signs)
 
         return head, view, trailer
+
+    def _authenticate(self, transcript: bytes, signs: bool) -> bytes:
+        """Tag and signature over a transcript (zeros for what this message does not use)."""
+        secret = self._secret
+        tag = hmac.new(secret, transcript, hashlib.sha256).digest() if secret else _ZERO_TAG
+        sig = self.key.sign(transcript) if signs else _ZERO_SIG  # type: ignore[union-attr]
+        return tag + sig
 
     def seal(
         self, route: str, body: Any, *, to: str = "", reply_to: bytes = b""
@@ -257,28 +306,54 @@ class Signer:
         `reply_to`) must be addressed to this peer (`accepts`; `arrived`: the "host:port" it
         came in on) and, on a signed route, signed by a live member."""
         view = _bytes_view(data)
-        if len(view) < HEADER_BYTES + TRAILER_BYTES:
-            raise AuthError(f"message of {len(view)} bytes is too short to be authenticated")
-        if len(view) - HEADER_BYTES - TRAILER_BYTES > self.max_body_bytes + 3 * MAX_NAME_BYTES:
-            raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
-        _check_magic(view)
-        end = len(view) - TRAILER_BYTES  # the trailer: tag, then signature
+        head = self.open_head(route, view, total=len(view), reply_to=reply_to, arrived=arrived)
+        return self.open_body(head, view, digest=digest)
+
+    def open_head(
+        self,
+        route: str,
+        data: Any,
+        *,
+        total: int,
+        reply_to: bytes = b"",
+        arrived: str = "",
+    ) -> Head:
+        """Verify an envelope's head from its first bytes (`data`: at least the head; `total`:
+        the whole message's length, as the transport declared it) before any of the body is
+        read: who signed it, for whom, for which route, when, and how long its body is.
+        `AuthError` (`EnvelopeSkew`, `NotAMember`, `ClockSkew`) unless authentic and fresh."""
+        view = _bytes_view(data)
+        if len(view) >= MAGIC_BYTES:  # another version is named whatever its length
+            _check_magic(view)
+        if total < HEADER_BYTES + TRAILER_BYTES:
+            raise AuthError(f"message of {total} bytes is too short to be authenticated")
+        if total - HEADER_BYTES - TRAILER_BYTES > self.max_body_bytes + 3 * MAX_NAME_BYTES:
+            raise AuthError(f"message of {total} bytes exceeds the authentication cap")
         sender, pos = _read_lv(view, FIXED_BYTES)
         receiver, pos = _read_lv(view, pos)
         signer, pos = _read_lv(view, pos)
-        if pos > end:  # the names ran into the trailer
+        signed_end = pos + SIGNED_TAIL_BYTES
+        length = signed_end + HEAD_AUTH_BYTES
+        if len(view) < length:
             raise AuthError("message is too short to be authenticated")
-        if end - pos > self.max_body_bytes:
-            raise AuthError(f"message of {len(view)} bytes exceeds the authentication cap")
-        covered = view[MAGIC_BYTES:end]
-        if digest is None:
-            digest = _digest(covered)
-        t = _transcript(route, reply_to, len(covered), digest)
+        body_length = int.from_bytes(view[pos : pos + LENGTH_BYTES], "big")
+        algorithm = view[pos + LENGTH_BYTES]
+        h = _head_transcript(route, reply_to, view[:signed_end])
         # a field this swarm does not use must be zeros: no byte of an envelope is malleable
-        tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
-        if not hmac.compare_digest(tag, view[end : end + TAG_BYTES]):
+        tag = hmac.new(self._secret, h, hashlib.sha256).digest() if self._secret else _ZERO_TAG
+        if not hmac.compare_digest(tag, view[signed_end : signed_end + TAG_BYTES]):
             raise AuthError("bad message authentication code (wrong secret, or altered)")
-        signed_by = self._check_signer(route, reply_to, signer, t, view[end + TAG_BYTES :])
+        sig_view = view[signed_end + TAG_BYTES : length]
+        signed_by, public = self._check_signer(route, reply_to, signer, h, sig_view)
+        if algorithm != DIGEST_BLAKE3:  # signed: a peer that means another, not an attacker
+            raise AuthError(f"body digest algorithm {algorithm} (this peer knows only BLAKE3: 1)")
+        if body_length > self.max_body_bytes:
+            raise AuthError(f"body of {body_length} bytes exceeds the authentication cap")
+        if length + body_length + TRAILER_BYTES != total:
+            raise AuthError(
+                f"the head declares a {body_length}-byte body, but the message carries "
+                f"{total - length - TRAILER_BYTES} (cut short, or padded)"
+            )
         if not reply_to and not self.accepts(receiver.decode("utf-8", "replace"), arrived):
             raise AuthError(
                 f"message addressed to {receiver.decode('utf-8', 'replace')!r}, not to this peer "
@@ -287,23 +362,50 @@ class Signer:
             )
         ts = int.from_bytes(view[MAGIC_BYTES : MAGIC_BYTES + 8], "big") / 1000.0
         nonce = view[MAGIC_BYTES + 8 : FIXED_BYTES].tobytes()
-        named = sender.decode("utf-8", "replace")
+        who = sender.decode("utf-8", "replace")  # bound by the tags; logs may read it
         try:  # the window follows the sender's clock (gossip/auth/replay.py): its key, else name
             off = self.guard.check(
-                ts, nonce, sender=signed_by or named, signed=bool(signed_by), answer=bool(reply_to)
+                ts, nonce, sender=signed_by or who, signed=bool(signed_by), answer=bool(reply_to)
             )
         except ClockSkew as exc:
             # tag and signature checked out: the sender named is who sent it, and its clock
             # is off ours by `skew` (every request of its will be refused until they agree)
-            raise self._skewed(named, route, exc, answer=bool(reply_to)) from None
+            raise self._skewed(who, route, exc, answer=bool(reply_to)) from None
         if off is not None:  # accepted, but off by more than the plain window: said too
-            self._skewed(named, route, off, answer=bool(reply_to))
-        body = view[pos:end]
-        del sender  # bound by the tag and signature; logs may read it, nothing trusts it
+            self._skewed(who, route, off, answer=bool(reply_to))
+        return Head(route, reply_to, nonce, signed_by, public, who, length, body_length)
+
+    def open_body(self, head: Head, data: Any, *, digest: bytes | None = None) -> Opened:
+        """The body of the envelope whose head `head` verified (`data`: the whole envelope),
+        once its digest and the trailer's tag and signature check out; `digest`: BLAKE3 of
+        what it covers, computed while it arrived (None: hashed here)."""
+        view = _bytes_view(data)
+        end = head.length + head.body_length
+        if len(view) != end + TRAILER_BYTES:
+            raise AuthError(f"message of {len(view)} bytes is not the one its head declared")
+        covered = view[MAGIC_BYTES:end]
+        if digest is None:
+            digest = _digest(covered)
+        if not hmac.compare_digest(digest, view[end : end + DIGEST_BYTES]):
+            raise AuthError(
+                "the body's digest does not match its trailer's (altered or corrupted in transit)"
+            )
+        t = _transcript(head.route, head.reply_to, len(covered), digest)
+        tag = hmac.new(self._secret, t, hashlib.sha256).digest() if self._secret else _ZERO_TAG
+        at = end + DIGEST_BYTES
+        if not hmac.compare_digest(tag, view[at : at + TAG_BYTES]):
+            raise AuthError("bad message authentication code on the body (altered)")
+        sig_view = view[at + TAG_BYTES :]
+        if head.public is None:
+            if sig_view != _ZERO_SIG:
+                raise AuthError(f"a signature where /v1/{head.route} takes none (altered?)")
+        elif not verify_signature(head.public, sig_view.tobytes(), t):
+            raise AuthError(f"bad signature on the body by {head.signed_by!r} (altered)")
+        body = view[head.length : end]
         if len(body) <= INLINE_BYTES:
-            return Opened(body.tobytes(), nonce, signed_by)
+            return Opened(body.tobytes(), head.nonce, head.signed_by)
         mark_covered(body)  # its frame's own checksum would check the same bytes again
-        return Opened(body, nonce, signed_by)
+        return Opened(body, head.nonce, head.signed_by)
 
     def _skewed(self, sender: str, route: str, exc: ClockSkew, answer: bool = False) -> ClockSkew:
         """The refusal in plain words, naming the sender and by how much; a WARNING the first
@@ -345,12 +447,13 @@ class Signer:
 
     def _check_signer(
         self, route: str, reply_to: bytes, signer: bytes, t: bytes, sig_view: memoryview
-    ) -> str:
-        """The member id that signed a request on a signed route (else ""), or raise."""
+    ) -> tuple[str, bytes | None]:
+        """(the member id that signed a request on a signed route, its key), else ("", None);
+        or raise."""
         if reply_to or route not in self.signed_routes:
             if signer or sig_view != _ZERO_SIG:
                 raise AuthError(f"a signature where /v1/{route} takes none (altered?)")
-            return ""
+            return "", None
         peer_id = signer.decode("utf-8", "replace")
         if not peer_id:
             raise NotAMember(f"/v1/{route} must be signed by a member's peer key")
@@ -359,7 +462,7 @@ class Signer:
             raise NotAMember(f"signer {peer_id!r} is not a live member of this swarm")
         if not verify_signature(public, sig_view.tobytes(), t):
             raise AuthError(f"bad signature by {peer_id!r} (not its key, or altered)")
-        return peer_id
+        return peer_id, public
 
     def accepts(self, receiver: str, arrived: str = "") -> bool:
         return addressed_to(self.name, receiver, arrived)
@@ -423,6 +526,22 @@ def _transcript(route: str, reply_to: bytes, length: int, d: bytes) -> bytes:
     )
 
 
+def _head_transcript(route: str, reply_to: bytes, signed: Any) -> bytes:
+    """What the head's tag and signature cover: the route and reply binding, then the head
+    from the timestamp to the digest algorithm."""
+    r = route.encode()
+    return b"".join(
+        (
+            HEAD_DOMAIN,
+            len(r).to_bytes(2, "big"),
+            r,
+            len(reply_to).to_bytes(1, "big"),
+            reply_to,
+            bytes(signed[MAGIC_BYTES:]),
+        )
+    )
+
+
 def _name(text: str) -> bytes:
     raw = text.encode()
     if len(raw) > MAX_NAME_BYTES:
@@ -452,11 +571,12 @@ def nonce_of(envelope: Any) -> bytes:
 
 
 def header_length(envelope: Any) -> int:
-    """Bytes before the body in a sealed envelope (magic, timestamp, nonce, the three names)."""
+    """Bytes of a sealed envelope's head, before its body (from its first bytes: the names
+    say; `AuthError` while too few of them are there to tell)."""
     view = _bytes_view(envelope)
     _, pos = _read_lv(view, FIXED_BYTES)
     _, pos = _read_lv(view, pos)
-    return _read_lv(view, pos)[1]
+    return _read_lv(view, pos)[1] + SIGNED_TAIL_BYTES + HEAD_AUTH_BYTES
 
 
 def _bytes_view(data: Any) -> memoryview:

@@ -57,6 +57,8 @@ class StreamDigest:
         self._active = False
         self._abort = False
         self._jobs: list[asyncio.Future[None]] = []
+        self._head_in: asyncio.Event | None = None  # set once the envelope's head is in `buf`
+        self._head_bytes: int | None = None
 
     def body_offset(self, head: memoryview) -> int | None:
         """Where the body inside the envelope starts, from the envelope's first bytes (None:
@@ -77,9 +79,30 @@ class StreamDigest:
         elif buf is not self._buf:
             self._spoiled = True  # a second body on the same tap: trust neither
             return
+        if self._head_bytes is None:
+            self._see_head(buf, end)
         end = min(end, len(buf) - self.tail)  # the trailer is not hashed
         if end - self._queued >= self.step:
             self._queue(end)
+
+    def _see_head(self, buf: memoryview, end: int) -> None:
+        """Note when the envelope's head (its length told by `offset_of`) is in place."""
+        at = self.body_offset(buf[:end])
+        if at is not None and at <= end:
+            self._head_bytes = at
+            self._event().set()
+
+    def _event(self) -> asyncio.Event:
+        if self._head_in is None:
+            self._head_in = asyncio.Event()
+        return self._head_in
+
+    async def head(self) -> memoryview:
+        """Once the envelope's head is in: the buffer being filled (its head readable; the
+        rest still arriving). Waits for ever if it never is: race it against the read."""
+        await self._event().wait()
+        assert self._buf is not None
+        return self._buf
 
     async def finish(self, data: Any) -> bytes | None:
         """The digest of `lead + data[skip:-tail]` if `data` is the whole buffer that was fed,

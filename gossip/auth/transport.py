@@ -12,13 +12,25 @@ fault wrapper) is hashed after the fact, in a thread past 1 MiB.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from swarmnode.gossip.auth.signer import INLINE_BYTES, Opened, Signer, nonce_of
+from swarmnode.gossip.auth.signer import INLINE_BYTES, Head, Opened, Signer, nonce_of
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import AuthError, UnauthenticatedRequest, UnauthenticatedResponse
-from swarmnode.gossip.link import BODY_TAP, Arrival, Handler, Parts, Trailed, Transport, body_views
+from swarmnode.gossip.link import (
+    BODY_TAP,
+    Arrival,
+    Early,
+    Gated,
+    Handler,
+    Parts,
+    Trailed,
+    Transport,
+    body_views,
+    is_takes_arriving,
+    takes_arriving,
+)
 
 
 class AuthTransport:
@@ -73,15 +85,17 @@ def auth_handlers(handlers: Mapping[str, Handler], signer: Signer) -> dict[str, 
 
 
 def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
+    early = is_takes_arriving(handler)
+
+    @takes_arriving  # a body still arriving is awaited here for a handler that wants it whole
     async def wrapped(req: Arrival) -> Any:
+        if req.arriving is not None:
+            return await _streamed(route, handler, signer, req, early)
         tap = req.tap
         try:
             opened = await _open(signer, route, req.body, tap, arrived=req.local)
         except AuthError as exc:
-            refused = UnauthenticatedRequest(f"{route}: {exc}", exc.status)
-            refused.said = getattr(exc, "said", False)  # logged once already (a clock skew)
-            refused.stranger = getattr(exc, "stranger", False)  # no envelope: an outsider
-            raise refused from None
+            raise _refused(route, exc) from None
         finally:
             if tap is not None:
                 tap.abort()
@@ -94,6 +108,74 @@ def _authenticated(route: str, handler: Handler, signer: Signer) -> Handler:
 
     wrapped.__name__ = f"authenticated_{getattr(handler, '__name__', 'handler')}"
     return wrapped
+
+
+async def _streamed(
+    route: str, handler: Handler, signer: Signer, req: Arrival, early: bool
+) -> Gated:
+    """A request whose body still streams in: its head verified now (401/403/426 before one
+    byte of the body is read), the rest by `_verify_rest` once it is in. A handler that
+    takes arrivals may answer before that (`Early`); whatever it answers, the last bytes of
+    the answer wait until the body verified and the handler's checks passed (`Gated`)."""
+    buf = req.body
+    try:
+        head = signer.open_head(route, buf, total=len(buf), arrived=req.local)
+    except AuthError as exc:
+        raise _refused(route, exc) from None
+    verified = asyncio.ensure_future(_verify_rest(signer, head, req.arriving, req.tap))
+    try:
+        if early:  # the body's bytes are not there yet: only `arriving` hands them out
+            inner = req.opened(b"", head.signed_by, arriving=verified)
+        else:
+            inner = req.opened(await verified, head.signed_by)
+        answer = await handler(inner)
+    except BaseException:
+        verified.cancel()
+        await asyncio.gather(verified, return_exceptions=True)
+        raise
+    gate: Any = verified
+    if isinstance(answer, Early):
+        gate, answer = _both(verified, answer.done), answer.answer
+    if signer.has_secret:
+        answer = _seal(signer, route, answer, reply_to=head.nonce)
+    return Gated(answer, gate)
+
+
+async def _both(verified: asyncio.Future[Any], done: Awaitable[None]) -> None:
+    """The gate of an early answer: the handler's work on the body (which awaits `verified`),
+    then `verified` itself, so that its failure is never left unretrieved; a handler that
+    refused the request first stops the rest of its body from being read."""
+    try:
+        await done
+    except BaseException:
+        verified.cancel()
+        await asyncio.gather(verified, return_exceptions=True)
+        raise
+    await verified
+
+
+async def _verify_rest(signer: Signer, head: Head, arriving: Any, tap: Any) -> Any:
+    """The body of a request whose head verified, once it is whole and its digest and
+    trailer check out (hashed while it arrived, by the tap)."""
+    try:
+        whole = await arriving  # a body that never comes whole raises the HTTP layer's error
+        digest = await tap.finish(whole) if isinstance(tap, StreamDigest) else None
+        size = 0 if digest is not None else len(whole)
+        opened = await _maybe_in_thread(size, signer.open_body, head, whole, digest=digest)
+    except AuthError as exc:
+        raise _refused(head.route, exc) from None
+    finally:
+        if tap is not None:
+            tap.abort()
+            await tap.settle()
+    return opened.body
+
+
+def _refused(route: str, exc: AuthError) -> UnauthenticatedRequest:
+    refused = UnauthenticatedRequest(f"{route}: {exc}", exc.status)
+    refused.said = getattr(exc, "said", False)  # logged once already (a clock skew)
+    refused.stranger = getattr(exc, "stranger", False)  # no envelope: an outsider
+    return refused
 
 
 async def _open(

@@ -31,3 +31,12 @@ def check_pusher(peers: PeerDirectory, header: FrameHeader, signed_by: str) -> N
     """`check_sender` for a pushed frame (its header, read once by the exchanger), before its
     payload is decoded or mixed."""
     check_sender(peers, header.sender, "pushpull", signed_by)
+
+
+def check_named(header: FrameHeader, signed_by: str) -> None:
+    """403 unless a pushed frame names the member whose signature its envelope's head carries.
+    For a push answered while it arrived: that member was checked live at its head, and a
+    member declared dead while its verified body was still arriving is no reason to refuse it
+    (its answer would be cut off with no reason given)."""
+    if header.sender != signed_by:
+        raise RemoteError(f"pushpull: `sender` {header.sender!r} but signed by {signed_by!r}", 403)

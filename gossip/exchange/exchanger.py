@@ -44,7 +44,7 @@ from swarmnode.gossip.errors import (
 )
 from swarmnode.gossip.exchange import compressed as cx
 from swarmnode.gossip.exchange import delta_rule
-from swarmnode.gossip.exchange.access import check_pusher, check_sender
+from swarmnode.gossip.exchange.access import check_named, check_pusher, check_sender
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.pushes import Pushes
@@ -59,7 +59,15 @@ from swarmnode.gossip.exchange.types import (
     Round,
     RoundResult,
 )
-from swarmnode.gossip.link import BULK, Arrival, Handler, MeasuringTransport, Transport
+from swarmnode.gossip.link import (
+    BULK,
+    Arrival,
+    Early,
+    Handler,
+    MeasuringTransport,
+    Transport,
+    takes_arriving,
+)
 from swarmnode.gossip.robust import PushBudget, PushGuard
 from swarmnode.gossip.wire import (
     FrameHeader,
@@ -173,7 +181,10 @@ class Exchanger:
             self.bytes_sent += len(reply)
             return reply
 
-    async def _handle_pushpull(self, req: Arrival) -> bytes:
+    @takes_arriving
+    async def _handle_pushpull(self, req: Arrival) -> bytes | Early:
+        if req.arriving is not None:  # its envelope's head is verified, its body still arrives
+            return await self._pushpull_early(req)
         body = req.body
         self._check_serving()
         # the frame's header, read once: who sent it, which codec, then its decoding
@@ -214,6 +225,52 @@ class Exchanger:
                 header.step,
             )
             return reply
+
+    async def _pushpull_early(self, req: Arrival) -> bytes | Early:
+        """A push-pull answered while the push still arrives: my model goes out to the member
+        whose signature the envelope's head carries (the frame I would send it anyway, so
+        nothing leaks to a non-member), snapshot first; the push itself is judged, decoded and
+        mixed only once its body verified (`_take_streamed`), and the answer's last bytes wait
+        for that. A compressed exchange answers from the push's content: it waits for it."""
+        self._check_serving()
+        if not isinstance(self.compression, cx.Uncompressed) or not req.signed_by:
+            assert req.arriving is not None
+            body = await req.arriving
+            return await self._handle_pushpull(req.opened(body, req.signed_by))
+        check_sender(self.peers, req.signed_by, "pushpull", req.signed_by)
+        if self._inflight.locked():
+            raise RemoteError("busy: too many exchanges in flight, try another peer", status=503)
+        await self._inflight.acquire()  # held until the push is mixed or refused
+        try:
+            await self._mixing.room()  # each mix in progress holds a received model
+            reply = await self._encode_mine(to=req.signed_by)
+        except BaseException:
+            self._inflight.release()
+            raise
+        return Early(reply, asyncio.ensure_future(self._take_streamed(req, len(reply))))
+
+    async def _take_streamed(self, req: Arrival, reply_bytes: int) -> None:
+        """The push of an early answer, once its body is whole and verified: the same checks,
+        decoding and mix as `_handle_pushpull`'s; any refusal cuts the answer off."""
+        try:
+            assert req.arriving is not None
+            body = await req.arriving
+            header = self._pushed_header(body)
+            check_named(header, req.signed_by)  # checked live at its head already
+            await self.compression.serve_if_compressed(body, header)  # a compressed one: 400
+            _, theirs = await self._decode(
+                body, source="pushpull request", quiet=True, header=header
+            )
+            mix = self.mode_round.take_push(theirs, header.sender)
+            if self.mix_after_answer:  # while the answer's last bytes go out
+                self._mixing.start(mix)
+            else:
+                await mix
+            self.served += 1
+            self.bytes_sent += reply_bytes
+            log.debug("pushpull from %s: answered early, mix under way", header.sender)
+        finally:
+            self._inflight.release()
 
     def _pushed_header(self, body: bytes) -> FrameHeader:
         """A pushed frame's header, the one read of it per push (access, codec, answer, decode

@@ -1,7 +1,7 @@
 """How bytes reach a peer. Imports only `swarmnode.gossip.errors` of gossip.
 
 - `transport.py`: the `Transport` interface every protocol talks through, request bodies in
-  parts (`Parts`, `Trailed`), and what a handler is handed (`Arrival`: body, remote and local address, time, signer).
+  parts (`Parts`, `Trailed`, `Gated`), and what a handler is handed (`Arrival`: body, remote and local address, time, signer).
 - `inmemory.py`: `InMemoryNetwork`, the in-process twin of the HTTP transport (tests, simulators).
 - `stats.py`: per-partner latency and throughput (`MeasuringTransport`), `prefer_fast` sampling.
 - `backoff.py`: partners that do not answer are sampled rarely (`Backoff`).
@@ -15,6 +15,8 @@ from swarmnode.gossip.link.stats import LinkStat, MeasuringTransport, prefer_fas
 from swarmnode.gossip.link.transport import (
     BODY_TAP,
     Arrival,
+    Early,
+    Gated,
     Handler,
     Parts,
     Tap,
@@ -22,6 +24,8 @@ from swarmnode.gossip.link.transport import (
     Transport,
     body_views,
     completed,
+    is_takes_arriving,
+    takes_arriving,
 )
 
 __all__ = [
@@ -30,6 +34,8 @@ __all__ = [
     "CONTROL",
     "Arrival",
     "Backoff",
+    "Early",
+    "Gated",
     "Handler",
     "InMemoryNetwork",
     "InMemoryTransport",
@@ -42,5 +48,7 @@ __all__ = [
     "Transport",
     "body_views",
     "completed",
+    "is_takes_arriving",
     "prefer_fast",
+    "takes_arriving",
 ]

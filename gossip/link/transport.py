@@ -8,6 +8,7 @@ run unchanged against hundreds of simulated peers and against real processes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -25,10 +26,15 @@ class Arrival:
       of this peer's names it was sent to, for `gossip.auth`'s receiver check;
     - `at`: `time.monotonic()` when the body was complete;
     - `signed_by`: the member whose Ed25519 key signed it ("" unsigned, or not yet opened);
-    - `tap`: what watched a large body arrive (the streaming digest), for `gossip.auth` only.
+    - `tap`: what watched a large body arrive (the streaming digest), for `gossip.auth` only;
+    - `arriving`: None once the body is whole; while it still streams in (a large enveloped
+      body whose head arrived: node/net/app.py), what resolves to the whole body (for a handler
+      behind `gossip.auth`, to the body opened and verified), or raises if it never is. `body`
+      is then the buffer being filled: nothing but an envelope's head may be read from it.
+      Only a handler marked `takes_arriving` is handed such an arrival.
     """
 
-    __slots__ = ("at", "body", "local", "remote", "signed_by", "tap")
+    __slots__ = ("arriving", "at", "body", "local", "remote", "signed_by", "tap")
 
     def __init__(
         self,
@@ -39,13 +45,44 @@ class Arrival:
         at: float = 0.0,
         signed_by: str = "",
         tap: Tap | None = None,
+        arriving: Awaitable[Any] | None = None,
     ) -> None:
         self.body, self.remote, self.local, self.at = body, remote, local, at
-        self.signed_by, self.tap = signed_by, tap
+        self.signed_by, self.tap, self.arriving = signed_by, tap, arriving
 
-    def opened(self, body: Any, signed_by: str) -> Arrival:
+    def opened(self, body: Any, signed_by: str, arriving: Awaitable[Any] | None = None) -> Arrival:
         """The same arrival, its envelope opened: the inner body and who signed it."""
-        return Arrival(body, remote=self.remote, local=self.local, at=self.at, signed_by=signed_by)
+        return Arrival(
+            body,
+            remote=self.remote,
+            local=self.local,
+            at=self.at,
+            signed_by=signed_by,
+            arriving=arriving,
+        )
+
+
+def takes_arriving(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a handler that may be handed an `Arrival` whose body still streams in (it awaits
+    `arriving` before it reads the body, and may answer first: `Early`)."""
+    handler.takes_arriving = True  # type: ignore[attr-defined]
+    return handler
+
+
+def is_takes_arriving(handler: Any) -> bool:
+    return bool(getattr(handler, "takes_arriving", False))
+
+
+class Early:
+    """A handler's answer given before the request's body is whole: `answer` may be sent at
+    once, but its last bytes only once `done` (the request's own checks and their work: the
+    body verified, decoded, its mix queued) has succeeded; if `done` fails the answer is cut
+    off, so the caller never takes a complete answer to a request this peer refused."""
+
+    __slots__ = ("answer", "done")
+
+    def __init__(self, answer: Any, done: Awaitable[None]) -> None:
+        self.answer, self.done = answer, done
 
 
 # A handler takes the `Arrival` and returns the response body (bytes-like, `Parts` or
@@ -117,6 +154,43 @@ class Trailed:
 
     async def close(self) -> None:
         """Stop and await any work still running for this body (idempotent)."""
+
+
+class Gated(Trailed):
+    """An answer whose last bytes wait for `gate` (an awaitable that raises when the request it
+    answers was refused): a `Trailed` answer's trailer, or a plain one's last `hold` bytes.
+    `close()` closes the inner answer and settles the gate."""
+
+    def __init__(self, answer: Any, gate: Awaitable[Any], hold: int = 64) -> None:
+        if isinstance(answer, Trailed):
+            buffers, tail = answer.buffers, answer.nbytes - sum(b.nbytes for b in answer.buffers)
+            self._held: memoryview | None = None
+        else:
+            views = body_views(answer)
+            last = views[-1] if views else memoryview(b"")
+            hold = min(hold, last.nbytes)
+            buffers, tail = (*views[:-1], last[: last.nbytes - hold]), hold
+            self._held = last[last.nbytes - hold :]
+        super().__init__(tuple(buffers), tail)
+        self._answer = answer
+        self._gate = asyncio.ensure_future(gate)
+
+    def sent(self, buf: memoryview, end: int) -> None:
+        if isinstance(self._answer, Trailed):
+            self._answer.sent(buf, end)
+
+    async def trailer(self) -> bytes:
+        await asyncio.shield(self._gate)  # raises: the request was refused, cut the answer
+        if self._held is not None:
+            return self._held.tobytes()
+        return await self._answer.trailer()
+
+    async def close(self) -> None:
+        if not self._gate.done():  # the answer was abandoned: its request's work is too
+            self._gate.cancel()
+        await asyncio.gather(self._gate, return_exceptions=True)
+        if isinstance(self._answer, Trailed):
+            await self._answer.close()
 
 
 async def completed(body: Any) -> Any:

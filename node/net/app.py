@@ -31,9 +31,17 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from swarmnode.gossip.errors import AuthError, NotAMember
-from swarmnode.gossip.link import Arrival, Handler, Tap, Trailed, body_views, completed
+from swarmnode.gossip.link import (
+    Arrival,
+    Handler,
+    Tap,
+    Trailed,
+    body_views,
+    completed,
+    is_takes_arriving,
+)
 from swarmnode.kernels.errors import SwarmnodeError
-from swarmnode.node.net.body import BodyError
+from swarmnode.node.net.body import BodyCut, BodyError
 from swarmnode.node.net.intake import ByteBudget, IntakeLimits, Meter, RemoteSlots, read_on_time
 from swarmnode.node.net.transport import INLINE_BYTES, read_sized_body, write_body
 
@@ -43,6 +51,7 @@ CONTENT_TYPE = "application/octet-stream"
 BULK_READ_BUFSIZE = 4 << 20  # per-connection StreamReader limit (aiohttp pauses at 2x this)
 STREAM_ABOVE = 256 << 10  # answers larger than this take the sliced path
 DEFAULT_CAP = 1 << 20  # a route missing from a per-route cap mapping (and no "*") gets this
+HEAD_REFUSAL_LINGER_S = 0.25  # a streamed request refused at its head: closed after this
 
 _LOGGER = web.AppKey("swarmnode_logger", logging.Logger)
 # A refusal that is part of a healthy swarm's life, not a fault: a handler's 503 (joining: state
@@ -118,32 +127,79 @@ def build_app(
         length = request.content_length
         feed = watch.feed if watch is not None else None
         align = getattr(watch, "body_offset", None)
+
+        def read() -> Awaitable[bytes | memoryview]:
+            return read_sized_body(request.content, length, cap, meter.take, feed, align)
+
+        async def deliver() -> bytes | memoryview:
+            try:
+                return await read_on_time(read, length, cap, limits)  # type: ignore[return-value]
+            except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
+                raise BodyCut(f"connection lost while reading the body: {exc}") from None
+
+        reading = asyncio.ensure_future(deliver())
         try:
-            body = await read_on_time(
-                lambda: read_sized_body(request.content, length, cap, meter.take, feed, align),
-                length,
-                cap,
-                limits,
-            )
+            if is_takes_arriving(handler) and hasattr(watch, "head"):
+                return await _stream_then_handle(request, route, handler, reading, watch)
+            return await _delivered(request, route, handler, reading, watch)
+        finally:
+            if not reading.done():
+                reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+
+    async def _delivered(
+        request: web.Request,
+        route: str,
+        handler: Handler,
+        reading: asyncio.Future[Any],
+        watch: Tap | None,
+    ) -> web.StreamResponse:
+        """The handler, once the whole body is in (or the refusal of a body that never was)."""
+        try:
+            body = await reading
         except BodyError as exc:
-            if exc.status in (408, 503):  # a slow or unbudgeted body: drop its connection
-                return await _cut_off(
-                    request, _reject(logger, request, route, exc.status, str(exc), info=True)
-                )
-            return _reject(logger, request, route, exc.status, str(exc))
-        except ConnectionError as exc:  # the client hung up mid-body: its problem, not a bug
-            # routine (INFO): a peer that leaves or dies with a request in flight does this (the
-            # survivors logged it as a WARNING after a clean SIGINT leave)
-            why = f"connection lost while reading the body: {exc}"
-            return _reject(logger, request, route, 400, why, info=True)
-        arrival = Arrival(
-            body,
-            remote=request.remote or "?",
-            local=local_addr(request),
-            at=time.monotonic(),
-            tap=watch,  # gossip.auth.signer takes the digest the tap computed while the body arrived
-        )
-        return await _admit_then_handle(request, route, handler, arrival)
+            # routine (INFO): a slow or unbudgeted body (its connection is dropped), or a peer
+            # that left or died with a request in flight (the survivors logged it as a
+            # WARNING after a clean SIGINT leave)
+            refused = _reject(logger, request, route, exc.status, str(exc), info=exc.routine)
+            if exc.status in (408, 503):
+                return await _cut_off(request, refused)
+            return refused
+        return await _admit_then_handle(request, route, handler, _arrival(request, body, watch))
+
+    async def _stream_then_handle(
+        request: web.Request,
+        route: str,
+        handler: Handler,
+        reading: asyncio.Future[Any],
+        watch: Any,
+    ) -> web.StreamResponse:
+        """A large enveloped body: the handler runs as soon as its envelope's head is in (it
+        verifies the head, may start its answer, and awaits `arriving` for the rest). Any
+        answer given before the body is whole and good is followed by closing the connection:
+        the unread rest of the body must not be read as the next request."""
+        heading = asyncio.ensure_future(watch.head())
+        try:
+            await asyncio.wait({reading, heading}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            heading.cancel()
+        if reading.done() or not heading.done() or heading.cancelled():
+            return await _delivered(request, route, handler, reading, watch)
+        arrival = _arrival(request, heading.result(), watch, arriving=reading)
+        resp = await _admit_then_handle(request, route, handler, arrival)
+        if reading.done() and not reading.cancelled() and reading.exception() is None:
+            return resp
+        if not reading.done():
+            reading.cancel()
+        if isinstance(resp, web.Response) and not resp.prepared:
+            # refused at its head, most of its body unread: closing the socket on unread bytes
+            # makes the kernel reset it, which may discard the refusal before the client reads
+            # it (a member dropped from the table mid-round would see "connection reset", not
+            # "not a live member"); a short pause lets it read the refusal first
+            return await _cut_off(request, resp, linger=HEAD_REFUSAL_LINGER_S)
+        if request.protocol is not None:  # an answer already sent (or cut short): close
+            request.protocol.force_close()
+        return resp
 
     async def _admit_then_handle(
         request: web.Request, route: str, handler: Handler, arrival: Arrival
@@ -174,7 +230,9 @@ def build_app(
             if status == 503 or said or (stranger and not strangers.first(request.remote or "?")):
                 # not now (joining, leaving): the join or leave itself is logged, once
                 return _reject(logger, request, route, status, str(exc), level=logging.DEBUG)
-            return _reject(logger, request, route, status, str(exc), info=stranger)
+            # a body that streamed in behind a verified head and then failed (slow, cut)
+            routine = stranger or (isinstance(exc, BodyError) and exc.routine)
+            return _reject(logger, request, route, status, str(exc), info=routine)
         except Exception:  # a bug: log it with its traceback, answer 500, keep serving
             logger.exception(
                 "handler for /v1/%s failed on a request from %s", route, request.remote
@@ -184,6 +242,19 @@ def build_app(
 
     app.router.add_post("/v1/{route:[a-z0-9/_-]+}", dispatch)
     return app
+
+
+def _arrival(
+    request: web.Request, body: Any, watch: Tap | None, arriving: Awaitable[Any] | None = None
+) -> Arrival:
+    return Arrival(
+        body,
+        remote=request.remote or "?",
+        local=local_addr(request),
+        at=time.monotonic(),
+        tap=watch,  # gossip.auth.signer takes the digest the tap computed while the body arrived
+        arriving=arriving,
+    )
 
 
 def local_addr(request: web.Request) -> str:
@@ -201,7 +272,9 @@ async def _answer(
 ) -> web.StreamResponse:
     """Small answers in one write; large ones (bytes-like, `Parts`: an envelope's head, body
     and trailer, or `Trailed`: the same with the trailer computed while the rest goes out)
-    streamed in memoryview slices (no copies)."""
+    streamed in memoryview slices (no copies). A `Gated` answer (given while its request still
+    arrived) whose request is refused after all is cut off, with one line saying why."""
+    resp: web.StreamResponse | None = None
     try:
         size = len(answer) if isinstance(answer, Trailed) else _nbytes(answer)
         if size <= STREAM_ABOVE:
@@ -218,6 +291,15 @@ async def _answer(
             logger.warning(
                 "answer to /v1/%s for %s cut short: %s", route, request.remote, _one_line(str(exc))
             )
+        return resp
+    except SwarmnodeError as exc:  # the request, refused once its body was in: no answer
+        status = int(getattr(exc, "status", 400))
+        routine = isinstance(exc, BodyError) and exc.routine
+        refused = _reject(logger, request, route, status, f"{exc} (answer cut off)", info=routine)
+        if resp is None or not resp.prepared:
+            return refused
+        if request.protocol is not None:
+            request.protocol.force_close()
         return resp
     finally:
         if isinstance(answer, Trailed):  # its hashing reads the body: none outlives the answer
@@ -275,13 +357,16 @@ def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
 
 
-async def _cut_off(request: web.Request, resp: web.Response) -> web.Response:
-    """Send `resp`, then close the connection at once. `resp.force_close()` alone is not
-    enough: aiohttp then "lingers", reading the unread body for up to 10 s, which is exactly
-    what a trickled body wants. The transport flushes the answer before it closes."""
+async def _cut_off(request: web.Request, resp: web.Response, linger: float = 0.0) -> web.Response:
+    """Send `resp`, then close the connection at once (after `linger` seconds, reading
+    nothing). `resp.force_close()` alone is not enough: aiohttp then "lingers", reading the
+    unread body for up to 10 s, which is exactly what a trickled body wants. The transport
+    flushes the answer before it closes."""
     resp.force_close()  # "Connection: close": the client must not reuse it
     await resp.prepare(request)
     await resp.write_eof()
+    if linger > 0:
+        await asyncio.sleep(linger)
     if request.protocol is not None:
         request.protocol.force_close()
     return resp

@@ -20,6 +20,20 @@ class BodyError(SwarmnodeError):
         super().__init__(message)
         self.status = status
 
+    @property
+    def routine(self) -> bool:
+        """A slow, unbudgeted or abandoned body: many a second under attack, or a peer that
+        left mid-request; logged at INFO, not as a fault."""
+        return self.status in (408, 503)
+
+
+class BodyCut(BodyError):
+    """The client hung up while its body was read (a peer that leaves or dies mid-request)."""
+
+    @property
+    def routine(self) -> bool:
+        return True
+
 
 async def read_body(
     stream: StreamReader,

@@ -3,13 +3,18 @@
     .venv/bin/python scripts/check/fuzz_routes.py                  # 10,000 messages, no secret
     .venv/bin/python scripts/check/fuzz_routes.py --secret         # the same through the HMAC layer
     .venv/bin/python scripts/check/fuzz_routes.py --compress lowrank:4   # push-pulls: lr16 deltas
+    .venv/bin/python scripts/check/fuzz_routes.py --envelope --model mlp:1024,512 [--secret]
+                                    # the envelopes themselves: v5 heads, bodies, trailers
 
 One in-process `Node` (admin enabled with a throwaway operator key, so admin bodies reach their
 parsers: each admin message is signed; with --secret each protocol message is sealed for the
 peer, so the fuzz reaches msgpack and the wire decoder rather than stopping at 401; pulls and
 push-pulls come from an admitted member, signed by its key, as an insider's would). Messages
 are mutations of a valid body per route: bit flips, truncations, extensions, random bytes,
-random msgpack values, valid maps with fields replaced by random values. Then raw-socket
+random msgpack values, valid maps with fields replaced by random values; with `--envelope` the
+sealed envelope itself is mutated instead (its head, its body and its trailer, half of them at
+a seam between the three: gossip/auth/signer.py), and with a model past 1 MiB (`--model`) every
+push-pull takes the streamed path, its head verified before its body is read. Then raw-socket
 framing cases (lying Content-Length, broken chunking, garbage request lines) and a burst of
 concurrent connections. A hang is a request with no answer within 10 s; a crash is the peer
 not answering `GET /v1/status` afterwards, or a task of the node dying.
@@ -37,7 +42,14 @@ sys.path.insert(0, str(ROOT))
 from swarmnode.fault.hostile.insider import admit  # noqa: E402
 from swarmnode.gossip.auth.operator import OperatorKey  # noqa: E402
 from swarmnode.gossip.auth.peer_key import PeerKey  # noqa: E402
-from swarmnode.gossip.auth.signer import SIGNED_ROUTES, Signer  # noqa: E402
+from swarmnode.gossip.auth.signer import (  # noqa: E402
+    FIXED_BYTES,
+    HEAD_AUTH_BYTES,
+    SIGNED_ROUTES,
+    TRAILER_BYTES,
+    Signer,
+    header_length,
+)
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig  # noqa: E402
 from swarmnode.gossip.exchange.refs import init_epoch  # noqa: E402
 from swarmnode.gossip.wire import frames as wire  # noqa: E402
@@ -157,6 +169,21 @@ RAW_CASES = [c.replace(b" HTTP/1.1\r\n", b" HTTP/1.1\r\nHost: x\r\n", 1) for c i
 RAW_CASES.append(b"POST /v1/gossip HTTP/1.1\r\nContent-Length: 1\r\n\r\nx")
 
 
+def mutate_envelope(rng: random.Random, sealed: bytes) -> bytes:
+    """A sealed envelope mutated: half the time one to four bits at a seam of its head, body
+    and trailer (a name length, the signed body length, the head's tag and signature, the
+    first and last body bytes, the digest, tag and signature), else as any body."""
+    if rng.random() < 0.5:
+        return mutate(rng, sealed)
+    head, end = header_length(sealed), len(sealed) - TRAILER_BYTES
+    seams = [FIXED_BYTES, head - HEAD_AUTH_BYTES - 9, head - 96, head, end - 1, end, end + 32]
+    data = bytearray(sealed)
+    for _ in range(rng.randint(1, 4)):
+        at = min(len(data) - 1, max(0, rng.choice(seams) + rng.randint(-3, 3)))
+        data[at] ^= 1 << rng.randrange(8)
+    return bytes(data)
+
+
 async def raw(addr: str, data: bytes) -> str:
     host, port = addr.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
@@ -173,13 +200,20 @@ async def raw(addr: str, data: bytes) -> str:
         writer.close()
 
 
-async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[str, Any]:
+async def run(
+    n: int,
+    secret: bool,
+    seed: int,
+    compress: str = "none",
+    envelope: bool = False,
+    model: str = "mlp:8",
+) -> dict[str, Any]:
     rng = random.Random(seed)
     op = OperatorKey.generate()
     with tempfile.TemporaryDirectory() as tmp:
         pub = Path(tmp) / "operator.pub"
         pub.write_bytes(op.public_pem())
-        cfg = PeerConfig(model="mlp:8", steps=0, listen="127.0.0.1:0", eval_every=10**6,
+        cfg = PeerConfig(model=model, steps=0, listen="127.0.0.1:0", eval_every=10**6,
                          slowdown=4.0, enable_admin=True, admin_key=str(pub),
                          body_grace_s=1.0,  # the short-body raw case is cut after 1 s, not 5
                          secret="fuzz" if secret else None,
@@ -200,19 +234,33 @@ async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[s
             async with aiohttp.ClientSession(timeout=timeout) as http:
                 for i in range(n):
                     route = routes[i % len(routes)]
-                    body = mutate(rng, bodies[route])
+                    body = bodies[route] if envelope else mutate(rng, bodies[route])
                     if route.startswith("admin/"):
                         body = op.sign(route, body, to=node.addr)
                     elif member.wraps(route):  # the model routes: signed by a member's key
                         body = bytes(member.seal(route, body, to=node.addr))
                     elif secret:
                         body = bytes(signer.seal(route, body, to=node.addr))
+                    forged = False
+                    sealed = not route.startswith("admin/") and (secret or member.wraps(route))
+                    if envelope and sealed:
+                        mutant = mutate_envelope(rng, body)
+                        forged, body = mutant != body, mutant
+                        statuses["envelopes mutated"] += forged
                     try:
                         async with http.post(f"http://{node.addr}/v1/{route}", data=body) as r:
                             await r.read()
                             statuses[str(r.status)] += 1
+                            # a changed envelope taken whole: authentication was bypassed
+                            statuses["forged accepted"] += forged and r.status < 300
                     except asyncio.TimeoutError:
                         statuses["hang"] += 1
+                    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
+                        # an answer begun while the push arrived, cut off once it failed
+                        # its digest or trailer; or the connection closed on its unread body
+                        statuses["200 cut off"] += 1
+                    except aiohttp.ClientOSError:  # reset on the unread rest of a refused push
+                        statuses["reset"] += 1
                 for case in RAW_CASES * 20:
                     statuses["raw " + await raw(node.addr, case)] += 1
                 burst = await asyncio.gather(
@@ -226,10 +274,15 @@ async def run(n: int, secret: bool, seed: int, compress: str = "none") -> dict[s
             crashed = node.crashed is not None
         finally:
             await node.close()
+    mutated = statuses.pop("envelopes mutated", 0)
+    forged = statuses.pop("forged accepted", 0)
     fivexx = sum(v for k, v in statuses.items() if k.split()[-1].startswith("5"))
     hangs = sum(v for k, v in statuses.items() if k.endswith("hang"))
     return {
         "messages": n,
+        "envelopes mutated": mutated,
+        "forged accepted": forged,
+        "model bytes": node.store.size * 4,
         "raw cases": len(RAW_CASES) * 20,
         "burst": 1500,
         "seconds": round(time.monotonic() - t0, 1),
@@ -251,11 +304,20 @@ def main() -> int:
         default="none",
         help="the peer's --compress; push-pulls are then mutated deltas in that codec",
     )
+    ap.add_argument(
+        "--envelope",
+        action="store_true",
+        help="mutate the sealed envelopes (head, body, trailer), not the bodies inside them",
+    )
+    ap.add_argument("--model", default="mlp:8", help="the peer's model (past 1 MiB: streamed)")
     args = ap.parse_args()
-    result = asyncio.run(run(args.n, args.secret, args.seed, args.compress))
+    result = asyncio.run(
+        run(args.n, args.secret, args.seed, args.compress, args.envelope, args.model)
+    )
     for k, v in result.items():
         print(f"{k}: {v}")
     ok = result["5xx"] == 0 and result["hangs"] == 0 and not result["crashes"]
+    ok = ok and result["forged accepted"] == 0
     print("PASS" if ok and result["model finite"] else "FAIL")
     return 0 if ok else 1
 

@@ -1,7 +1,7 @@
 """Over real HTTP, a large envelope is hashed while it is sent and while it arrives, on both
 sides (issue 10: signing cost): the request on the server, the answer on the client.
-`open_request` must get the digest the transport's tap computed, not hash the body again, and
-a sender streams its seal (envelope v4's trailer) instead of hashing before its first byte."""
+`open_body` must get the digest the transport's tap computed, not hash the body again, and
+a sender streams its seal (envelope v5's trailer) instead of hashing before its first byte."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ async def test_both_sides_open_with_the_streamed_digest(monkeypatch) -> None:
     server = Signer("s", key=b, keys={a.peer_id: a.public}.get, signed_routes=SIGNED_ROUTES)
     client = Signer("s", key=a, signed_routes=SIGNED_ROUTES)
     given: list[bool] = []
-    real = Signer.open_request
+    real = Signer.open_body
 
-    def spy(self, route, data, *, reply_to=b"", digest=None, arrived=""):  # type: ignore[no-untyped-def]
+    def spy(self, head, data, *, digest=None):  # type: ignore[no-untyped-def]
         given.append(digest is not None)
-        return real(self, route, data, reply_to=reply_to, digest=digest, arrived=arrived)
+        return real(self, head, data, digest=digest)
 
-    monkeypatch.setattr(Signer, "open_request", spy)
+    monkeypatch.setattr(Signer, "open_body", spy)
     inline: list[int] = []
     real_seal = Signer.seal_parts
 

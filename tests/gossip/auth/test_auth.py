@@ -75,23 +75,26 @@ def test_empty_body_round_trips(sender: Signer, receiver: Signer) -> None:
     assert receiver.open("leave", sender.seal("leave", b"")) == b""
 
 
-def test_tag_is_hmac_sha256_over_route_and_the_digest_of_names_time_nonce_and_body(clock) -> None:
+def test_head_and_trailer_tags_are_hmac_sha256_over_the_v5_layout(clock) -> None:
+    """The bytes of a v5 envelope as docs/exchange.md and signer.py describe them."""
     sealed = bytes(Signer(SECRET, name="a:1", clock=clock).seal("gossip", b"body", to="b:2"))
-    rest, tag, sig = sealed[4:-96], sealed[-96:-64], sealed[-64:]  # v4: the trailer last
-    nonce = rest[8:24]
-    assert sig == bytes(64)  # no member signs a gossip request
-    assert rest[24:33] == b"\x03a:1\x03b:2\x00" and rest[33:] == b"body"
-    assert auth.header_length(sealed) == 37
-    msg = (
-        auth.DOMAIN
-        + len(b"gossip").to_bytes(2, "big")
-        + b"gossip"
-        + b"\0"
-        + len(rest).to_bytes(8, "big")
-        + blake3.blake3(rest).digest()
-    )
-    assert hmac.compare_digest(tag, hmac.new(SECRET.encode(), msg, hashlib.sha256).digest())
-    assert sealed[:4] == auth.MAGIC and nonce == nonce_of(sealed)
+    assert sealed[:4] == auth.MAGIC == b"SNA5"
+    nonce = sealed[12:28]
+    assert sealed[28:37] == b"\x03a:1\x03b:2\x00"
+    assert sealed[37:45] == (4).to_bytes(8, "big") and sealed[45] == auth.DIGEST_BLAKE3
+    head_tag, head_sig = sealed[46:78], sealed[78:142]
+    assert auth.header_length(sealed) == 142 and head_sig == bytes(64)  # no member signs gossip
+    assert sealed[142:146] == b"body"
+    d, tag, sig = sealed[146:178], sealed[178:210], sealed[210:]
+    assert len(sealed) == 146 + auth.TRAILER_BYTES and sig == bytes(64)
+    route = len(b"gossip").to_bytes(2, "big") + b"gossip" + b"\0"
+    h = auth.HEAD_DOMAIN + route + sealed[4:46]
+    assert hmac.compare_digest(head_tag, hmac.new(SECRET.encode(), h, hashlib.sha256).digest())
+    covered = sealed[4:146]  # the whole head (its tag and signature too), then the body
+    assert d == blake3.blake3(covered).digest()
+    t = auth.DOMAIN + route + len(covered).to_bytes(8, "big") + d
+    assert hmac.compare_digest(tag, hmac.new(SECRET.encode(), t, hashlib.sha256).digest())
+    assert nonce == nonce_of(sealed)
 
 
 def test_a_request_opens_only_at_its_receiver(clock: FakeClock) -> None:

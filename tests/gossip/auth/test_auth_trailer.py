@@ -1,5 +1,5 @@
-"""Envelope v4's trailer (gossip/auth/signer.py): every tampering with it is refused before anything
-parses the body, a v3 envelope is refused by name, and a seal streamed while it is written is
+"""Envelope v5's trailer (gossip/auth/signer.py): every tampering with it is refused before anything
+parses the body, a v4 envelope is refused by name, and a seal streamed while it is written is
 byte for byte the seal made at once."""
 
 from __future__ import annotations
@@ -98,15 +98,19 @@ async def test_a_tampered_request_never_reaches_the_handler(what: str) -> None:
     assert info.value.status in (401, 403) and parsed == []
 
 
-def test_a_v3_envelope_is_refused_by_its_version() -> None:
-    v3 = b"SNA3" + bytes(96) + bytes(8 + 16) + b"\x00\x00\x00" + b"body"
-    with pytest.raises(
-        AuthError, match=r"envelope version 3 from the sender, 4 at the receiver"
-    ) as e:
-        opener().open("pushpull", v3)
-    assert e.value.status == 426  # another release: a joiner gives up at once (issue 31)
+def test_a_v4_envelope_is_refused_by_its_version_in_one_line() -> None:
+    """A v4 peer (its tag and signature only in a trailer) is told both versions, in one
+    line, whatever the length of what it sent; so is a v3 one (tag and signature first)."""
+    v4 = b"SNA4" + bytes(8 + 16) + b"\x03a:1\x03b:1\x00" + b"body" + bytes(96)
+    for message, sent in ((v4, 4), (v4[:10], 4), (b"SNA3" + bytes(96) + v4[4:-96], 3)):
+        with pytest.raises(
+            AuthError, match=rf"envelope version {sent} from the sender, 5 at the receiver"
+        ) as e:
+            opener().open("pushpull", message)
+        assert e.value.status == 426  # another release: a joiner gives up at once (issue 31)
+        assert "\n" not in str(e.value)
     with pytest.raises(AuthError, match="no envelope"):
-        opener().open("pushpull", b"XXXX" + v3[4:])
+        opener().open("pushpull", b"XXXX" + v4[4:])
 
 
 @pytest.mark.parametrize("secret", [SECRET, None])

@@ -1,4 +1,5 @@
-"""Compressed push-pull: the exchange's `average` mode with `compress` fp16, int8 or topk.
+"""Compressed push-pull: the exchange's `average` mode with `compress` fp16, int8, topk, topk2
+or lowrank.
 
 Each push-pull moves compressed *differences against a reference the pair shares*
 (`swarmnode.gossip.exchange.refs`: what is not sent this round is sent later) and ends with CHOCO's

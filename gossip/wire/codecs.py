@@ -7,17 +7,22 @@
 | `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
 | `tk16` | `k`           | ceil(n / 65536) uint32 counts, k uint16 offsets (+1 if | 4 k + 4 n/ |
 |        |               | k is odd), k float16 values                            | 65536      |
+| `tk2`  | `kc`,`chunk`  | float32 (lo, hi) per chunk of 4096, then 12-bit places | 14 bits a  |
+|        |               | (two in 3 bytes), then 2-bit codes (four a byte), each | kept value |
+|        |               | part padded to a word (`kernels.topk2`)                | + 8/chunk  |
 | `lr16` | `segs`        | float16: per segment [rows, cols, r], P (rows x r) then| 2 x values |
 |        |               | Q (cols x r) row-major, or rows x cols values (r = 0)  | (+2 if odd)|
 
 Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
 checks every field against the shape before touching the payload (`block` in [4, 65536],
 `chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
-`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; `segs`
+`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; tk2's
+`chunk` equal to `topk2.CHUNK2`, `kc` in [1, 2048], levels finite and bounded, places in range and
+strictly increasing in their chunk; `segs`
 tiling the n values, each rank at most `lowrank.MAX_RANK` and smaller than sending the segment
 whole, so a frame cannot buy decoding work its bytes do not pay for) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
-Asked `sparse`, a tk16 payload comes back as a `compress.Sparse` (indices, values) after the
+Asked `sparse`, a tk16 or tk2 payload comes back as a `compress.Sparse` (indices, values) after the
 same checks: a reference copy takes it in O(k) (`gossip.exchange.refs`), not n.
 """
 
@@ -28,14 +33,14 @@ from typing import Any
 import numpy as np
 from swarmnode.gossip.errors import WireError
 from swarmnode.gossip.wire import bufpool
-from swarmnode.kernels import compress, lowrank
+from swarmnode.kernels import compress, lowrank, topk2
 from swarmnode.kernels.errors import ShapeError
 
 DENSE: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
-PACKED = ("i8", "tk16", "lr16")
+PACKED = ("i8", "tk16", "tk2", "lr16")
 ALL = (*DENSE, *PACKED)
 # kernels.compress codec name -> wire codec name
-WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16", "lowrank": "lr16"}
+WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16", "topk2": "tk2", "lowrank": "lr16"}
 MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
 
 
@@ -64,8 +69,20 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
     if codec == "lr16":
         values = lowrank.payload_values(_segs_field(header, count))
         return 2 * (values + values % 2)
+    if codec == "tk2":
+        return sum(topk2.part_nbytes(count, _tk2_keep(header)))
     k = _int_field(header, "k", 0, count // 2)
     return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
+
+
+def _tk2_keep(header: dict[str, Any]) -> int:
+    """A tk2 header's `kc`, checked, with its `chunk` (the layout depends on it)."""
+    if header.get("chunk") != topk2.CHUNK2:
+        raise WireError(
+            f"payload header field 'chunk' must be {topk2.CHUNK2} for codec 'tk2', got "
+            f"{header.get('chunk')!r}"
+        )
+    return _int_field(header, "kc", 1, topk2.MAX_KEEP)
 
 
 def _segs_field(header: dict[str, Any], count: int) -> list[tuple[int, int, int]]:
@@ -120,6 +137,9 @@ def decode_payload(
             return compress.int8_decode(packed, out=bufpool.floats(count))
         if codec == "lr16":
             return _decode_lowrank(header, payload, count)
+        if codec == "tk2":
+            s = _decode_topk2(header, payload, count)
+            return s if sparse else s.dense()
         s = _decode_topk(header["k"], payload, count)
         return s if sparse else s.dense()
     except ShapeError as exc:
@@ -152,6 +172,15 @@ def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:
     return compress.topk_sparse(p)
 
 
+def _decode_topk2(header: dict[str, Any], payload: memoryview, count: int) -> compress.Sparse:
+    kc = _tk2_keep(header)
+    sizes = topk2.part_nbytes(count, kc)
+    buf = np.frombuffer(payload, dtype=np.uint8, count=sum(sizes))
+    a, b = sizes[0], sizes[0] + sizes[1]
+    parts = {"scales": buf[:a].view("<f4"), "idx": buf[a:b], "codes": buf[b:]}
+    return topk2.sparse_of(compress.Packed("topk2", count, parts, k=kc))
+
+
 def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:
     """(wire codec, its header fields, the parts in wire order) of an encoded vector."""
     codec = WIRE_NAME[packed.codec]
@@ -165,5 +194,8 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
         pad = [np.zeros(1, np.float16)] if values.size % 2 else []  # a whole number of words
         return codec, {"segs": [list(s) for s in packed.segs]}, [values, *pad]
     parts = packed.parts
+    if codec == "tk2":  # each part a whole number of words already (kernels.topk2)
+        fields = {"kc": packed.k, "chunk": topk2.CHUNK2}
+        return codec, fields, [parts["scales"], parts["idx"], parts["codes"]]
     pad = [np.zeros(1, np.uint16)] if packed.k % 2 else []  # the values start word-aligned
     return codec, {"k": packed.k}, [parts["counts"], parts["lo"], *pad, parts["values"]]

@@ -41,7 +41,7 @@ def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: 
     return cpp, store
 
 
-@pytest.mark.parametrize("spec", ["topk:0.05", "int8", "fp16"])
+@pytest.mark.parametrize("spec", ["topk:0.05", "topk2:0.05", "int8", "fp16"])
 async def test_two_peers_reach_consensus_and_keep_their_sum(spec: str) -> None:
     net = InMemoryNetwork()
     rng = np.random.default_rng(0)

@@ -7,9 +7,10 @@
 | `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
 | `tk16` | `k`           | ceil(n / 65536) uint32 counts, k uint16 offsets (+1 if | 4 k + 4 n/ |
 |        |               | k is odd), k float16 values                            | 65536      |
-| `tk2`  | `kc`,`chunk`  | float32 (lo, hi) per chunk of 4096, then 12-bit places | 14 bits a  |
-|        |               | (two in 3 bytes), then 2-bit codes (four a byte), each | kept value |
-|        |               | part padded to a word (`kernels.topk2`)                | + 8/chunk  |
+| `tk2`  | `kc`,`chunk`, | float32 (lo, hi) per chunk of 4096, 2-bit codes (four a| ~2 + log2( |
+|        | `rice`,`ubits`| byte), the places' Rice-coded gaps: r low bits each,   | 4096/kc) + |
+|        |               | then the unary stream; each part padded to a word      | 1.5 bits a |
+|        |               | (`kernels.topk2`)                                      | kept value |
 | `lr16` | `segs`        | float16: per segment [rows, cols, r], P (rows x r) then| 2 x values |
 |        |               | Q (cols x r) row-major, or rows x cols values (r = 0)  | (+2 if odd)|
 
@@ -17,8 +18,8 @@ Every part is a whole number of 4-byte words before the next, so each starts ali
 checks every field against the shape before touching the payload (`block` in [4, 65536],
 `chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
 `k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; tk2's
-`chunk` equal to `topk2.CHUNK2`, `kc` in [1, 2048], levels finite and bounded, places in range and
-strictly increasing in their chunk; `segs`
+`chunk` equal to `topk2.CHUNK2`, `kc` in [1, 2048], `rice` in [0, 11], `ubits` in [kept, n],
+levels finite and bounded, one unary end per kept value, places inside their chunk; `segs`
 tiling the n values, each rank at most `lowrank.MAX_RANK` and smaller than sending the segment
 whole, so a frame cannot buy decoding work its bytes do not pay for) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
@@ -70,19 +71,25 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
         values = lowrank.payload_values(_segs_field(header, count))
         return 2 * (values + values % 2)
     if codec == "tk2":
-        return sum(topk2.part_nbytes(count, _tk2_keep(header)))
+        return sum(topk2.part_nbytes(count, *_tk2_fields(header, count)))
     k = _int_field(header, "k", 0, count // 2)
     return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
 
 
-def _tk2_keep(header: dict[str, Any]) -> int:
-    """A tk2 header's `kc`, checked, with its `chunk` (the layout depends on it)."""
+def _tk2_fields(header: dict[str, Any], count: int) -> tuple[int, int, int]:
+    """A tk2 header's (`kc`, `rice`, `ubits`), checked, with its `chunk` (the layout's)."""
     if header.get("chunk") != topk2.CHUNK2:
         raise WireError(
             f"payload header field 'chunk' must be {topk2.CHUNK2} for codec 'tk2', got "
             f"{header.get('chunk')!r}"
         )
-    return _int_field(header, "kc", 1, topk2.MAX_KEEP)
+    kc = _int_field(header, "kc", 1, topk2.MAX_KEEP)
+    rice, ubits = header.get("rice"), header.get("ubits")
+    try:
+        topk2.check_meta(count, kc, rice, ubits)
+    except ShapeError as exc:
+        raise WireError(f"payload header of codec 'tk2': {exc}") from None
+    return kc, rice, ubits
 
 
 def _segs_field(header: dict[str, Any], count: int) -> list[tuple[int, int, int]]:
@@ -173,12 +180,13 @@ def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:
 
 
 def _decode_topk2(header: dict[str, Any], payload: memoryview, count: int) -> compress.Sparse:
-    kc = _tk2_keep(header)
-    sizes = topk2.part_nbytes(count, kc)
+    kc, rice, ubits = _tk2_fields(header, count)
+    sizes = topk2.part_nbytes(count, kc, rice, ubits)
     buf = np.frombuffer(payload, dtype=np.uint8, count=sum(sizes))
-    a, b = sizes[0], sizes[0] + sizes[1]
-    parts = {"scales": buf[:a].view("<f4"), "idx": buf[a:b], "codes": buf[b:]}
-    return topk2.sparse_of(compress.Packed("topk2", count, parts, k=kc))
+    ends = np.cumsum(sizes)
+    parts = dict(zip(("scales", "codes", "rem", "unary"), np.split(buf, ends[:-1]), strict=True))
+    meta = {"rice": rice, "ubits": ubits}
+    return topk2.sparse_of(compress.Packed("topk2", count, parts, k=kc, meta=meta))
 
 
 def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:
@@ -195,7 +203,7 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
         return codec, {"segs": [list(s) for s in packed.segs]}, [values, *pad]
     parts = packed.parts
     if codec == "tk2":  # each part a whole number of words already (kernels.topk2)
-        fields = {"kc": packed.k, "chunk": topk2.CHUNK2}
-        return codec, fields, [parts["scales"], parts["idx"], parts["codes"]]
+        fields = {"kc": packed.k, "chunk": topk2.CHUNK2, **packed.meta}
+        return codec, fields, [parts[k] for k in ("scales", "codes", "rem", "unary")]
     pad = [np.zeros(1, np.uint16)] if packed.k % 2 else []  # the values start word-aligned
     return codec, {"k": packed.k}, [parts["counts"], parts["lo"], *pad, parts["values"]]

@@ -72,12 +72,12 @@ def cases() -> list[tuple[str, Callable, Callable]]:
         )
     )
     rows.append(("topk:0.01", lambda x: compress.topk_encode(x, 0.01), compress.topk_decode))
-    rows.append(("topk2:0.03", lambda x: compress.encode(x, "topk2", 0.03), topk2.decode))
+    rows.append(("topk2:0.07", lambda x: compress.encode(x, "topk2", 0.07), topk2.decode))
     rows.append(("lowrank:8", _lowrank_encode, lowrank.decode))
     return rows
 
 
-FRAME_CODECS = ("none", "fp16", "int8", "topk:0.01", "topk2:0.03", "topk2:0.01", "lowrank:8")
+FRAME_CODECS = ("none", "fp16", "int8", "topk:0.01", "topk2:0.03", "topk2:0.07", "lowrank:8")
 
 
 def frame_bytes(model: str, data: str) -> dict[str, int]:

@@ -54,11 +54,20 @@ def test_decode_is_the_sparse_form_densely() -> None:
 
 def test_bits_per_parameter_meet_fifty_times_fewer_than_float32() -> None:
     n = 1_000_000
-    p = compress.encode(vec(n), "topk2", 0.03)
-    bits = 8 * p.nbytes / n
-    assert bits <= 0.45  # 123 x 14 bits + 64 per 4096 values, the words' padding
-    assert 32 / bits >= 70  # goal 4: >= 50x; and 2.5x fewer than topk:0.01's 1.6 bits
-    assert p.nbytes == sum(topk2.part_nbytes(n, topk2.chunk_keep(0.03)))
+    for density, most in ((0.03, 0.30), (0.07, 0.60)):
+        p = compress.encode(vec(n), "topk2", density)
+        bits = 8 * p.nbytes / n
+        # 2 bits a value, ~log2(4096 / kc) + 1.5 a Rice-coded gap, 64 a chunk, the words' padding
+        assert bits <= most, (density, bits)
+        assert p.nbytes == sum(topk2.part_nbytes(n, p.k, p.meta["rice"], p.meta["ubits"]))
+    assert 32 / bits >= 50  # goal 4 at density 0.07
+
+
+def test_rice_coded_places_cost_under_half_of_twelve_bits() -> None:
+    p = compress.encode(vec(400_000), "topk2", 0.07)
+    kept = topk2.layout(p.n, p.k)[1]
+    place_bits = 8 * (p.parts["rem"].nbytes + p.parts["unary"].nbytes) / kept
+    assert place_bits < 6.0  # fixed 12-bit places took 12
 
 
 def test_error_feedback_sends_everything_in_time() -> None:
@@ -99,32 +108,69 @@ def test_bad_specs_are_refused(spec: str) -> None:
 
 
 def packed(n: int = 2 * C + 300) -> compress.Packed:
-    p = compress.encode(vec(n), "topk2", 0.03)
+    p = compress.encode(vec(n), "topk2", 0.07)
     p.parts = {k: v.copy() for k, v in p.parts.items()}
     return p
 
 
-def test_a_repeated_place_is_refused() -> None:
+def _with_gaps(p: compress.Packed, gaps: np.ndarray) -> compress.Packed:
+    """p with its places replaced by these gaps (same Rice parameter), as a liar would."""
+    rice = p.meta["rice"]
+    rem, unary, ubits = topk2._rice_streams(gaps, rice)
+    sizes = topk2.part_nbytes(p.n, p.k, rice, ubits)
+    parts = {
+        **p.parts,
+        "rem": topk2._padded(rem, sizes[2]),
+        "unary": topk2._padded(unary, sizes[3]),
+    }
+    return compress.Packed("topk2", p.n, parts, k=p.k, meta={"rice": rice, "ubits": ubits})
+
+
+def _gaps_of(p: compress.Packed) -> np.ndarray:
+    kept = topk2.layout(p.n, p.k)[1]
+    return topk2._read_gaps(p.parts["rem"], p.parts["unary"], kept, p.meta["rice"], p.meta["ubits"])
+
+
+def test_the_gaps_read_back_are_the_ones_sent() -> None:
     p = packed()
-    p.parts["idx"][:3] = 0  # the first two places of chunk 0 both 0: one value written twice
-    with pytest.raises(ShapeError, match="increase strictly"):
+    s = compress.sparse(p)
+    first = np.searchsorted(s.idx, np.arange(0, p.n, C))  # each chunk's first value
+    want = np.diff(s.idx, prepend=-1) - 1
+    want[first] = s.idx[first] % C
+    np.testing.assert_array_equal(_gaps_of(p), want)
+
+
+@pytest.mark.parametrize("n", [2 * C + 300, 2 * C])  # a short last chunk, and none
+def test_a_place_past_its_chunk_is_refused(n: int) -> None:
+    p = packed(n)
+    kc = p.k
+    for chunk_end in (kc - 1, topk2.layout(n, kc)[1] - 1):  # chunk 0's last gap; the frame's
+        gaps = _gaps_of(p).copy()
+        gaps[chunk_end] += C
+        with pytest.raises(ShapeError, match="past its chunk"):
+            topk2.sparse_of(_with_gaps(p, gaps))
+
+
+def test_a_unary_stream_with_the_wrong_number_of_ends_is_refused() -> None:
+    p = packed()
+    p.parts["unary"][:] = 0  # every bit a gap's end: more ends than kept values
+    with pytest.raises(ShapeError, match="unary stream"):
+        topk2.sparse_of(p)
+    p = packed()
+    p.parts["unary"][:] = 0xFF  # no end at all
+    with pytest.raises(ShapeError, match="unary stream"):
         topk2.sparse_of(p)
 
 
-def test_a_place_past_the_short_last_chunk_is_refused() -> None:
-    p = packed(C + 300)  # the last chunk holds 300 values, its places must stay below 300
-    kc = topk2.chunk_keep(0.03)
-    kept = topk2.layout(p.n, kc)[1]
-    last = kept - 1
-    b = p.parts["idx"]
-    at = 3 * (last // 2)
-    if last % 2:  # the second place of a pair: high nibble of byte 1, then byte 2
-        b[at + 1] = (b[at + 1] & 0x0F) | 0xF0
-        b[at + 2] = 0xFF
-    else:
-        b[at] = 0xFF
-        b[at + 1] = (b[at + 1] & 0xF0) | 0x0F
-    with pytest.raises(ShapeError, match="past the vector"):
+@pytest.mark.parametrize(
+    "meta",
+    [{"rice": 12}, {"rice": -1}, {"rice": 2.0}, {"rice": None}, {"ubits": 10},
+     {"ubits": 10**9}, {"ubits": True}],
+)  # fmt: skip
+def test_meta_out_of_range_is_refused(meta: dict) -> None:
+    p = packed()
+    p.meta = {**p.meta, **meta}
+    with pytest.raises(ShapeError, match=r"rice|ubits"):
         topk2.sparse_of(p)
 
 
@@ -136,7 +182,7 @@ def test_a_bad_level_is_refused(level: float) -> None:
         topk2.sparse_of(p)
 
 
-@pytest.mark.parametrize("part", ["scales", "idx", "codes"])
+@pytest.mark.parametrize("part", ["scales", "codes", "rem", "unary"])
 def test_parts_of_the_wrong_size_are_refused(part: str) -> None:
     p = packed()
     p.parts[part] = p.parts[part][:-4]
@@ -159,7 +205,8 @@ def test_random_bytes_decode_to_finite_distinct_places_or_a_clear_error() -> Non
     base = packed()
     refused = 0
     for trial in range(300):
-        p = compress.Packed("topk2", base.n, {k: v.copy() for k, v in base.parts.items()}, k=base.k)
+        parts = {k: v.copy() for k, v in base.parts.items()}
+        p = compress.Packed("topk2", base.n, parts, k=base.k, meta=dict(base.meta))
         for name, arr in p.parts.items():
             raw = arr.view(np.uint8)
             if trial % 3 == 0 or rng.random() < 0.3:  # a few flipped bytes, or all random

@@ -21,7 +21,7 @@ def vec(n: int = N) -> np.ndarray:
     return np.random.default_rng(5).standard_normal(n).astype(np.float32)
 
 
-def frame(x: np.ndarray | None = None, density: float = 0.03) -> memoryview:
+def frame(x: np.ndarray | None = None, density: float = 0.07) -> memoryview:
     x = vec() if x is None else x
     return encode_packed(compress.encode(x, "topk2", density), sender="a", step=3)
 
@@ -47,10 +47,11 @@ def test_round_trip_dense_and_sparse(sparse: bool) -> None:
     x = vec()
     header, y = decode_params(frame(x), expected_size=N, sparse=sparse)
     assert header["codec"] == "tk2" and header["chunk"] == topk2.CHUNK2
-    assert header["kc"] == topk2.chunk_keep(0.03)
-    assert header["nbytes"] == sum(topk2.part_nbytes(N, header["kc"]))
-    assert 8 * header["nbytes"] / N < 0.5  # 0.44 bits a parameter and the words' padding
-    want = compress.sparse(compress.encode(x, "topk2", 0.03))
+    assert header["kc"] == topk2.chunk_keep(0.07)
+    sizes = topk2.part_nbytes(N, header["kc"], header["rice"], header["ubits"])
+    assert header["nbytes"] == sum(sizes)
+    assert 8 * header["nbytes"] / N < 0.64  # >= 50x fewer than float32
+    want = compress.sparse(compress.encode(x, "topk2", 0.07))
     assert isinstance(y, compress.Sparse) == sparse
     got = y if sparse else compress.Sparse(N, np.flatnonzero(y), y[np.flatnonzero(y)])
     np.testing.assert_array_equal(got.idx, want.idx)
@@ -65,10 +66,15 @@ def test_round_trip_dense_and_sparse(sparse: bool) -> None:
         ({"kc": topk2.MAX_KEEP + 1}, "'kc' must be an integer"),
         ({"kc": 1.5}, "'kc' must be an integer"),
         ({"kc": True}, "'kc' must be an integer"),
-        ({"kc": 124}, "payload bytes, shape needs"),
+        ({"kc": 300}, r"payload bytes, shape needs|unary stream"),  # sizes may pad alike
+        ({"rice": 12}, "rice must be an integer"),
+        ({"rice": "3"}, "rice must be an integer"),
+        ({"ubits": 0}, "ubits must be an integer"),
+        ({"ubits": N + 1}, "ubits must be an integer"),
+        ({"ubits": 10**12}, "ubits must be an integer"),
         ({"chunk": 8192}, "'chunk' must be 4096"),
         ({"chunk": None}, "'chunk' must be 4096"),
-        ({"shape": [N + 5000]}, "payload bytes, shape needs"),
+        ({"shape": [N + 5000]}, r"payload bytes, shape needs|ubits"),
     ],
 )
 def test_bad_fields_are_refused(changes: dict, message: str) -> None:

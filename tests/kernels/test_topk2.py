@@ -222,3 +222,16 @@ def test_random_bytes_decode_to_finite_distinct_places_or_a_clear_error() -> Non
         assert s.idx.size == np.unique(s.idx).size and (s.idx < p.n).all() and (s.idx >= 0).all()
         assert np.isfinite(s.values).all() and np.abs(s.values).max() <= topk2.MAX_SCALE
     assert 0 < refused < 300  # both outcomes were reached
+
+
+@pytest.mark.gpu
+def test_a_device_vector_is_encoded_on_the_host_alike() -> None:
+    """No cupy twin: a device array is moved to the host and gives the numpy path's bytes."""
+    import cupy as cp
+
+    x = vec(3 * C + 11, seed=2)
+    host = compress.encode(x, "topk2", 0.07)
+    dev = compress.encode(cp.asarray(x), "topk2", 0.07)
+    assert dev.meta == host.meta
+    for name, part in host.parts.items():
+        np.testing.assert_array_equal(dev.parts[name], part)

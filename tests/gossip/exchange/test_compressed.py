@@ -91,3 +91,13 @@ async def test_crossing_exchanges_one_goes_through_and_the_other_keeps_the_refer
     await a.pushpull("B", "B", sa.x, 0.5)
     await b.pushpull("A", "A", sb.x, 0.5)
     assert a.refs.full_frames + b.refs.full_frames == fulls
+
+
+@pytest.mark.parametrize(
+    ("spec", "outer"),
+    [("topk:0.01", False), ("lowrank:4", False), ("topk2:0.07", True), ("int8", True)],
+)
+def test_which_codecs_keep_the_outer_step(spec: str, outer: bool) -> None:
+    """topk and lowrank rounds skip the outer step; topk2 keeps it (measured: compressed.py)."""
+    cpp, _ = peer(InMemoryNetwork(), "A", spec, np.zeros(N))
+    assert cpp.outer_step_applies is outer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,8 @@ class Packed:
     block: int = 0  # int8 only
     k: int = 0  # topk only
     segs: tuple[tuple[int, int, int], ...] = ()  # lowrank only: (rows, cols, rank) per segment
+    # topk2 only: the Rice parameter of its places and the bits of their unary stream (`topk2`)
+    meta: dict[str, int] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:

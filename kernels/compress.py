@@ -14,6 +14,8 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
   A block is a strided group within a chunk (`int8_layout`), not a contiguous run.
 - topk: the k = ceil(ratio * n) values of largest magnitude: their indices as counts per
   bucket of 65536 values and uint16 offsets, their values in fp16. 4 k + 4 n / 65536 bytes.
+- topk2: chunked top-k with 2-bit values (SparseLoCo's compressor, `swarmnode.kernels.topk2`):
+  per 4096 values the largest DENSITY share, 12-bit places, a sign and one of two levels each.
 - lowrank: each weight matrix as fp16 rank-R factors from one warm-started power iteration
   (`swarmnode.kernels.lowrank`, backend-generic, not bit-for-bit across backends: QR differs).
 
@@ -33,7 +35,7 @@ import math
 from typing import Any
 
 import numpy as np
-from swarmnode.kernels import int8_native, lowrank
+from swarmnode.kernels import int8_native, lowrank, topk2
 from swarmnode.kernels.codec_base import (
     CHUNK,
     DEFAULT_BLOCK,
@@ -303,12 +305,22 @@ def parse_codec(spec: str) -> tuple[str, float]:
             raise ShapeError(f"topk needs a ratio in (0, 1], as topk:0.01; got {spec!r}") from None
         topk_count(1, ratio)
         return name, ratio
+    if name == "topk2":
+        try:
+            density = float(arg)
+        except ValueError:
+            raise ShapeError(
+                f"topk2 needs a density in (0, 0.5], as topk2:0.03; got {spec!r}"
+            ) from None
+        topk2.chunk_keep(density)
+        return name, density
     if name == "lowrank":
         if not arg.isdigit():
             raise ShapeError(f"lowrank needs a whole rank, as lowrank:8; got {spec!r}")
         return name, float(lowrank.check_rank(int(arg)))
     raise ShapeError(
-        f"unknown codec {spec!r} (expected none, fp16, int8, topk:RATIO or lowrank:RANK)"
+        f"unknown codec {spec!r} (expected none, fp16, int8, topk:RATIO, topk2:DENSITY or "
+        "lowrank:RANK)"
     )
 
 
@@ -329,6 +341,10 @@ def encode(
 
     if codec == "lowrank":  # one backend-generic implementation
         return lowrank.encode(x, segs or ((1, x.size),), int(ratio), warm)
+    if codec == "topk2":  # numpy only: a frame's worth of work, on the host
+        from swarmnode.kernels.backend import to_numpy
+
+        return topk2.encode(to_numpy(x), ratio)
     if is_device_array(x):
         from swarmnode.kernels import compress_cuda
 
@@ -342,7 +358,19 @@ def encode(
     raise ShapeError(f"no encoder for codec {codec!r}")
 
 
-DECODERS = {"fp16": fp16_decode, "int8": int8_decode, "topk": topk_decode}
+DECODERS = {
+    "fp16": fp16_decode,
+    "int8": int8_decode,
+    "topk": topk_decode,
+    "topk2": topk2.decode,
+}
+
+
+def sparse(p: Packed) -> Sparse:
+    """A sparse codec's (places, values) without the dense vector: topk or topk2."""
+    if p.codec == "topk2":
+        return topk2.sparse_of(p)
+    return topk_sparse(p)
 
 
 def decode(p: Packed, out: Any = None) -> Any:

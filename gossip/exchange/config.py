@@ -30,7 +30,7 @@ class ExchangeConfig:
     backward_limit: float = BACKWARD_LIMIT  # robust: pull back along m cut to this x |m| (0: off)
     on_short: str = "skip"  # robust round with too few models: skip it, or shrink f to fit
     max_inflight: int = 4  # concurrent inbound bulk requests (bounds memory: one model each)
-    compress: str = "none"  # none|fp16|int8|topk:RATIO|lowrank:RANK (gossip.exchange.compressed)
+    compress: str = "none"  # none|fp16|int8|topk:RATIO|topk2:D|lowrank:R (exchange.compressed)
     delta_rule: bool = True  # keep the steps taken during a round (delta_rule.land)
     # the bounds on a hostile insider (docs/security.md): per-sender push budget and travel,
     # anchored radius, bounded answers and the consensus cut (average), the node's collapse guard

@@ -63,9 +63,11 @@ from swarmnode.gossip.errors import RefMismatch, WireError
 from swarmnode.gossip.wire import count_nonfinite, floats, halves
 from swarmnode.kernels import compress, lowrank
 
-FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8", "lowrank": "int8"}
+FULL_CODEC = {"fp16": "fp16", "int8": "int8", "topk": "int8", "topk2": "int8", "lowrank": "int8"}
 REF_KINDS = ("full", "delta")
-PARTIAL = ("topk", "lowrank")  # codecs whose delta holds part of a difference, not all of it
+# codecs whose delta holds part of a difference, not all of it
+PARTIAL = ("topk", "topk2", "lowrank")
+SPARSE = ("topk", "topk2")  # codecs whose delta is k values at their places (`compress.sparse`)
 RESYNC_EVERY = 200  # deltas before a pair starts afresh with a full frame
 EPOCH_BITS = 62  # epochs are msgpack-friendly non-negative integers
 CONTACTED_CAP = 4096  # partner ids remembered for `_start_fits` (ids only: a few bytes each)
@@ -105,7 +107,7 @@ def _int(header: dict[str, Any], key: str) -> int:
 
 
 class PairRefs:
-    """References for one peer's compressed exchange (`codec`: fp16, int8, topk or lowrank;
+    """References for one peer's compressed exchange (`codec`: fp16, int8, topk, topk2 or lowrank;
     `segs`: the model's matrices, lowrank's segments, `kernels.lowrank.segments`)."""
 
     def __init__(
@@ -331,8 +333,8 @@ def _plus(base: np.ndarray, packed: compress.Packed) -> np.ndarray:
     of base with the k values added at their indices (what the dense sum gives, without
     decoding n zeros and adding them)."""
     host = isinstance(base, np.ndarray)
-    if packed.codec == "topk" and host:
-        s = compress.topk_sparse(packed)
+    if packed.codec in SPARSE and host:
+        s = compress.sparse(packed)
         out = floats(base.size)
         np.copyto(out, base.reshape(-1))
         out[s.idx] += s.values  # the indices are unique: fancy-index += is exact (no add.at)

@@ -7,17 +7,23 @@
 | `i8`   | `block`,`chunk`| ceil(n / block) float32 scales, then n int8            | n + 4 n/b  |
 | `tk16` | `k`           | ceil(n / 65536) uint32 counts, k uint16 offsets (+1 if | 4 k + 4 n/ |
 |        |               | k is odd), k float16 values                            | 65536      |
+| `tk2`  | `kc`,`chunk`, | float32 (lo, hi) per chunk of 4096, 2-bit codes (four a| ~2 + log2( |
+|        | `rice`,`ubits`| byte), the places' Rice-coded gaps: r low bits each,   | 4096/kc) + |
+|        |               | then the unary stream; each part padded to a word      | 1.5 bits a |
+|        |               | (`kernels.topk2`)                                      | kept value |
 | `lr16` | `segs`        | float16: per segment [rows, cols, r], P (rows x r) then| 2 x values |
 |        |               | Q (cols x r) row-major, or rows x cols values (r = 0)  | (+2 if odd)|
 
 Every part is a whole number of 4-byte words before the next, so each starts aligned. Decoding
 checks every field against the shape before touching the payload (`block` in [4, 65536],
 `chunk` equal to this peer's `kernels.compress.CHUNK` since the int8 layout depends on it,
-`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; `segs`
+`k` <= n / 2, counts adding up to k, indices in range and increasing, no Inf/NaN half; tk2's
+`chunk` equal to `topk2.CHUNK2`, `kc` in [1, 2048], `rice` in [0, 11], `ubits` in [kept, n],
+levels finite and bounded, one unary end per kept value, places inside their chunk; `segs`
 tiling the n values, each rank at most `lowrank.MAX_RANK` and smaller than sending the segment
 whole, so a frame cannot buy decoding work its bytes do not pay for) and returns a dense float32
 vector of n values: what the sender meant, never a crash, or a `WireError` naming the field.
-Asked `sparse`, a tk16 payload comes back as a `compress.Sparse` (indices, values) after the
+Asked `sparse`, a tk16 or tk2 payload comes back as a `compress.Sparse` (indices, values) after the
 same checks: a reference copy takes it in O(k) (`gossip.exchange.refs`), not n.
 """
 
@@ -28,14 +34,14 @@ from typing import Any
 import numpy as np
 from swarmnode.gossip.errors import WireError
 from swarmnode.gossip.wire import bufpool
-from swarmnode.kernels import compress, lowrank
+from swarmnode.kernels import compress, lowrank, topk2
 from swarmnode.kernels.errors import ShapeError
 
 DENSE: dict[str, np.dtype] = {"raw": np.dtype("<f4"), "f16": np.dtype("<f2")}
-PACKED = ("i8", "tk16", "lr16")
+PACKED = ("i8", "tk16", "tk2", "lr16")
 ALL = (*DENSE, *PACKED)
 # kernels.compress codec name -> wire codec name
-WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16", "lowrank": "lr16"}
+WIRE_NAME = {"fp16": "f16", "int8": "i8", "topk": "tk16", "topk2": "tk2", "lowrank": "lr16"}
 MIN_BLOCK, MAX_BLOCK = 4, 1 << 16
 
 
@@ -64,8 +70,26 @@ def payload_nbytes(header: dict[str, Any], count: int) -> int:
     if codec == "lr16":
         values = lowrank.payload_values(_segs_field(header, count))
         return 2 * (values + values % 2)
+    if codec == "tk2":
+        return sum(topk2.part_nbytes(count, *_tk2_fields(header, count)))
     k = _int_field(header, "k", 0, count // 2)
     return 4 * compress.topk_buckets(count) + 2 * (k + k % 2) + 2 * k
+
+
+def _tk2_fields(header: dict[str, Any], count: int) -> tuple[int, int, int]:
+    """A tk2 header's (`kc`, `rice`, `ubits`), checked, with its `chunk` (the layout's)."""
+    if header.get("chunk") != topk2.CHUNK2:
+        raise WireError(
+            f"payload header field 'chunk' must be {topk2.CHUNK2} for codec 'tk2', got "
+            f"{header.get('chunk')!r}"
+        )
+    kc = _int_field(header, "kc", 1, topk2.MAX_KEEP)
+    rice, ubits = header.get("rice"), header.get("ubits")
+    try:
+        topk2.check_meta(count, kc, rice, ubits)
+    except ShapeError as exc:
+        raise WireError(f"payload header of codec 'tk2': {exc}") from None
+    return kc, rice, ubits
 
 
 def _segs_field(header: dict[str, Any], count: int) -> list[tuple[int, int, int]]:
@@ -120,6 +144,9 @@ def decode_payload(
             return compress.int8_decode(packed, out=bufpool.floats(count))
         if codec == "lr16":
             return _decode_lowrank(header, payload, count)
+        if codec == "tk2":
+            s = _decode_topk2(header, payload, count)
+            return s if sparse else s.dense()
         s = _decode_topk(header["k"], payload, count)
         return s if sparse else s.dense()
     except ShapeError as exc:
@@ -152,6 +179,16 @@ def _decode_topk(k: int, payload: memoryview, count: int) -> compress.Sparse:
     return compress.topk_sparse(p)
 
 
+def _decode_topk2(header: dict[str, Any], payload: memoryview, count: int) -> compress.Sparse:
+    kc, rice, ubits = _tk2_fields(header, count)
+    sizes = topk2.part_nbytes(count, kc, rice, ubits)
+    buf = np.frombuffer(payload, dtype=np.uint8, count=sum(sizes))
+    ends = np.cumsum(sizes)
+    parts = dict(zip(("scales", "codes", "rem", "unary"), np.split(buf, ends[:-1]), strict=True))
+    meta = {"rice": rice, "ubits": ubits}
+    return topk2.sparse_of(compress.Packed("topk2", count, parts, k=kc, meta=meta))
+
+
 def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np.ndarray]]:
     """(wire codec, its header fields, the parts in wire order) of an encoded vector."""
     codec = WIRE_NAME[packed.codec]
@@ -165,5 +202,8 @@ def packed_fields(packed: compress.Packed) -> tuple[str, dict[str, Any], list[np
         pad = [np.zeros(1, np.float16)] if values.size % 2 else []  # a whole number of words
         return codec, {"segs": [list(s) for s in packed.segs]}, [values, *pad]
     parts = packed.parts
+    if codec == "tk2":  # each part a whole number of words already (kernels.topk2)
+        fields = {"kc": packed.k, "chunk": topk2.CHUNK2, **packed.meta}
+        return codec, fields, [parts[k] for k in ("scales", "codes", "rem", "unary")]
     pad = [np.zeros(1, np.uint16)] if packed.k % 2 else []  # the values start word-aligned
     return codec, {"k": packed.k}, [parts["counts"], parts["lo"], *pad, parts["values"]]

@@ -1,6 +1,7 @@
 """Codec kernels' compress + decompress throughput against a plain memory copy, in one run.
 
     python scripts/bench/codecs.py [--n 5000000] [--repeat 15] [--json out.json]
+    python scripts/bench/codecs.py --frames mlp:128@signal:2000,64,20   # a frame's bytes per codec
 
 Throughput counts the float32 bytes of the vector (4 n) per second of encode + decode; the
 copy is `np.copyto` of the same 4 n bytes into a preallocated buffer, timed in the same run
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from swarmnode.kernels import compress, int8_native, lowrank
+from swarmnode.kernels import compress, int8_native, lowrank, topk2
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -71,8 +72,47 @@ def cases() -> list[tuple[str, Callable, Callable]]:
         )
     )
     rows.append(("topk:0.01", lambda x: compress.topk_encode(x, 0.01), compress.topk_decode))
+    rows.append(("topk2:0.07", lambda x: compress.encode(x, "topk2", 0.07), topk2.decode))
     rows.append(("lowrank:8", _lowrank_encode, lowrank.decode))
     return rows
+
+
+FRAME_CODECS = ("none", "fp16", "int8", "topk:0.01", "topk2:0.03", "topk2:0.07", "lowrank:8")
+
+
+def frame_bytes(model: str, data: str) -> dict[str, int]:
+    """Bytes of one delta frame (header included, as `encode_packed` writes it) per codec, for
+    the model `model` on `data`'s shapes: a trained step's difference (random here: the sizes
+    do not depend on the values), lowrank on the model's own matrices."""
+    from swarmnode.gossip.wire import encode_packed, encode_params
+    from swarmnode.kernels.backend import select_backend
+    from swarmnode.node.train.data.datasets import load_dataset
+    from swarmnode.node.train.model.builtin import build_model
+
+    d = load_dataset(data)
+    net = build_model(model, d.input_shape, d.n_classes, select_backend("cpu"), 0)
+    shapes = [tuple(v.shape) for v in net.params.views.values()]
+    segs = lowrank.segments(shapes)
+    x = np.random.default_rng(0).standard_normal(net.params.data.size).astype(np.float32)
+    extra = {"ref": "delta", "ref_epoch": 2**61, "ref_ver": 7, "mix": 0.25}  # a delta's fields
+    out = {}
+    for spec in FRAME_CODECS:
+        if spec == "none":
+            out[spec] = len(encode_params(x, sender="p" * 16, step=10**6))
+            continue
+        name, ratio = compress.parse_codec(spec)
+        packed = compress.encode(x, name, ratio, segs=segs)
+        out[spec] = len(encode_packed(packed, sender="p" * 16, step=10**6, extra=extra))
+    return out
+
+
+def print_frames(models: list[str]) -> None:
+    for spec in models:
+        model, _, data = spec.partition("@")
+        sizes = frame_bytes(model, data)
+        print(f"\n{model} on {data}: {sizes['none']:,} bytes whole")
+        for codec, nbytes in sizes.items():
+            print(f"  {codec:12s} {nbytes:>12,} bytes  {sizes['none'] / nbytes:7.1f}x fewer")
 
 
 def _lowrank_encode(x: np.ndarray) -> compress.Packed:
@@ -89,7 +129,17 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5_000_000)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--frames",
+        nargs="*",
+        metavar="MODEL@DATA",
+        help="print one delta frame's bytes per codec for these models and stop, e.g. "
+        "mlp:128@signal:2000,64,20 mlp:2048,2400@signal:4000,64,20",
+    )
     args = ap.parse_args()
+    if args.frames:
+        print_frames(args.frames)
+        return
     x = np.random.default_rng(0).standard_normal(args.n).astype(np.float32)
     dst = np.empty_like(x)
     gb = x.nbytes / 1e9

@@ -9,7 +9,8 @@ compute-bound peer). Modes (`--modes`): those of scripts/bench/convergence.py, p
 `average-unbounded` / `robust-unbounded` (`--max-lead 0`: the exchange before the bounded
 staleness, i.e. the old code's pacing), so old and new run side by side in one run, and
 `average-lead1` / `robust-lead1` (`--max-lead 1`, the tighter bound), and `average-nobounds` /
-`robust-nobounds` (`--push-budget off`: without issue 22's bounds on a hostile insider).
+`robust-nobounds` (`--push-budget off`: without issue 22's bounds on a hostile insider), and
+`average-topk2` / `average-lowrank` (`--compress topk2:0.07` / `lowrank:8`).
 
 Per (task, partition, pace) it writes a table like scripts/bench/convergence.py's (worst / mean peer,
 time to one peer's final - 1 point, x single, and here also x the best ideal: the ideal at
@@ -42,6 +43,9 @@ for _mode in ("average", "robust"):
     bc.MODES[f"{_mode}-unbounded"] = [*bc.MODES[_mode], "--max-lead", "0"]
     bc.MODES[f"{_mode}-lead1"] = [*bc.MODES[_mode], "--max-lead", "1"]  # the tighter bound
     bc.MODES[f"{_mode}-nobounds"] = [*bc.MODES[_mode], "--push-budget", "off"]  # before issue 22
+# compressed push-pulls (average mode only): 2-bit chunked top-k, and low rank to compare
+bc.MODES["average-topk2"] = [*bc.MODES["average"], "--compress", "topk2:0.07"]
+bc.MODES["average-lowrank"] = [*bc.MODES["average"], "--compress", "lowrank:8"]
 
 PACED_STEP_S = {"overfit": 0.01, "plentiful": 0.02, "conv": 0.02, "digits": 0.01}
 

@@ -10,7 +10,7 @@ residual). No network and no timing: each figure is deterministic in `--seed`, s
 compared on learning per round and bytes per round alone.
 
 Codecs (`--codecs`): `exact` (the copies are the models: an uncompressed round), `fp16`,
-`int8`, `topk:RATIO`, `lowrank:R` (kernels/compress.py and kernels/lowrank.py, the node's own:
+`int8`, `topk:RATIO`, `topk2:DENSITY`, `lowrank:R` (kernels/compress.py and kernels/lowrank.py, the node's own:
 lowrank with a warm start per pair direction, as gossip.exchange.refs keeps it). Bytes are what a
 frame's payload takes.
 
@@ -106,11 +106,14 @@ def run(opts: argparse.Namespace, data: Any, partition: str, spec: str) -> dict[
             accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]
             curve.append({"step": step, "accs": accs, "mb_per_peer": float(sent.mean() / 1e6)})
     last3 = [float(np.mean(c["accs"])) for c in curve[-3:]]
+    late = [c["accs"] for c in curve if c["step"] > opts.steps - opts.steps / 6]
     return {
         "codec": spec,
         "partition": partition,
         "mean_last3": float(np.mean(last3)),
         "min_last": min(curve[-1]["accs"]),
+        # each peer's mean over the evaluations of the last sixth; the worst peer's
+        "late_worst": float(np.mean(late, axis=0).min()),
         "mb_per_peer": float(sent.mean() / 1e6),
         "codec_s": codec_s,
         "curve": curve,
@@ -155,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             at = first_at(r["curve"], ref["mean_last3"] - 0.01)
             print(
                 f"{partition:14s} {spec:12s} mean(last 3) {100 * r['mean_last3']:5.1f}%  "
-                f"worst {100 * r['min_last']:5.1f}%  {r['mb_per_peer']:8.2f} MB/peer  "
+                f"worst {100 * r['min_last']:5.1f}%  late worst {100 * r['late_worst']:5.1f}%  "
+                f"{r['mb_per_peer']:8.2f} MB/peer  "
                 f"at {ref['codec']}-1pt: {at}  codec {r['codec_s']:.1f}s",
                 flush=True,
             )

@@ -41,7 +41,7 @@ def peer(net: InMemoryNetwork, name: str, spec: str, x: np.ndarray, compressed: 
     return cpp, store
 
 
-@pytest.mark.parametrize("spec", ["topk:0.05", "int8", "fp16"])
+@pytest.mark.parametrize("spec", ["topk:0.05", "topk2:0.05", "int8", "fp16"])
 async def test_two_peers_reach_consensus_and_keep_their_sum(spec: str) -> None:
     net = InMemoryNetwork()
     rng = np.random.default_rng(0)
@@ -69,18 +69,35 @@ async def test_uncompressed_partner_refuses_clearly_and_is_remembered() -> None:
     assert err.value.status == 400 and "B" in a.plain and "B" not in a.refs.sent
 
 
-async def test_crossing_exchanges_are_refused_busy_and_keep_the_reference() -> None:
+@pytest.mark.parametrize("spec", ["int8", "topk2:0.05"])
+async def test_crossing_exchanges_one_goes_through_and_the_other_keeps_the_reference(
+    spec: str,
+) -> None:
+    """Both requests in flight at once: the smaller id's is answered (once the other's own came
+    back refused), the other's refused 503; the pair's copies stay shared on both sides."""
     net = InMemoryNetwork(latency=0.05)
-    a, sa = peer(net, "A", "int8", np.ones(N))
-    b, sb = peer(net, "B", "int8", np.zeros(N))
-    await a.pushpull("B", "B", sa.x, 0.5)
+    a, sa = peer(net, "A", spec, np.ones(N))
+    b, sb = peer(net, "B", spec, np.zeros(N))
+    await sa.nudge(await a.pushpull("B", "B", sa.x, 0.5), 1.0)
     outcomes = await asyncio.gather(
         a.pushpull("B", "B", sa.x, 0.5), b.pushpull("A", "A", sb.x, 0.5), return_exceptions=True
     )
-    busy = [o for o in outcomes if isinstance(o, RemoteError)]
-    assert busy and all(o.status == 503 for o in busy)
+    assert isinstance(outcomes[0], np.ndarray)  # A < B: A's exchange went through
+    assert isinstance(outcomes[1], RemoteError) and outcomes[1].status == 503
+    np.testing.assert_array_equal(a.refs.sent["B"].vec, b.refs.recv["A"].vec)
+    np.testing.assert_array_equal(a.refs.recv["B"].vec, b.refs.sent["A"].vec)
     # whoever was refused kept its reference: the next exchange is a delta, not a full frame
     fulls = a.refs.full_frames + b.refs.full_frames
     await a.pushpull("B", "B", sa.x, 0.5)
     await b.pushpull("A", "A", sb.x, 0.5)
     assert a.refs.full_frames + b.refs.full_frames == fulls
+
+
+@pytest.mark.parametrize(
+    ("spec", "outer"),
+    [("topk:0.01", False), ("lowrank:4", False), ("topk2:0.07", True), ("int8", True)],
+)
+def test_which_codecs_keep_the_outer_step(spec: str, outer: bool) -> None:
+    """topk and lowrank rounds skip the outer step; topk2 keeps it (measured: compressed.py)."""
+    cpp, _ = peer(InMemoryNetwork(), "A", spec, np.zeros(N))
+    assert cpp.outer_step_applies is outer

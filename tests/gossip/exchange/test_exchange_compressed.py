@@ -39,7 +39,7 @@ def swarm(specs: list[str], mode: str = "average") -> list[Exchanger]:
     return out
 
 
-@pytest.mark.parametrize("spec", ["topk:0.01", "lowrank:16", "int8", "fp16"])
+@pytest.mark.parametrize("spec", ["topk:0.01", "topk2:0.03", "lowrank:16", "int8", "fp16"])
 async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) -> None:
     exs = swarm([spec] * 4)
     mean0 = np.mean([e.store.x for e in exs], axis=0)
@@ -55,11 +55,11 @@ async def test_compressed_swarm_reaches_consensus_and_keeps_its_mean(spec: str) 
 
 
 async def test_compressed_and_uncompressed_peers_work_together() -> None:
-    exs = swarm(["int8", "none", "topk:0.05", "lowrank:2"])
+    exs = swarm(["int8", "none", "topk:0.05", "lowrank:2", "topk2:0.05"])
     for _ in range(40):
         for e in exs:
             await e.round()
-    assert all("p1" in exs[i].compression.plain for i in (0, 2, 3))
+    assert all("p1" in exs[i].compression.plain for i in (0, 2, 3, 4))
     assert exs[1].rejected == 0  # refused compressed requests are not malformed ones
     assert spread(exs) < 0.2
 
@@ -78,6 +78,8 @@ async def test_pulls_answer_quantised_models() -> None:
     ("kw", "match"),
     [({"mode": "robust", "compress": "topk:0.01"}, "topk needs `mode` average"),
      ({"mode": "robust", "compress": "lowrank:4"}, "lowrank needs `mode` average"),
+     ({"mode": "robust", "compress": "topk2:0.03"}, "topk2 needs `mode` average"),
+     ({"compress": "topk2:0.9"}, "density"),
      ({"compress": "lowrank:100"}, "rank must be in"),
      ({"compress": "zip"}, "unknown codec"), ({"compress": "topk:3"}, "ratio")],
 )  # fmt: skip

@@ -37,7 +37,9 @@ def exchange(a: PairRefs, b: PairRefs, xa: np.ndarray, xb: np.ndarray, lose_answ
 SEGS = ((40, 100),)  # N values as one matrix, for lowrank
 
 
-@pytest.mark.parametrize("codec", [("topk", 0.05), ("lowrank", 8.0), ("int8", 0.0), ("fp16", 0.0)])
+@pytest.mark.parametrize(
+    "codec", [("topk", 0.05), ("topk2", 0.1), ("lowrank", 8.0), ("int8", 0.0), ("fp16", 0.0)]
+)
 def test_error_feedback_delivers_everything_eventually(codec: tuple[str, float]) -> None:
     a, b = PairRefs(*codec, N, segs=SEGS), PairRefs(*codec, N, segs=SEGS)
     xa, xb = vec(1), vec(2)
@@ -49,7 +51,7 @@ def test_error_feedback_delivers_everything_eventually(codec: tuple[str, float])
     assert a.full_frames == 1 and b.full_frames == 1
 
 
-@pytest.mark.parametrize("codec", [("topk", 0.1), ("lowrank", 4.0)])
+@pytest.mark.parametrize("codec", [("topk", 0.1), ("topk2", 0.03), ("lowrank", 4.0)])
 def test_both_sides_take_opposite_steps_and_keep_sharing_the_copies(
     codec: tuple[str, float],
 ) -> None:

@@ -63,7 +63,11 @@ class ParamStore(Protocol):
 
 
 class PeerDirectory(Protocol):
-    """Who to talk to (implemented over membership: `node/peer/limits.py`)."""
+    """Who to talk to (implemented over membership: `node/peer/limits.py`). A directory that
+    knows outbound-only members (nobody can dial them) may also offer `sample_partners(k,
+    awaitable) -> (to dial, outbound-only ids drawn)`, one uniform draw over both, the second
+    among `awaitable` only; the average round then takes their latest pushes as their answers
+    (gossip/exchange/outbound.py). Without it, rounds draw the dialable members alone."""
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         """Up to k distinct live peers as (peer_id, address), uniformly at random."""

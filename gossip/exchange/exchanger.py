@@ -47,6 +47,7 @@ from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.access import check_pusher, check_sender
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.outbound import RecentPushers
 from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
@@ -131,6 +132,10 @@ class Exchanger:
         self.budget = PushBudget()
         self.pushes = Pushes(store, self.guard, self.budget)
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
+        # outbound-only partners my round drew: the next model each pushes is its answer
+        # (gossip/exchange/outbound.py); who pushed lately, the ones that may be drawn
+        self._awaited: dict[str, asyncio.Future[np.ndarray]] = {}
+        self.pushers = RecentPushers()
         # a partner late again and again is sampled less (gossip/link/backoff.py, `late`)
         self._backoff = transport.backoff if isinstance(transport, MeasuringTransport) else None
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
@@ -179,6 +184,7 @@ class Exchanger:
         # the frame's header, read once: who sent it, which codec, then its decoding
         header = self._pushed_header(body)
         check_pusher(self.peers, header, req.signed_by)  # a member, in its own name (access.py)
+        self.pushers.pushed(header.sender)
         async with self._bulk_slot():
             if (reply := await self.compression.serve_if_compressed(body, header)) is not None:
                 self.served += 1
@@ -201,6 +207,12 @@ class Exchanger:
                     raise outcome
             _, theirs = decoded  # type: ignore[misc]
             reply = encoded
+            if (awaited := self._awaited.pop(header.sender, None)) is not None:
+                # my round drew it (outbound-only): its answer too, in a copy of its own (a round
+                # writes over its answers); as a dialled partner's model reaches me both ways
+                answer = await asyncio.to_thread(np.copy, theirs)
+                if not awaited.done():
+                    awaited.set_result(answer)
             mix = self.mode_round.take_push(theirs, header.sender)
             if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
                 self._mixing.start(mix)
@@ -279,11 +291,19 @@ class Exchanger:
     def count_sent(self, nbytes: int) -> None:
         self.bytes_sent += nbytes
 
+    def recent_pushers(self) -> set[str]:
+        return self.pushers.fresh()
+
     async def pushpull_many(
-        self, picked: Sequence[tuple[str, str]], result: RoundResult
+        self,
+        picked: Sequence[tuple[str, str]],
+        result: RoundResult,
+        awaited: Sequence[str] = (),
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Push my model to every picked peer at once: their answers (failures recorded), and
-        my model as it was when pushed (before any codec)."""
+        my model as it was when pushed (before any codec). `awaited`: outbound-only members
+        drawn beside them, not dialled: the model each pushes to me meanwhile is its answer
+        (and is mixed as a push besides, as a dialled partner's own pushes are)."""
         payload, sent = await self._encode_with_base()
         if sent is None:
             sent = await asyncio.to_thread(delta_rule.own_frame_params, payload)
@@ -294,10 +314,17 @@ class Exchanger:
             asyncio.ensure_future(self._pushpull(pid, addr, body))
             for (pid, addr), body in zip(picked, payloads, strict=True)
         ]
+        waits = [self._await_push(pid) for pid in awaited]
+        # an awaited member pushed lately: as proven as a partner that answered before
         relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
-        answers = await _answers(tasks, relied, self.cfg.push_budget)
+        try:
+            answers = await _answers(tasks + waits, relied + waits, self.cfg.push_budget)
+        finally:
+            for pid in awaited:
+                if (f := self._awaited.get(pid)) is not None and f.done():
+                    del self._awaited[pid]
         got = []
-        for (pid, addr), outcome in zip(picked, answers, strict=True):
+        for (pid, addr), outcome in zip(picked, answers, strict=False):
             if isinstance(outcome, asyncio.CancelledError):
                 # dropped, not mixed when it comes: it answers my push with its model from
                 # before mixing mine, which my model, moved on by then, must not average with
@@ -319,7 +346,24 @@ class Exchanger:
                 self._answered[pid] = None
                 if len(self._answered) > MAX_ANSWERED:
                     del self._answered[next(iter(self._answered))]
+        for pid, outcome in zip(awaited, answers[len(picked) :], strict=True):
+            if isinstance(outcome, np.ndarray):
+                result.received.append(pid)
+                got.append(outcome)
+            elif isinstance(outcome, (asyncio.CancelledError, TimeoutError)):
+                result.failures[pid] = "outbound-only: no push within the grace"
+            elif isinstance(outcome, BaseException):
+                raise outcome
         return got, sent
+
+    def _await_push(self, peer_id: str) -> asyncio.Future[np.ndarray]:
+        """The next model `peer_id` pushes to me, within the exchange deadline (its handler
+        sets it: `_handle_pushpull`); cancelled with the round's grace."""
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        if (old := self._awaited.get(peer_id)) is not None:
+            old.cancel()
+        self._awaited[peer_id] = future
+        return asyncio.ensure_future(asyncio.wait_for(future, self.cfg.timeout))
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)

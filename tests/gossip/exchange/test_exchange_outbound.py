@@ -1,18 +1,20 @@
-"""Outbound-only partners (issue 31): a round draws them without dialling them, and the distance
-of their latest push answers it, so the push bound includes them and their pushes are mixed."""
+"""Outbound-only partners (issue 31): a round draws them without dialling them, and the model
+each pushes next answers it, so the push bound, the consensus and the mean include them."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import numpy as np
 import pytest
 from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
-from swarmnode.gossip.exchange.outbound import MAX_TRACKED, PushDistances
+from swarmnode.gossip.exchange.outbound import MAX_TRACKED, RecentPushers
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
 from tests.gossip.exchange.test_exchange import D, StaticPeers
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,20 +27,17 @@ class FakeClock:
         return self.t
 
 
-def test_a_push_stands_for_its_sender_while_fresh_and_a_bad_one_is_forgotten():
+def test_a_sender_may_be_drawn_while_its_last_push_is_fresh():
     clock = FakeClock()
-    seen = PushDistances(fresh_s=30.0, clock=clock)
-    seen.pushed("o", 0.5)
+    seen = RecentPushers(fresh_s=30.0, clock=clock)
+    seen.pushed("o")
     clock.t = 10.0
-    seen.pushed("p", 0.25)
+    seen.pushed("p")
     assert seen.fresh() == {"o", "p"}
-    assert seen.of(["o", "p", "never"]) == [0.5, 0.25] and seen.drawn == 2
-    clock.t = 35.0  # o's push is 35 s old: o is not drawn, and a draw of it gives nothing
-    assert seen.fresh() == {"p"} and seen.of(["o"]) == []
-    seen.pushed("p", float("nan"))  # a non-finite push says nothing of where p is
-    assert seen.fresh() == set()
+    clock.t = 35.0  # o's push is 35 s old: o is not drawn any more
+    assert seen.fresh() == {"p"}
     for i in range(MAX_TRACKED + 5):  # bounded: the oldest senders are forgotten first
-        seen.pushed(f"s{i}", 1.0)
+        seen.pushed(f"s{i}")
     assert len(seen.fresh()) == MAX_TRACKED and "s0" not in seen.fresh()
 
 
@@ -88,8 +87,9 @@ def _train(stores: list[InMemoryStore], rng: np.random.Generator) -> None:
         s.train(0.5 * (target - s.x) + rng.normal(0, 0.0005, D))
 
 
-async def _run(split: bool) -> tuple[list[int], Exchanger, list[InMemoryStore]]:
-    """a and b converge, then home pushes with every round: a's refusals after each round."""
+async def _run(split: bool) -> tuple[list[int], int, Exchanger]:
+    """a and b converge, then home pushes with every round: a's refusals after each round, and
+    the rounds of a's that home answered."""
     exs, stores = _swarm(split)
     a, b, home = exs
     rng = np.random.default_rng(1)
@@ -98,25 +98,30 @@ async def _run(split: bool) -> tuple[list[int], Exchanger, list[InMemoryStore]]:
         await b.round()
         _train(stores, rng)
     assert a.guard.radius() < 0.5 < np.linalg.norm(stores[2].x - stores[0].x)
-    refused = []
+    await home.round()  # its first pushes: now a and b know it pushes to them
+    refused, answered = [], 0
     for _ in range(20):
-        for ex in (home, a, b):
-            await ex.round()
+        # a's round is out when home pushes (an outbound-only peer pushes at its own pace)
+        mine = asyncio.ensure_future(a.round())
+        if split:
+            await eventually(lambda: "home" in a._awaited, 5, "a's round to await home")
+        await home.round()
+        answered += "home" in (await mine).received
+        await b.round()
         _train(stores, rng)
         refused.append(a.guard.refused)
-    return refused, a, stores
+    return refused, answered, a
 
 
-async def test_an_outbound_only_peers_pushes_are_mixed_once_rounds_draw_it():
+async def test_an_outbound_only_peer_answers_the_rounds_that_draw_it_by_its_next_push():
     # the bug: nobody's round includes home, so its pushes are judged by a radius of a's and
     # b's distances alone and refused, every one of them, and home's data never reaches them
-    refused, a, stores = await _run(split=False)
-    assert refused == list(range(1, 21)) and a.mode_round.outbound.drawn == 0
-    before = float(stores[0].x.mean())
-    # drawn without being dialled, home answers a's rounds by its latest push: once the radius
-    # has grown to include it (at most GROWTH a round), its pushes are mixed, not refused
-    refused, a, stores = await _run(split=True)
-    assert a.mode_round.outbound.drawn >= 19
-    assert refused[-1] <= 10 and refused[-1] - refused[9] <= 1, refused
-    assert a.guard.radius() > 0.15
-    assert float(stores[0].x.mean()) > before + 0.001  # a moved towards home's data
+    refused, answered, a = await _run(split=False)
+    assert refused == list(range(1, 21)) and answered == 0, refused  # (the 1st: no radius yet)
+    plain = a.guard.radius()
+    # drawn without being dialled, home answers a's rounds by the model it pushes meanwhile:
+    # in a's radius (and the bound on answers, the mean, the consensus) as a dialled partner is
+    refused, answered, a = await _run(split=True)
+    assert answered >= 18 and not a._awaited
+    assert a.guard.radius() > 1.5 * plain, (a.guard.radius(), plain)
+    assert refused[-1] < 10, refused

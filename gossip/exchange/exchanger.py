@@ -47,7 +47,6 @@ from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.access import check_pusher, check_sender
 from swarmnode.gossip.exchange.average_round import AverageRound
 from swarmnode.gossip.exchange.config import ExchangeConfig
-from swarmnode.gossip.exchange.outbound import RecentPushers
 from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.robust_round import RobustRound
 from swarmnode.gossip.exchange.round_log import describe, join_notes
@@ -133,9 +132,8 @@ class Exchanger:
         self.pushes = Pushes(store, self.guard, self.budget)
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
         # outbound-only partners my round drew: the next model each pushes is its answer
-        # (gossip/exchange/outbound.py); who pushed lately, the ones that may be drawn
+        # (gossip/exchange/outbound.py)
         self._awaited: dict[str, asyncio.Future[np.ndarray]] = {}
-        self.pushers = RecentPushers()
         # a partner late again and again is sampled less (gossip/link/backoff.py, `late`)
         self._backoff = transport.backoff if isinstance(transport, MeasuringTransport) else None
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
@@ -184,7 +182,6 @@ class Exchanger:
         # the frame's header, read once: who sent it, which codec, then its decoding
         header = self._pushed_header(body)
         check_pusher(self.peers, header, req.signed_by)  # a member, in its own name (access.py)
-        self.pushers.pushed(header.sender)
         async with self._bulk_slot():
             if (reply := await self.compression.serve_if_compressed(body, header)) is not None:
                 self.served += 1
@@ -290,9 +287,6 @@ class Exchanger:
 
     def count_sent(self, nbytes: int) -> None:
         self.bytes_sent += nbytes
-
-    def recent_pushers(self) -> set[str]:
-        return self.pushers.fresh()
 
     async def pushpull_many(
         self,

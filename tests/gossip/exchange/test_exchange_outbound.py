@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
-from swarmnode.gossip.exchange.outbound import MAX_TRACKED, RecentPushers
+from swarmnode.gossip.exchange.outbound import MAX_TRACKED, PushDistances
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
 from tests.gossip.exchange.test_exchange import D, StaticPeers
@@ -27,17 +27,20 @@ class FakeClock:
         return self.t
 
 
-def test_a_sender_may_be_drawn_while_its_last_push_is_fresh():
+def test_a_push_stands_for_its_sender_while_fresh_and_a_bad_one_is_forgotten():
     clock = FakeClock()
-    seen = RecentPushers(fresh_s=30.0, clock=clock)
-    seen.pushed("o")
+    seen = PushDistances(fresh_s=30.0, clock=clock)
+    seen.pushed("o", 0.5)
     clock.t = 10.0
-    seen.pushed("p")
+    seen.pushed("p", 0.25)
     assert seen.fresh() == {"o", "p"}
-    clock.t = 35.0  # o's push is 35 s old: o is not drawn any more
-    assert seen.fresh() == {"p"}
+    assert seen.of(["o", "p", "never"]) == [0.5, 0.25] and seen.drawn == 2
+    clock.t = 35.0  # o's push is 35 s old: o is not drawn, and a draw of it gives nothing
+    assert seen.fresh() == {"p"} and seen.of(["o"]) == []
+    seen.pushed("p", float("nan"))  # a non-finite push says nothing of where p is
+    assert seen.fresh() == set()
     for i in range(MAX_TRACKED + 5):  # bounded: the oldest senders are forgotten first
-        seen.pushed(f"s{i}")
+        seen.pushed(f"s{i}", 1.0)
     assert len(seen.fresh()) == MAX_TRACKED and "s0" not in seen.fresh()
 
 
@@ -125,3 +128,20 @@ async def test_an_outbound_only_peer_answers_the_rounds_that_draw_it_by_its_next
     assert answered >= 18 and not a._awaited
     assert a.guard.radius() > 1.5 * plain, (a.guard.radius(), plain)
     assert refused[-1] < 10, refused
+
+
+async def test_a_drawn_peer_whose_push_comes_late_answers_for_the_radius_by_its_latest():
+    exs, stores = _swarm(split=True)
+    a, b, home = exs
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        await a.round()
+        await b.round()
+        _train(stores, rng)
+    far = np.linalg.norm(stores[2].x - stores[0].x)  # the model home pushes next
+    await home.round()  # pushed once: a knows how far it is
+    r = await a.round()  # draws home, which pushes nothing meanwhile: the grace cuts it
+    assert "home" in r.asked and "home" in r.failures and "home" not in r.received
+    assert a.mode_round.seen.drawn == 1 and not a._awaited
+    # its distance (to a's model when it pushed) is in a's window beside a's to b
+    assert max(a.guard._dists) == pytest.approx(far, rel=0.3), list(a.guard._dists)

@@ -6,7 +6,8 @@ swarm through the `PeerDirectory` its owner hands it.
 - `average_round.py`, `robust_round.py`: the two modes, each whole (`Round`): my own round
   (group push-pull and its mean; pull k, aggregate, land) and how a model pushed to me is
   judged and mixed (`take_push`); `pushes.py`: what both share there (the sender's budget, the
-  bounded mix against a snapshot).
+  bounded mix against a snapshot); `outbound.py`: outbound-only partners, drawn without being
+  dialled, answer by their next push.
 - `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what a
   mode is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports
   (`RoundResult`); `config.py`: `ExchangeConfig`, validated.

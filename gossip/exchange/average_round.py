@@ -11,6 +11,10 @@ ss-clip around the model sent (gossip/robust/consensus.py: a dissensus liar's an
 
 A model pushed to me (`take_push`) is judged against the radius of my group's distances, mixed
 at `mix`, and where it can be, judged in place (`ParamStore.distance`: no snapshot of my model).
+
+Outbound-only members (nobody can dial them) are drawn too, where the directory can tell them
+apart (`sample_partners`): not dialled but awaited, the model each pushes to me while my round
+is out is its answer (gossip/exchange/outbound.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from swarmnode.gossip.exchange import delta_rule
 from swarmnode.gossip.exchange.compressed import Compression
 from swarmnode.gossip.exchange.config import ExchangeConfig
+from swarmnode.gossip.exchange.outbound import PushDistances
 from swarmnode.gossip.exchange.pushes import Pushes
 from swarmnode.gossip.exchange.types import (
     NO_PEER,
@@ -58,26 +63,33 @@ class AverageRound:
         self.pushes = pushes
         self.guard = pushes.guard  # my group's distances set the bound on pushes to me
         self.consensus: np.ndarray | None = None  # where my last round's group was
+        self.seen = PushDistances()  # each sender's latest push: who may be drawn, how far
 
     async def run(self, result: RoundResult, pushed_in: delta_rule.Moved | None) -> None:
-        picked = self.peers.sample(self.cfg.group)
-        if not picked:
+        picked, drawn = self._partners()
+        if not picked and not drawn:
             result.note = NO_PEER
             return
-        result.asked = [pid for pid, _ in picked]
+        result.asked = [pid for pid, _ in picked] + drawn
         # pairs that speak compressed frames take that path; the others push-pull plain
         picked, nudged = await self.compression.group_round(picked, self.cfg.mix, result)
         self.io.count_sent(nudged)
-        got, sent = await self.io.pushpull_many(picked, result) if picked else ([], None)
+        ask = picked or drawn
+        got, sent = await self.io.pushpull_many(picked, result, drawn) if ask else ([], None)
+        # my group's distances set my push bound: a drawn member whose push did not come in
+        # time answers for it by its latest (one record a round: the radius grows by at most
+        # GROWTH a round); to my model now, not to `sent`: the bound judges pushes against the
+        # model they land on (to `sent`, closer to the answers, it clipped honest pushes on a
+        # busy box)
+        near = [await self.store.distance(y) for y in got] if sent is not None else []
+        by_push = self.seen.of(pid for pid in drawn if pid not in result.received)
+        if near or by_push:
+            self.guard.record(near + by_push)  # no snapshot
         if not got and not nudged:
             return
         # x <- (x + sum_j y_j) / (k + 1) is x <- (1 - w) x + w mean(y), w = k / (k + 1); with
         # one answer that is the configured pairwise weight (AD-PSGD's 1/2 by default)
         if (k := len(got)) and sent is not None:
-            # my group's distances set my push bound; to my model now, not to `sent`: the bound
-            # judges pushes against the model they land on (to `sent`, closer to the answers,
-            # it clipped honest pushes on a busy box)
-            self.guard.record([await self.store.distance(y) for y in got])  # no snapshot
             if self.cfg.push_budget:
                 got = await asyncio.to_thread(self._bounded, sent, got)
             weight = self.cfg.mix if k == 1 else k / (k + 1)
@@ -85,6 +97,15 @@ class AverageRound:
         if self.compression.outer_step_applies:  # not after topk / lowrank rounds
             await self.io.outer_step()
         result.applied = True
+
+    def _partners(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """(the partners to dial, the outbound-only ones drawn beside them): one uniform draw
+        of `group` over both, where the directory tells them apart."""
+        split = getattr(self.peers, "sample_partners", None)
+        candidates = self.seen.fresh() if split is not None else set()
+        if not candidates:
+            return self.peers.sample(self.cfg.group), []
+        return split(self.cfg.group, candidates)
 
     def away_limit(self) -> float:
         """How far one model may pull this peer away from the consensus (an absolute distance:
@@ -110,7 +131,10 @@ class AverageRound:
         round, and `travel` x tau over eight own rounds (gossip/robust/push_budget.py). `own`
         is my model now, not the snapshot the answer carried: the radius was tuned on
         distances to the current model (with the answer's snapshot the worst of 4 iid peers on
-        the signal task fell from ~78% to 75-77%)."""
+        the signal task fell from ~78% to 75-77%). Its distance is kept: where a round of mine
+        draws its sender without dialling it (outbound-only), it answers for my radius."""
+        dist = await self.store.distance(theirs)
+        self.seen.pushed(sender, dist)
         # before my first round: factor x |own| (`PushGuard.first_radius`), read in place
         tau = self.guard.radius() or self.guard.radius_of_norm(await self.store.norm())
         weight = self.cfg.mix
@@ -119,19 +143,19 @@ class AverageRound:
             return
         if clip is not None and tau is not None:  # the budget's clip, at most a share of tau
             clip = min(clip, PUSH_CLIP_SHARE * tau)
-        if await self._mix_measured(theirs, sender, tau, clip):
+        if await self._mix_measured(theirs, sender, tau, clip, dist):
             return
         await self._mix_from_snapshot(theirs, sender, tau, weight, clip)
 
     async def _mix_measured(
-        self, theirs: np.ndarray, sender: str, tau: float | None, clip: float | None
+        self, theirs: np.ndarray, sender: str, tau: float | None, clip: float | None, dist: float
     ) -> bool:
         """The usual push, judged by its distances to my model (read in place,
         `ParamStore.distance`: no snapshot of it) and mixed, or refused. A push to clip is mixed
         as it came at a smaller weight: (1 - w) x + w (x + s (y - x)) is (1 - ws) x + ws y.
         False where the bound needs my model itself: a cut away from the consensus, or my own
-        round in flight (the delta rule counts what each push moved)."""
-        dist = await self.store.distance(theirs)
+        round in flight (the delta rule counts what each push moved). `dist`: |theirs - x|,
+        measured already."""
         verdict = self.guard.judge(dist, tau, sender)
         if verdict == "refuse" or tau is None:
             return True
@@ -145,6 +169,7 @@ class AverageRound:
         if self.pushes.in_flight is not None:  # no await after this read: no round starts meanwhile
             return False
         await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender)
+        self.pushes.mixed += 1
         if self.cfg.push_budget:
             self.pushes.budget.spend(sender, self.cfg.mix * min(dist, bound))
             self.pushes.budget.pushed(sender, cut=False)

@@ -139,6 +139,9 @@ class Exchanger:
         self.budget = PushBudget()
         self.pushes = Pushes(store, self.guard, self.budget)
         self._answered: OrderedDict[str, None] = OrderedDict()  # partners that answered lately
+        # outbound-only partners my round drew: the next model each pushes is its answer
+        # (gossip/exchange/outbound.py)
+        self._awaited: dict[str, asyncio.Future[np.ndarray]] = {}
         # a partner late again and again is sampled less (gossip/link/backoff.py, `late`)
         self._backoff = transport.backoff if isinstance(transport, MeasuringTransport) else None
         self.pull_codec = cx.pull_codec(cfg.compress)  # whole models: fp16/int8, or raw (None)
@@ -212,6 +215,12 @@ class Exchanger:
                     raise outcome
             _, theirs = decoded  # type: ignore[misc]
             reply = encoded
+            if (awaited := self._awaited.pop(header.sender, None)) is not None:
+                # my round drew it (outbound-only): its answer too, in a copy of its own (a round
+                # writes over its answers); as a dialled partner's model reaches me both ways
+                answer = await asyncio.to_thread(np.copy, theirs)
+                if not awaited.done():
+                    awaited.set_result(answer)
             mix = self.mode_round.take_push(theirs, header.sender)
             if self.mix_after_answer:  # while the answer is sent (the snapshot is taken already)
                 self._mixing.start(mix)
@@ -337,10 +346,15 @@ class Exchanger:
         self.bytes_sent += nbytes
 
     async def pushpull_many(
-        self, picked: Sequence[tuple[str, str]], result: RoundResult
+        self,
+        picked: Sequence[tuple[str, str]],
+        result: RoundResult,
+        awaited: Sequence[str] = (),
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Push my model to every picked peer at once: their answers (failures recorded), and
-        my model as it was when pushed (before any codec)."""
+        my model as it was when pushed (before any codec). `awaited`: outbound-only members
+        drawn beside them, not dialled: the model each pushes to me meanwhile is its answer
+        (and is mixed as a push besides, as a dialled partner's own pushes are)."""
         payload, sent = await self._encode_with_base()
         if sent is None:
             sent = await asyncio.to_thread(delta_rule.own_frame_params, payload)
@@ -351,10 +365,17 @@ class Exchanger:
             asyncio.ensure_future(self._pushpull(pid, addr, body))
             for (pid, addr), body in zip(picked, payloads, strict=True)
         ]
+        waits = [self._await_push(pid) for pid in awaited]
+        # an awaited member pushed lately: as proven as a partner that answered before
         relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
-        answers = await _answers(tasks, relied, self.cfg.push_budget)
+        try:
+            answers = await _answers(tasks + waits, relied + waits, self.cfg.push_budget)
+        finally:
+            for pid in awaited:
+                if (f := self._awaited.get(pid)) is not None and f.done():
+                    del self._awaited[pid]
         got = []
-        for (pid, addr), outcome in zip(picked, answers, strict=True):
+        for (pid, addr), outcome in zip(picked, answers, strict=False):
             if isinstance(outcome, asyncio.CancelledError):
                 # dropped, not mixed when it comes: it answers my push with its model from
                 # before mixing mine, which my model, moved on by then, must not average with
@@ -376,7 +397,24 @@ class Exchanger:
                 self._answered[pid] = None
                 if len(self._answered) > MAX_ANSWERED:
                     del self._answered[next(iter(self._answered))]
+        for pid, outcome in zip(awaited, answers[len(picked) :], strict=True):
+            if isinstance(outcome, np.ndarray):
+                result.received.append(pid)
+                got.append(outcome)
+            elif isinstance(outcome, (asyncio.CancelledError, TimeoutError)):
+                result.failures[pid] = "outbound-only: no push within the grace"
+            elif isinstance(outcome, BaseException):
+                raise outcome
         return got, sent
+
+    def _await_push(self, peer_id: str) -> asyncio.Future[np.ndarray]:
+        """The next model `peer_id` pushes to me, within the exchange deadline (its handler
+        sets it: `_handle_pushpull`); cancelled with the round's grace."""
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        if (old := self._awaited.get(peer_id)) is not None:
+            old.cancel()
+        self._awaited[peer_id] = future
+        return asyncio.ensure_future(asyncio.wait_for(future, self.cfg.timeout))
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)

@@ -29,6 +29,7 @@ class Pushes:
         # while my own round is in flight (set by the exchanger): how each push mixed in
         # meanwhile moved me, for `delta_rule.land`
         self.in_flight: delta_rule.Moved | None = None
+        self.mixed = 0  # pushed models mixed in, clipped or whole (status: `pushes_mixed`)
 
     def allowance(
         self, sender: str, tau: float | None, weight: float, budgeted: bool
@@ -69,3 +70,4 @@ class Pushes:
         if (pushed := self.in_flight) is not None:  # my own round is in flight: `delta_rule.land`
             await asyncio.to_thread(pushed.add, clipped, own, weight)
         await self.store.mix_in(clipped, weight, source=sender)
+        self.mixed += 1

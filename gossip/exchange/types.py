@@ -63,7 +63,12 @@ class ParamStore(Protocol):
 
 
 class PeerDirectory(Protocol):
-    """Who to talk to (implemented over membership: `node/peer/limits.py`)."""
+    """Who to talk to (implemented over membership: `node/peer/limits.py`). A directory that
+    knows outbound-only members (nobody can dial them) may also offer `sample_partners(k,
+    awaitable) -> (to dial, outbound-only ids drawn)`, one uniform draw over both, the second
+    among `awaitable` only; the average round then takes the model each drawn one pushes next
+    as its answer (gossip/exchange/outbound.py). Without it, rounds draw the dialable members
+    alone."""
 
     def sample(self, k: int) -> list[tuple[str, str]]:
         """Up to k distinct live peers as (peer_id, address), uniformly at random."""
@@ -134,10 +139,14 @@ class RoundIO(Protocol):
     gathering the others' models, the outer step, and the byte count."""
 
     async def pushpull_many(
-        self, picked: Sequence[tuple[str, str]], result: RoundResult
+        self,
+        picked: Sequence[tuple[str, str]],
+        result: RoundResult,
+        awaited: Sequence[str] = (),
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """Push my model to every picked peer at once: their answers (failures recorded in
-        `result`), and my model as it was when pushed."""
+        `result`), and my model as it was when pushed. `awaited`: outbound-only members drawn
+        beside them, not dialled: the model each pushes to me meanwhile is its answer."""
         ...
 
     async def pull_many(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 
 from swarmnode.gossip.auth import MAX_OVERHEAD_BYTES as AUTH_ENVELOPE_BYTES
 from swarmnode.gossip.link import BULK, MeasuringTransport, PartnerChoice, prefer_fast
-from swarmnode.gossip.membership import ALIVE, SUSPECT, Membership, dialable
+from swarmnode.gossip.membership import ALIVE, SUSPECT, Membership, dialable, outbound_only
 from swarmnode.gossip.wire import MAX_CONTROL_BYTES, max_frame_bytes
 from swarmnode.node.net import IntakeLimits
 from swarmnode.node.settings import PeerConfig
@@ -38,13 +39,40 @@ class MembershipPeers:
             )
 
     def sample(self, k: int) -> list[tuple[str, str]]:
+        return self._pick(self._dial_pool(), k)
+
+    def sample_partners(
+        self, k: int, awaitable: Collection[str]
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """Up to k partners drawn uniformly over the dialable members and the outbound-only
+        ones among `awaitable` (they pushed to me lately): (those to dial, as `sample` picks
+        them, the outbound-only ids drawn, which a round awaits instead:
+        gossip/exchange/awaited.py)."""
+        pool = self._dial_pool()
+        outbound = [
+            m.peer_id
+            for m in self.membership.live_peers()
+            if outbound_only(m) and m.peer_id in awaitable
+        ]
+        total = len(pool) + len(outbound)
+        drawn = sum(i >= len(pool) for i in self.rng.sample(range(total), min(k, total)))
+        return self._pick(pool, k - drawn), self.rng.sample(outbound, drawn)
+
+    def _dial_pool(self) -> list[tuple[str, str]]:
+        """The live dialable members, less those whose last exchanges failed: they wait out
+        their back-off (gossip/link/backoff.py), so members that never answer (sybils) cost a
+        try per back-off, not a share of rounds."""
         live = [(m.peer_id, m.addr) for m in dialable(self.membership.live_peers())]
+        if self.links is None:
+            return live
+        waiting = self.links.backoff.waiting
+        return [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
+
+    def _pick(self, live: list[tuple[str, str]], k: int) -> list[tuple[str, str]]:
+        if k <= 0:
+            return []
         if self.links is None or self.choice is None:
             return self.rng.sample(live, min(k, len(live)))
-        # partners whose last exchanges failed wait out their back-off (gossip/link/backoff.py):
-        # members that never answer (sybils) cost a try per back-off, not a share of rounds
-        waiting = self.links.backoff.waiting
-        live = [(pid, addr) for pid, addr in live if not waiting(addr, BULK)]
         fast = None
         if self.prefer_fast > 0:
             links, floor = self.links.links, self.prefer_fast

@@ -141,6 +141,8 @@ def self_status(node: StatusSource, others: list[dict[str, Any]] | None = None) 
             "applied": ex.rounds_applied,
             "served": ex.served,
             "rejected": ex.rejected,
+            "pushes_mixed": ex.pushes.mixed,
+            "pushes_refused": ex.guard.refused,
             "bytes_sent": ex.bytes_sent,
             "last_round_s": ex.last_round_s,
             "max_round_s": ex.max_round_s,
@@ -213,6 +215,12 @@ class PeerMetricsCollector:
             ("swarmnode_exchange_applied", "applied", "exchange rounds that changed the model"),
             ("swarmnode_exchange_served", "served", "exchange requests served to other peers"),
             ("swarmnode_exchange_rejected", "rejected", "received models rejected as malformed"),
+            ("swarmnode_pushes_mixed", "pushes_mixed", "models pushed to this peer and mixed in"),
+            (
+                "swarmnode_pushes_refused",
+                "pushes_refused",
+                "models pushed to this peer refused by the push bound (beyond its clip radius)",
+            ),
         ):
             c = CounterMetricFamily(name, doc, labels=labels)
             c.add_metric(pid, ex[key])

@@ -61,6 +61,8 @@ EXCHANGE_SCHEMA = {
     "applied": int,
     "served": int,
     "rejected": int,
+    "pushes_mixed": int,
+    "pushes_refused": int,
     "bytes_sent": int,
 }
 MEMBER_SCHEMA: dict[str, Any] = {
@@ -195,6 +197,8 @@ async def test_status_schema_and_metrics_agree(swarm):
                 ("swarmnode_exchange_applied", "applied"),
                 ("swarmnode_exchange_served", "served"),
                 ("swarmnode_exchange_rejected", "rejected"),
+                ("swarmnode_pushes_mixed", "pushes_mixed"),
+                ("swarmnode_pushes_refused", "pushes_refused"),
             ]:
                 # Training is frozen but an exchange round already in flight can still land
                 # between two reads: a counter read from /metrics must lie between the

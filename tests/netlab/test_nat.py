@@ -36,11 +36,17 @@ def test_a_peer_behind_a_nat_joins_with_the_quickstart_line_and_runs_outbound_on
     assert home["exchange"]["served"] == 0  # nobody dialled it
     # the dials into the NAT are those before the verdict spread (a few), not one per round
     assert max(got["failed"]["a"], got["failed"]["b"]) <= 10, got["failed"]
-    for name in ("a", "b", "home"):  # nothing of this part's looks like a fault
+    # nothing of this part's looks like a fault: the reachability check, and the push bound
+    # and collapse guard on home's pushes (every one was refused before the others' rounds drew
+    # it: gossip/exchange/outbound.py); open admission's WARNING is meant for a real network
+    watched = ("node.peer.reach", "dialback", "gossip.robust.push_guard", "rolled back")
+    for name in ("a", "b", "home"):
         text = (got["logs"] / f"{name}.log").read_text().splitlines()
         bad = [
             ln
             for ln in text
-            if ("WARNING" in ln or "ERROR" in ln) and ("node.peer.reach" in ln or "dialback" in ln)
+            if " ERROR " in ln or (" WARNING " in ln and any(w in ln for w in watched))
         ]
         assert not bad, bad
+    for name in ("a", "b"):  # home's pushes are judged by a radius that includes it
+        assert got["self"][name]["exchange"]["pushes_refused"] <= 3, got["self"][name]

@@ -296,12 +296,30 @@ class Exchanger:
         ]
         relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
         answers = await _answers(tasks, relied, self.cfg.push_budget)
+        # a late answer is dropped, not mixed when it comes: it answers my push with its model
+        # from before mixing mine, which my model, moved on by then, must not average with
+        # again; its mix of my push still happens on its side if it got the push
+        return [got for _, got in self._settle(picked, answers, result)], sent
+
+    async def pull_group(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) of the picked peers, pulled at once with a group
+        round's quorum and grace (`_answers`): a partner still out after the grace is dropped
+        (recorded in `result`) and sampled less, as in `pushpull_many`."""
+        tasks = [asyncio.ensure_future(self.pull(pid, addr)) for pid, addr in picked]
+        relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
+        answers = await _answers(tasks, relied, self.cfg.push_budget)
+        return [(pid, *got) for pid, got in self._settle(picked, answers, result)]
+
+    def _settle(
+        self, picked: Sequence[tuple[str, str]], answers: list[object], result: RoundResult
+    ) -> list[tuple[str, object]]:
+        """(peer id, answer) of the partners that answered in time; the others' failures
+        recorded, the late ones backed off (slow, not gone), the prompt ones remembered."""
         got = []
         for (pid, addr), outcome in zip(picked, answers, strict=True):
             if isinstance(outcome, asyncio.CancelledError):
-                # dropped, not mixed when it comes: it answers my push with its model from
-                # before mixing mine, which my model, moved on by then, must not average with
-                # again; its mix of my push still happens on its side if it got the push
                 result.failures[pid] = "no answer within the grace after the others'"
                 if pid in self._answered and self._backoff is not None:  # slow, not gone
                     self._backoff.late(addr, BULK)
@@ -312,14 +330,14 @@ class Exchanger:
                 raise outcome  # a bug, not a peer's failure
             else:
                 result.received.append(pid)
-                got.append(outcome)
+                got.append((pid, outcome))
                 if self._backoff is not None:
                     self._backoff.on_time(addr, BULK)
                 self._answered.pop(pid, None)
                 self._answered[pid] = None
                 if len(self._answered) > MAX_ANSWERED:
                     del self._answered[next(iter(self._answered))]
-        return got, sent
+        return got
 
     async def _pushpull(self, peer_id: str, addr: str, payload: bytes) -> np.ndarray:
         answer = await self.transport.request(addr, "pushpull", payload, timeout=self.cfg.timeout)

@@ -107,6 +107,14 @@ async def test_reachable_no_forces_outbound_only(caplog):
             20,
             "the others to read home's word",
         )
+        # a round of theirs that picked home before its word arrived may still be in flight:
+        # two more rounds each, and every round since has read it
+        rounds = {n.name: n.exchanger.rounds for n in (a, b)}
+        await eventually(
+            lambda: all(n.exchanger.rounds >= rounds[n.name] + 2 for n in (a, b)),
+            30,
+            "two more rounds on a and b",
+        )
         served = home.exchanger.served
         await eventually(lambda: home.exchanger.rounds_applied >= 3, 30, "home's own rounds")
         for n in (a, b):

@@ -59,15 +59,17 @@ DEV_FLOOR = 0.25
 DEAD_CAP_FACTOR = 4.0  # `dead_after_max` 0: the stretch ends at this x dead_after
 
 
-def gap_update(mean: float, dev: float, gap: float, prior: float) -> tuple[float, float]:
-    """The (mean, mean deviation) of a member's heartbeat gaps after one more `gap` (seconds).
-    A mean of 0 is no gap measured yet: the estimate starts from `prior` (the gossip interval,
-    a healthy member's), so one late beat stretches a newcomer's thresholds a little, not by
-    all of its lateness."""
+def gap_update(mean: float, dev: float, gap: float, prior: float) -> tuple[float, float, float]:
+    """The (mean, mean deviation, `worst_gap`) of a member's heartbeat gaps after one more
+    `gap` (seconds). A mean of 0 is no gap measured yet: the estimate starts from `prior` (the
+    gossip interval, a healthy member's), so one late beat stretches a newcomer's thresholds a
+    little, not by all of its lateness. Runs at every heartbeat advance: no calls inside."""
     if mean <= 0.0:
         mean, dev = prior, 0.0
-    dev += DEV_GAIN * (abs(gap - mean) - dev)
-    return mean + GAP_GAIN * (gap - mean), dev
+    dev += DEV_GAIN * ((gap - mean if gap > mean else mean - gap) - dev)
+    mean += GAP_GAIN * (gap - mean)
+    floor = DEV_FLOOR * mean
+    return mean, dev, mean + GAP_K * (dev if dev > floor else floor)  # worst_gap, inlined
 
 
 def worst_gap(mean: float, dev: float) -> float:

@@ -55,7 +55,6 @@ from swarmnode.gossip.membership.failure import (
     size_allowance,
     stretched,
     thresholds,
-    worst_gap,
 )
 from swarmnode.gossip.membership.views import Change, Member, Timing
 
@@ -92,6 +91,10 @@ class Entry:
     def __init__(self, g: Gossiped, now: float) -> None:
         self.peer_id = g.peer_id
         self.reported: tuple[str, int] | None = None
+        # its heartbeat gaps in our table (failure.gap_update), none measured yet; kept across
+        # its lives (`take`): a slow member declared dead refutes with a new one, and starting
+        # its measure afresh would have it die again at its next late beat
+        self.gap_mean = self.gap_dev = self.worst = 0.0
         self.take(g, now)
 
     def take(self, g: Gossiped, now: float) -> None:
@@ -103,8 +106,6 @@ class Entry:
             g.meta,
             g.proof,
         )
-        # this life's heartbeat gaps in our table (failure.gap_update); none measured yet
-        self.gap_mean = self.gap_dev = self.worst = 0.0
         if g.state in TOMBSTONES:
             self.tomb: str | None = g.state
             self.tomb_since = now - g.age
@@ -125,13 +126,6 @@ class Entry:
             self.meta,
             self.proof,
         )
-
-    def heard(self, gap: float, prior: float) -> None:
-        """One more advance of its heartbeat, `gap` seconds after the last (`prior`: the gap
-        assumed before any was measured)."""
-        gap = max(0.0, gap)  # a stall credited to us (`credit`) can put the last advance ahead
-        self.gap_mean, self.gap_dev = gap_update(self.gap_mean, self.gap_dev, gap, prior)
-        self.worst = worst_gap(self.gap_mean, self.gap_dev)
 
 
 DEFAULT_MAX_MEMBERS = 1024
@@ -226,9 +220,10 @@ class MemberTable:
         ttl = self.timing.tombstone_ttl
         changes = []
         n_live = 1
+        dead_floor, healthy = self.dead_after, self.healthy_gap
         for peer_id, e in list(self._entries.items()):
             if e.tomb is None:
-                dead_after = self.limits(e)[1]
+                dead_after = dead_floor if e.worst <= healthy else self.limits(e)[1]
                 if now - e.last_advance >= dead_after:
                     self._entomb(e, DEAD, e.last_advance + dead_after)
             if e.tomb is not None and now - e.tomb_since >= ttl:
@@ -255,6 +250,8 @@ class MemberTable:
     def state_of(self, e: Entry, now: float) -> str:
         if e.tomb is not None:
             return e.tomb
+        if e.worst <= self.healthy_gap:  # the usual member: its thresholds are the table's
+            return liveness(e.last_advance, now, self.suspect_after, self.dead_after)
         return liveness(e.last_advance, now, *self.limits(e))
 
     def members(self, now: float, states: tuple[str, ...] = STATES) -> list[Member]:
@@ -372,7 +369,13 @@ class MemberTable:
 
         With `verify`, an entry that would change the table must pass it; the first that fails
         ends the merge. Returns the number of forged entries met (0 or 1)."""
-        table, dirty = self._entries, self._dirty
+        table, dirty, dead_floor, healthy = (
+            self._entries,
+            self._dirty,
+            self.dead_after,
+            self.healthy_gap,
+        )
+        interval = self.timing.gossip_interval
         for g in entries:
             peer_id, _, incarnation, heartbeat, state, age, _, _ = g
             e = table.get(peer_id)
@@ -390,12 +393,16 @@ class MemberTable:
                         self._entomb(e, LEFT, now - age)
                     elif heartbeat > e.heartbeat:
                         gap = now - e.last_advance
-                        dead_after = self.limits(e)[1]
+                        dead_after = dead_floor if e.worst <= healthy else self.limits(e)[1]
                         if gap >= dead_after:
                             # already dead by our own timer: a late beat cannot revive it
                             self._entomb(e, DEAD, e.last_advance + dead_after)
                         else:
-                            e.heard(gap, self.timing.gossip_interval)
+                            # its gaps measured (a stall credited to us can put the last
+                            # advance ahead: no negative gap)
+                            e.gap_mean, e.gap_dev, e.worst = gap_update(
+                                e.gap_mean, e.gap_dev, gap if gap > 0.0 else 0.0, interval
+                            )
                             e.heartbeat, e.last_advance, e.addr, e.meta, e.proof = (
                                 heartbeat,
                                 now,

@@ -125,23 +125,36 @@ def test_a_member_that_beats_irregularly_on_purpose_gains_at_most_the_cap() -> N
     assert b.state() == DEAD
 
 
-def test_a_new_life_starts_its_measure_afresh() -> None:
+def test_a_slow_member_declared_dead_keeps_its_measure_in_its_next_life() -> None:
     b = Beats()
-    b.run([2.0] * 30)
-    assert b.t.limits_of("b")[1] > 2.5
-    b.t.merge([Gossiped("b", "b.host:7070", 2, 1, ALIVE, 0.0, {})], b.now)  # restarted
-    assert b.t.limits_of("b") == (1.5, 2.5)
+    b.run([1.0, 2.4] * 10)  # measured: late beats, stretched thresholds
+    stretched_limits = b.t.limits_of("b")
+    assert stretched_limits[1] > 2.5
+    b.wait(stretched_limits[1] + 0.01)  # a silence past even those: dead ...
+    assert b.state() == DEAD
+    b.t.merge([Gossiped("b", "b.host:7070", 2, 1, ALIVE, 0.0, {})], b.now)  # ... it refutes
+    assert b.state() == ALIVE
+    # its new life is judged by what its link showed, not from scratch: a late beat next
+    assert b.t.limits_of("b") == stretched_limits
+    b.hb = 1
+    b.t.merge([Gossiped("b", "b.host:7070", 2, 2, ALIVE, 0.0, {})], b.now + 2.9)
+    assert b.t.get("b", b.now + 2.9).state == ALIVE
 
 
 # --- the pure functions, by table ------------------------------------------------------------
 
 
 def test_gap_update_starts_from_the_prior_and_follows_the_gaps() -> None:
-    assert gap_update(0.0, 0.0, 2.0, prior=0.5) == (pytest.approx(0.6875), pytest.approx(0.375))
-    mean, dev = 0.0, 0.0
-    for _ in range(200):
-        mean, dev = gap_update(mean, dev, 2.0, prior=0.5)
+    mean, dev, worst = gap_update(0.0, 0.0, 2.0, prior=0.5)
+    assert (mean, dev) == (pytest.approx(0.6875), pytest.approx(0.375))
+    assert worst == pytest.approx(worst_gap(mean, dev))
+    for gap in [2.0] * 200:
+        mean, dev, worst = gap_update(mean, dev, gap, prior=0.5)
     assert mean == pytest.approx(2.0) and dev == pytest.approx(0.0, abs=1e-6)
+    assert worst == pytest.approx(worst_gap(mean, dev)) == pytest.approx(3.5)
+    for gap in [0.1, 2.9] * 50:  # the inlined worst gap is worst_gap's, jittery gaps too
+        mean, dev, worst = gap_update(mean, dev, gap, prior=0.5)
+        assert worst == pytest.approx(worst_gap(mean, dev))
 
 
 @pytest.mark.parametrize(

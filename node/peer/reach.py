@@ -104,13 +104,18 @@ class Reacher(Protocol):
     _handlers: dict[str, Any]
 
 
-async def start_reach(node: Reacher) -> bool:
-    """Serve the dial-back routes, then check (node/peer/node.py calls this once, after the
-    join). True: the swarm can dial us."""
+def serve_reach(node: Reacher) -> None:
+    """Serve the dial-back routes (node/peer/node.py calls this before the join: a joiner may
+    ask us as soon as we are listed, and a 404 then read as a fault in our log)."""
     if node.cfg.sign_exchange:  # the dialler must know who asks: the asker signs
         node.signer.signed_routes = node.signer.signed_routes | {"dialback"}
     handlers = dialback_handlers(node.peer_id, node.membership, node.links)
     node._handlers.update(auth_handlers(handlers, node.signer))
+
+
+async def start_reach(node: Reacher) -> bool:
+    """Check whether the swarm can dial us (node/peer/node.py calls this once, after the join,
+    its routes served by `serve_reach`). True: the swarm can dial us."""
     setting = node.cfg.reachable
     if setting == "auto" and not node.cfg.sign_exchange:  # unsigned, nobody would dial back
         setting = "yes"
@@ -128,7 +133,10 @@ def dialback_handlers(
         asker = req.signed_by
         member = membership.get(asker) if asker else None
         if member is None or member.state not in (ALIVE, SUSPECT):
-            raise RemoteError("dialback: only a live member's signed request is dialled", 403)
+            # routine too: a joiner that asks a member which has not heard of it yet
+            raise RemoteError(
+                "dialback: only a live member's signed request is dialled", 403, said=True
+            )
         if not rate.allow(asker):  # routine for a joiner that asks again: no WARNING
             raise RemoteError("dialback: asked too often, try later", 429, said=True)
         ok, why = await dial(transport, member.addr, asker)

@@ -100,4 +100,6 @@ async def test_a_stranger_or_a_dead_member_is_refused_before_any_dial() -> None:
         with pytest.raises(RemoteError) as refused:
             await _ask(handler, asker)
         assert refused.value.status == 403
+        # a clear refusal, logged at DEBUG: a joiner asks members that have not heard of it yet
+        assert refused.value.said
     assert victim == []

@@ -374,12 +374,39 @@ class Exchanger:
             for pid in awaited:
                 if (f := self._awaited.get(pid)) is not None and f.done():
                     del self._awaited[pid]
+        # a late answer is dropped, not mixed when it comes: it answers my push with its model
+        # from before mixing mine, which my model, moved on by then, must not average with
+        # again; its mix of my push still happens on its side if it got the push
+        got = [a for _, a in self._settle(picked, answers[: len(picked)], result)]
+        for pid, outcome in zip(awaited, answers[len(picked) :], strict=True):
+            if isinstance(outcome, np.ndarray):
+                result.received.append(pid)
+                got.append(outcome)
+            elif isinstance(outcome, (asyncio.CancelledError, TimeoutError)):
+                result.failures[pid] = "outbound-only: no push within the grace"
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return got, sent
+
+    async def pull_group(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) of the picked peers, pulled at once with a group
+        round's quorum and grace (`_answers`): a partner still out after the grace is dropped
+        (recorded in `result`) and sampled less, as in `pushpull_many`."""
+        tasks = [asyncio.ensure_future(self.pull(pid, addr)) for pid, addr in picked]
+        relied = [t for (pid, _), t in zip(picked, tasks, strict=True) if pid in self._answered]
+        answers = await _answers(tasks, relied, self.cfg.push_budget)
+        return [(pid, *got) for pid, got in self._settle(picked, answers, result)]
+
+    def _settle(
+        self, picked: Sequence[tuple[str, str]], answers: list[object], result: RoundResult
+    ) -> list[tuple[str, object]]:
+        """(peer id, answer) of the partners that answered in time; the others' failures
+        recorded, the late ones backed off (slow, not gone), the prompt ones remembered."""
         got = []
-        for (pid, addr), outcome in zip(picked, answers, strict=False):
+        for (pid, addr), outcome in zip(picked, answers, strict=True):
             if isinstance(outcome, asyncio.CancelledError):
-                # dropped, not mixed when it comes: it answers my push with its model from
-                # before mixing mine, which my model, moved on by then, must not average with
-                # again; its mix of my push still happens on its side if it got the push
                 result.failures[pid] = "no answer within the grace after the others'"
                 if pid in self._answered and self._backoff is not None:  # slow, not gone
                     self._backoff.late(addr, BULK)
@@ -390,22 +417,14 @@ class Exchanger:
                 raise outcome  # a bug, not a peer's failure
             else:
                 result.received.append(pid)
-                got.append(outcome)
+                got.append((pid, outcome))
                 if self._backoff is not None:
                     self._backoff.on_time(addr, BULK)
                 self._answered.pop(pid, None)
                 self._answered[pid] = None
                 if len(self._answered) > MAX_ANSWERED:
                     del self._answered[next(iter(self._answered))]
-        for pid, outcome in zip(awaited, answers[len(picked) :], strict=True):
-            if isinstance(outcome, np.ndarray):
-                result.received.append(pid)
-                got.append(outcome)
-            elif isinstance(outcome, (asyncio.CancelledError, TimeoutError)):
-                result.failures[pid] = "outbound-only: no push within the grace"
-            elif isinstance(outcome, BaseException):
-                raise outcome
-        return got, sent
+        return got
 
     def _await_push(self, peer_id: str) -> asyncio.Future[np.ndarray]:
         """The next model `peer_id` pushes to me, within the exchange deadline (its handler

@@ -51,8 +51,10 @@ class RobustRound:
             received, own = await self.io.pushpull_many(picked, result)
         else:
             _, own = await self.store.snapshot()
-            models = await self.io.pull_many(picked, result.failures)
-            result.received = [pid for pid, _, _ in models]
+            # with a group round's quorum and grace: a slow partner costs the round its grace,
+            # not its answer time; the rule's bound is kept below (`_fitting_f`: too few
+            # models after the grace and the round is skipped, never aggregated over them)
+            models = await self.io.pull_group(picked, result)
             received = [vec for _, _, vec in models]
         rows = [own, *received]
         # the distances to my group, as the average round keeps them: read by the status page

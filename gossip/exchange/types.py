@@ -155,6 +155,13 @@ class RoundIO(Protocol):
         """(peer_id, step, parameters) from several peers in parallel; failures recorded."""
         ...
 
+    async def pull_group(
+        self, picked: Sequence[tuple[str, str]], result: RoundResult
+    ) -> list[tuple[str, int, np.ndarray]]:
+        """(peer_id, step, parameters) from several peers at once with a group round's quorum
+        and grace: the late ones dropped and sampled less (failures recorded in `result`)."""
+        ...
+
     async def outer_step(self) -> None:
         """Queue the configured outer step after this round's mix."""
         ...

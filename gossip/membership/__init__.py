@@ -8,8 +8,9 @@
   `RecordOpener`, `Verifier`); `entries.py`: entries on the wire, strictly parsed.
 - `intake.py`: what a received digest goes through, cheapest check first; `admission.py`:
   who may become a member (`open`, `secret`, `trust`) and how fast; `caps.py`: members per host.
-- `failure.py`: failure-detector timing as pure functions; `sampling.py`: uniform peer choice among
-  the dialable (not outbound-only) members.
+- `failure.py`: failure-detector timing as pure functions (each member's measured heartbeat
+  gaps stretch its thresholds, up to a cap); `sampling.py`: uniform peer choice among the
+  dialable (not outbound-only) members.
 - `config.py`: `MembershipConfig`, validated.
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,10 @@ class MembershipConfig:
     suspect_after: float = 1.5
     dead_after: float = 2.5
     tombstone_ttl: float = 60.0
+    # A member whose heartbeats come later than the thresholds assume has them stretched
+    # (`swarmnode.gossip.membership.failure.stretched`), up to this much silence before it is
+    # dead (0: 4 x dead_after): every crash is detected within it
+    dead_after_max: float = 0.0
     request_timeout: float = 1.0  # deadline of one gossip exchange
     join_attempt_timeout: float = 2.0  # deadline of one join request to one seed
     join_backoff: float = 0.1  # wait after the first pass over the seeds; doubles each pass
@@ -53,6 +58,15 @@ class MembershipConfig:
         problems = timing_problems(
             self.gossip_interval, self.suspect_after, self.dead_after, self.tombstone_ttl
         )
+        cap = self.dead_after_max
+        if not (
+            isinstance(cap, (int, float))
+            and (cap == 0 or (math.isfinite(cap) and cap >= self.dead_after))
+        ):
+            problems.append(
+                f"`dead_after_max` must be 0 (4 x dead_after) or at least `dead_after` "
+                f"({self.dead_after:g} s), got {self.dead_after_max!r}"
+            )
         if not (isinstance(self.fanout, int) and self.fanout >= 1):
             problems.append(f"`fanout` must be an integer >= 1, got {self.fanout!r}")
         for name in ("request_timeout", "join_attempt_timeout", "leave_timeout"):
@@ -87,6 +101,7 @@ class MembershipConfig:
             self.tombstone_ttl,
             self.gossip_interval,
             self.fanout,
+            self.dead_after_max,
         )
 
     def replace(self, **changes: Any) -> MembershipConfig:

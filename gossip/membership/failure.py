@@ -11,6 +11,17 @@ between machines cannot cause a false death.
 Both thresholds grow with the swarm's size (`size_allowance`): in a large swarm heartbeats
 reach a peer through several hops, so healthy silences are longer.
 
+And each member's follow its own heartbeats (`gap_update`, `stretched`): the gaps between two
+advances of its counter in our table are measured (a mean and a mean deviation, as TCP measures
+a round trip), and where the longest gap they let us expect (`worst_gap`) is longer than the
+longest a healthy member shows (`healthy_gap`: two intervals, plus the size allowance), both
+thresholds are stretched by that ratio. A member on a slow or jittery link, whose beats come
+late but steadily, is then not declared dead; one whose beats come as often as the settings
+assume keeps them exactly (they are floors, never shortened: a member heard more often than
+that is no reason to give up on it sooner), so a crash of a healthy member is detected as fast
+as before. The stretch ends at `dead_cap` (4 x `dead_after` unless set): a member that beats
+irregularly on purpose only delays the detection of its own death, and never past the cap.
+
 Dead and left entries stay as tombstones for `tombstone_ttl` so that stale gossip cannot bring
 them back; a newer incarnation of the same id does override a tombstone.
 """
@@ -35,6 +46,60 @@ def liveness(last_advance: float, now: float, suspect_after: float, dead_after: 
     if silent >= suspect_after:
         return SUSPECT
     return ALIVE
+
+
+# The gap estimator (Jacobson's, as TCP's round-trip estimate): weights of a new gap in the mean
+# and in the mean deviation, how many deviations past the mean a beat may come, and the least
+# deviation assumed, as a share of the mean (a member heard like clockwork still misses a beat
+# now and then: without it a steady 2 s member would be doubted at 2.01 s)
+GAP_GAIN = 0.125
+DEV_GAIN = 0.25
+GAP_K = 3.0
+DEV_FLOOR = 0.25
+DEAD_CAP_FACTOR = 4.0  # `dead_after_max` 0: the stretch ends at this x dead_after
+
+
+def gap_update(mean: float, dev: float, gap: float, prior: float) -> tuple[float, float, float]:
+    """The (mean, mean deviation, `worst_gap`) of a member's heartbeat gaps after one more
+    `gap` (seconds). A mean of 0 is no gap measured yet: the estimate starts from `prior` (the
+    gossip interval, a healthy member's), so one late beat stretches a newcomer's thresholds a
+    little, not by all of its lateness. Runs at every heartbeat advance: no calls inside."""
+    if mean <= 0.0:
+        mean, dev = prior, 0.0
+    dev += DEV_GAIN * ((gap - mean if gap > mean else mean - gap) - dev)
+    mean += GAP_GAIN * (gap - mean)
+    floor = DEV_FLOOR * mean
+    return mean, dev, mean + GAP_K * (dev if dev > floor else floor)  # worst_gap, inlined
+
+
+def worst_gap(mean: float, dev: float) -> float:
+    """The longest heartbeat gap a member with these statistics lets us expect (0: none yet)."""
+    return mean + GAP_K * max(dev, DEV_FLOOR * mean)
+
+
+def healthy_gap(gossip_interval: float, allowance: float) -> float:
+    """The longest gap the configured thresholds assume: two intervals (`timing_problems`
+    requires suspicion no sooner) plus the hops of a large swarm (`size_allowance`)."""
+    return 2.0 * gossip_interval + allowance
+
+
+def dead_cap(dead_after: float, dead_after_max: float) -> float:
+    """The most silence any member is granted before it is dead (`dead_after_max`, 0: 4x)."""
+    return dead_after_max if dead_after_max > 0 else DEAD_CAP_FACTOR * dead_after
+
+
+def stretched(
+    suspect_after: float, dead_after: float, worst: float, healthy: float, cap: float
+) -> tuple[float, float]:
+    """The (suspect, dead) silences for a member whose worst expected gap is `worst`: the
+    thresholds in effect (`thresholds`) times worst / healthy where that exceeds 1, death at
+    most at `cap` (or the thresholds themselves, where a large swarm's allowance passed it),
+    suspicion still before death by as much as the thresholds put between them."""
+    if worst <= healthy:
+        return suspect_after, dead_after
+    ratio = worst / healthy
+    dead = max(dead_after, min(cap, dead_after * ratio))
+    return min(suspect_after * ratio, dead - (dead_after - suspect_after)), dead
 
 
 def dead_since(last_advance: float, dead_after: float) -> float:

@@ -3,7 +3,8 @@
 Every `gossip_interval` the peer bumps its heartbeat and sends its digest (its table) to
 `fanout` random live-or-suspect peers; each answers with its own digest after merging, and the
 sender merges that answer. Failure detection is local (`swarmnode.gossip.membership.failure`): a member whose
-heartbeat has not advanced in *our* table for `suspect_after` is suspect, for `dead_after` dead.
+heartbeat has not advanced in *our* table for `suspect_after` is suspect, for `dead_after` dead,
+each stretched for a member whose own beats come later than that (up to `dead_after_max`).
 
 Routes served (`handlers()`): `gossip` (push-pull), `join` (a newcomer's first contact: the seed
 adds it at once and answers with the table), `leave` (a peer announcing it is going; marked

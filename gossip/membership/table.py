@@ -48,7 +48,12 @@ from swarmnode.gossip.membership.failure import (
     STATES,
     SUSPECT,
     TOMBSTONES,
+    dead_cap,
+    gap_update,
+    healthy_gap,
     liveness,
+    size_allowance,
+    stretched,
     thresholds,
 )
 from swarmnode.gossip.membership.views import Change, Member, Timing
@@ -69,6 +74,8 @@ class Entry:
 
     __slots__ = (
         "addr",
+        "gap_dev",
+        "gap_mean",
         "heartbeat",
         "incarnation",
         "last_advance",
@@ -78,11 +85,16 @@ class Entry:
         "reported",
         "tomb",
         "tomb_since",
+        "worst",
     )
 
     def __init__(self, g: Gossiped, now: float) -> None:
         self.peer_id = g.peer_id
         self.reported: tuple[str, int] | None = None
+        # its heartbeat gaps in our table (failure.gap_update), none measured yet; kept across
+        # its lives (`take`): a slow member declared dead refutes with a new one, and starting
+        # its measure afresh would have it die again at its next late beat
+        self.gap_mean = self.gap_dev = self.worst = 0.0
         self.take(g, now)
 
     def take(self, g: Gossiped, now: float) -> None:
@@ -124,6 +136,8 @@ class MemberTable:
 
     The suspect/dead thresholds in effect grow with the number of live members (see
     `swarmnode.gossip.membership.failure.size_allowance`); they are recomputed by every `sweep`.
+    Each member's are stretched where its measured heartbeat gaps are longer than a healthy
+    member's (`limits`, `swarmnode.gossip.membership.failure.stretched`).
     """
 
     def __init__(
@@ -160,6 +174,23 @@ class MemberTable:
         self.suspect_after, self.dead_after = thresholds(
             t.suspect_after, t.dead_after, t.gossip_interval, n_live, t.fanout
         )
+        allowance = size_allowance(n_live, t.fanout, t.gossip_interval)
+        self.healthy_gap = healthy_gap(t.gossip_interval, allowance)
+        self.dead_cap = dead_cap(t.dead_after, t.dead_after_max)
+
+    def limits(self, e: Entry) -> tuple[float, float]:
+        """The (suspect, dead) silences of `e`: the thresholds in effect, stretched where its
+        heartbeats come later than a healthy member's (failure.stretched)."""
+        if e.worst <= self.healthy_gap:  # the usual member: no arithmetic
+            return self.suspect_after, self.dead_after
+        return stretched(
+            self.suspect_after, self.dead_after, e.worst, self.healthy_gap, self.dead_cap
+        )
+
+    def limits_of(self, peer_id: str) -> tuple[float, float] | None:
+        """`limits` of a known member (None: unknown); for status and tests."""
+        e = self._entries.get(peer_id)
+        return None if e is None else self.limits(e)
 
     # --- self -------------------------------------------------------------------------
 
@@ -189,9 +220,12 @@ class MemberTable:
         ttl = self.timing.tombstone_ttl
         changes = []
         n_live = 1
+        dead_floor, healthy = self.dead_after, self.healthy_gap
         for peer_id, e in list(self._entries.items()):
-            if e.tomb is None and now - e.last_advance >= self.dead_after:
-                self._entomb(e, DEAD, e.last_advance + self.dead_after)
+            if e.tomb is None:
+                dead_after = dead_floor if e.worst <= healthy else self.limits(e)[1]
+                if now - e.last_advance >= dead_after:
+                    self._entomb(e, DEAD, e.last_advance + dead_after)
             if e.tomb is not None and now - e.tomb_since >= ttl:
                 del self._entries[peer_id]
                 continue
@@ -216,19 +250,20 @@ class MemberTable:
     def state_of(self, e: Entry, now: float) -> str:
         if e.tomb is not None:
             return e.tomb
-        return liveness(e.last_advance, now, self.suspect_after, self.dead_after)
+        if e.worst <= self.healthy_gap:  # the usual member: its thresholds are the table's
+            return liveness(e.last_advance, now, self.suspect_after, self.dead_after)
+        return liveness(e.last_advance, now, *self.limits(e))
 
     def members(self, now: float, states: tuple[str, ...] = STATES) -> list[Member]:
         """Every other known peer (tombstones included unless `states` excludes them)."""
         out = []
-        ttl, suspect_after, dead_after = (
-            self.timing.tombstone_ttl,
-            self.suspect_after,
-            self.dead_after,
-        )
+        ttl, healthy = self.timing.tombstone_ttl, self.healthy_gap
         for e in self._entries.values():
             if e.tomb is None:
                 silent = now - e.last_advance
+                suspect_after, dead_after = (
+                    (self.suspect_after, self.dead_after) if e.worst <= healthy else self.limits(e)
+                )
                 state = (
                     ALIVE if silent < suspect_after else SUSPECT if silent < dead_after else DEAD
                 )
@@ -334,7 +369,13 @@ class MemberTable:
 
         With `verify`, an entry that would change the table must pass it; the first that fails
         ends the merge. Returns the number of forged entries met (0 or 1)."""
-        table, dirty, dead_after = self._entries, self._dirty, self.dead_after
+        table, dirty, dead_floor, healthy = (
+            self._entries,
+            self._dirty,
+            self.dead_after,
+            self.healthy_gap,
+        )
+        interval = self.timing.gossip_interval
         for g in entries:
             peer_id, _, incarnation, heartbeat, state, age, _, _ = g
             e = table.get(peer_id)
@@ -351,10 +392,17 @@ class MemberTable:
                         self._take_leave(e, g)
                         self._entomb(e, LEFT, now - age)
                     elif heartbeat > e.heartbeat:
-                        if now - e.last_advance >= dead_after:
+                        gap = now - e.last_advance
+                        dead_after = dead_floor if e.worst <= healthy else self.limits(e)[1]
+                        if gap >= dead_after:
                             # already dead by our own timer: a late beat cannot revive it
                             self._entomb(e, DEAD, e.last_advance + dead_after)
                         else:
+                            # its gaps measured (a stall credited to us can put the last
+                            # advance ahead: no negative gap)
+                            e.gap_mean, e.gap_dev, e.worst = gap_update(
+                                e.gap_mean, e.gap_dev, gap if gap > 0.0 else 0.0, interval
+                            )
                             e.heartbeat, e.last_advance, e.addr, e.meta, e.proof = (
                                 heartbeat,
                                 now,
@@ -397,11 +445,10 @@ class MemberTable:
     def live_addrs(self, now: float) -> Iterator[tuple[str, str]]:
         """(peer id, addr) of every live entry (neither a tombstone nor silent past `dead_after`
         by now): what the per-host cap counts."""
-        since = now - self.dead_after
         return (
             (e.peer_id, e.addr)
             for e in self._entries.values()
-            if e.tomb is None and e.last_advance > since
+            if e.tomb is None and now - e.last_advance < self.limits(e)[1]
         )
 
     def enlists(self, g: Gossiped) -> bool:

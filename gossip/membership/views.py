@@ -52,3 +52,4 @@ class Timing(NamedTuple):
     tombstone_ttl: float
     gossip_interval: float
     fanout: int
+    dead_after_max: float = 0.0  # the stretch's cap (0: 4 x dead_after; failure.dead_cap)

@@ -47,7 +47,7 @@ from swarmnode.node.peer.limits import MembershipPeers, answer_cap, body_caps, i
 from swarmnode.node.peer.log_name import set_log_name
 from swarmnode.node.peer.page import EventLog, log_member_changes, page_routes, probe_loop
 from swarmnode.node.peer.param_store import WorkerStore
-from swarmnode.node.peer.reach import start_reach
+from swarmnode.node.peer.reach import serve_reach, start_reach, watch_reach
 from swarmnode.node.peer.shard_pick import pick_shard, shard_clash, shard_text
 from swarmnode.node.peer.state_sync import JOINING, param_segments, shared_start, sync_from_swarm
 from swarmnode.node.peer.status_routes import status_routes
@@ -143,8 +143,11 @@ class Node:
         await self._load_model()
         await self._serve_http()
         self._build_network()
+        serve_reach(self)  # before the join: a joiner may ask us to dial it back at once
         await self._enter_swarm()
         self.reachable = await start_reach(self)  # or outbound-only (node/peer/reach.py)
+        if (watch := watch_reach(self)) is not None:  # and again when that may change
+            self._spawn(watch.run(), "reach")
         await self._start_training()
         if self.cfg.ready_file:
             info = {"peer_id": self.peer_id, "name": self.name, "addr": self.addr}

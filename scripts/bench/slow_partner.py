@@ -5,6 +5,7 @@ against 4 honest peers, in the same run, real `swarmnode start` processes on 127
     .venv/bin/python scripts/bench/slow_partner.py                 # 30 s per arm, 1.8 s slow
     .venv/bin/python scripts/bench/slow_partner.py --window 10 --slow-ms 1800   # a smoke
     .venv/bin/python scripts/bench/slow_partner.py --together   # both swarms at once
+    .venv/bin/python scripts/bench/slow_partner.py --together --robust median   # pull rounds
 
 The slow member answers every push-pull correctly, but after `--slow-ms`: it listens on a port
 of its own and advertises the port of a small TCP relay in this process that holds every byte
@@ -19,7 +20,9 @@ both arms see the same load.
 Per arm it prints the honest peers' mean rounds/s (applied), steps/s and utilization (1 - the
 share of the window held at the step limit) and the slow member's, and the ratio of the slow
 arm's honest figures to the all-honest arm's: the goal is >= 0.90 for rounds and utilization,
-with the slow member still applying rounds.
+with the slow member still applying rounds. `--robust RULE` runs both swarms in robust mode
+with a rule that pulls (median, trimmed-mean: f = 1 needs 3 models, so each peer pulls 3 and a
+round without the slow one still has enough), where the slow member serves its pulls late.
 """
 
 from __future__ import annotations
@@ -146,9 +149,16 @@ def rates(a: Reading, b: Reading) -> tuple[float, float, float]:
     return (b.applied - a.applied) / dt, (b.steps - a.steps) / dt, util
 
 
+def mode_flags(robust: str | None) -> list[str]:
+    """The exchange flags of both arms: push-pull groups, or pull rounds of a robust rule."""
+    if robust is None:
+        return []
+    return ["--exchange", "robust", "--aggregator", robust, "--pull", "3", "--byzantine-f", "1"]
+
+
 def run_arm(workdir: Path, slow_ms: float, args: argparse.Namespace) -> dict[str, Any]:
     """One swarm of 4 (p3 slow when `slow_ms` > 0): the window's figures per peer."""
-    common = [*SWARM, *HOLD, "--model", args.model]
+    common = [*SWARM, *mode_flags(args.robust), *HOLD, "--model", args.model]
     relay = None
     peers = [Peer(workdir, "p0", *common).start(90)]
     try:
@@ -200,9 +210,15 @@ def main() -> int:
     ap.add_argument("--step-s", type=float, default=0.01, help="fixed step time of every peer")
     ap.add_argument("--model", default="mlp:32")
     ap.add_argument("--together", action="store_true", help="run both swarms at the same time")
+    ap.add_argument(
+        "--robust",
+        metavar="RULE",
+        choices=("median", "trimmed-mean"),
+        help="robust mode with this pull rule (f = 1, 3 pulled) instead of push-pull groups",
+    )
     args = ap.parse_args()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"uptime: {load}")
+    print(f"uptime: {load}; exchange: {args.robust or 'average'}")
     arms = {"4 honest": 0.0, f"3 honest + 1 slow ({args.slow_ms:.0f} ms)": args.slow_ms}
     rows = {}
     with tempfile.TemporaryDirectory(prefix="slow-partner-") as tmp:

@@ -14,7 +14,12 @@ from swarmnode.gossip.membership import OUTBOUND, REACH
 from swarmnode.gossip.wire import decode_control, encode_control
 from swarmnode.node.net import HttpTransport
 from swarmnode.node.peer.node import Node
-from swarmnode.node.peer.reach import DialRate, dialback_handlers
+from swarmnode.node.peer.reach import (
+    OUTBOUND_RECHECK_S,
+    DialRate,
+    ReachWatch,
+    dialback_handlers,
+)
 from swarmnode.node.peer.status_routes import status_json
 
 from tests.integration.inprocess import peer_config
@@ -102,6 +107,14 @@ async def test_reachable_no_forces_outbound_only(caplog):
             20,
             "the others to read home's word",
         )
+        # a round of theirs that picked home before its word arrived may still be in flight:
+        # two more rounds each, and every round since has read it
+        rounds = {n.name: n.exchanger.rounds for n in (a, b)}
+        await eventually(
+            lambda: all(n.exchanger.rounds >= rounds[n.name] + 2 for n in (a, b)),
+            30,
+            "two more rounds on a and b",
+        )
         served = home.exchanger.served
         await eventually(lambda: home.exchanger.rounds_applied >= 3, 30, "home's own rounds")
         for n in (a, b):
@@ -164,3 +177,62 @@ def test_dial_rate_bounds_each_asker_and_the_whole():
     assert rate.allow("y") and not rate.allow("z")  # everyone: 2 per minute
     now[0] = 61.0
     assert rate.allow("x") and rate.allow("z")
+
+
+def _prompt_dialbacks(*nodes: Node) -> None:
+    """Each node's dial-back route without the once-per-10 s bound on one asker, so that a
+    test may ask again at once (the bound has its own test above)."""
+    for n in nodes:
+        handlers = dialback_handlers(n.peer_id, n.membership, n.links, DialRate(every_s=0.0))
+        n._handlers.update(auth_handlers({"dialback": handlers["dialback"]}, n.signer))
+
+
+async def test_a_peer_whose_address_moves_is_checked_again_and_its_word_follows(caplog):
+    """Dialable at start; then its host's address changes and another machine answers at the
+    old one: the watch checks again, the peer goes outbound-only and says what to fix; once
+    the old address is its own again, the next check makes it dialable again."""
+    a, b, home = await _swarm_with_home(caplog)
+    _prompt_dialbacks(a, b)
+    real_reach = home._handlers["reach"]
+
+    async def someone_else(req):
+        return encode_control("reach-ack", peer_id="f" * 64, nonce="")
+
+    moved = f"10.99.0.1:{home.addr.rpartition(':')[2]}"
+
+    async def now_at():
+        return moved
+
+    try:
+        assert home.reachable
+        watch = ReachWatch(home, current_addr=now_at)
+        home._handlers["reach"] = someone_else
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            await watch.step()
+        assert not home.reachable and home.membership.table.meta[REACH] == OUTBOUND
+        lines = [r for r in caplog.records if r.name == "swarmnode.node.peer.reach"]
+        assert len(lines) == 1 and lines[0].levelno == logging.INFO, lines
+        text = lines[0].getMessage()
+        assert home.addr in text and moved in text and "another peer answers" in text
+        for n in (a, b):  # its new word spreads: nobody dials it now
+            await eventually(
+                lambda n=n: home.peer_id not in {m.peer_id for m in n.membership.dialable_peers()},
+                20,
+                f"{n.name} to stop dialling home",
+            )
+        home._handlers["reach"] = real_reach
+        watch.checked_at -= OUTBOUND_RECHECK_S  # the slow recheck of an outbound-only peer
+        await watch.step()
+        assert home.reachable and home.membership.table.meta[REACH] == "direct"
+        for n in (a, b):
+            await eventually(
+                lambda n=n: home.peer_id in {m.peer_id for m in n.membership.dialable_peers()},
+                20,
+                f"{n.name} to dial home again",
+            )
+        faults = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert not [r for r in faults if r.name != "swarmnode.node.train.worker"], faults
+    finally:
+        for n in (home, b, a):
+            await n.close()

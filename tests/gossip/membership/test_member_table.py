@@ -67,7 +67,10 @@ def test_a_heartbeat_advance_restarts_the_silence_timer() -> None:
     t.merge([g(hb=1)], now=100.0)
     t.merge([g(hb=2)], now=102.0)  # suspect by now, then heard again
     assert state(t, "b", 102.0) == ALIVE
-    assert state(t, "b", 104.4) == SUSPECT
+    # the silence counts from 102 (against b's own thresholds: its late beat stretched them)
+    suspect_after, _ = t.limits_of("b")
+    assert state(t, "b", 102.0 + suspect_after - 0.01) == ALIVE
+    assert state(t, "b", 102.0 + suspect_after) == SUSPECT
     assert t.get("b", 104.0).last_heard_s == pytest.approx(2.0)
 
 

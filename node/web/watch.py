@@ -49,6 +49,7 @@ from typing import Any
 
 import aiohttp
 from swarmnode.gossip.auth import bearer
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.web.events import EventLog
 from swarmnode.node.web.figures import clean_events, clean_figures
 
@@ -475,11 +476,11 @@ class SwarmWatch:
             await self._session.close()
 
 
-class Busy(Exception):
+class Busy(SwarmnodeError):
     """Too many viewers."""
 
 
-class BadAnswer(ValueError):
+class BadAnswer(SwarmnodeError, ValueError):
     """A member answered, but not with figures: its short reason is shown as is."""
 
 

@@ -49,12 +49,17 @@ class TokenBucket:
         self.rate, self.burst, self.tokens, self.stamp = rate, burst, float(burst), now
 
     def take(self, now: float, n: float = 1.0) -> bool:
-        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= n:
+        if self.has(now, n):
             self.tokens -= n
             return True
         return False
+
+    def has(self, now: float, n: float = 1.0) -> bool:
+        """Whether `take(now, n)` would succeed; refills, spends nothing (a check to pass
+        before another bucket is spent, so that a refusal there costs this one nothing)."""
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
+        self.stamp = now
+        return self.tokens >= n
 
 
 class Admission:

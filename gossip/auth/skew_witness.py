@@ -29,6 +29,7 @@ class SkewWitnesses:
     def __init__(self) -> None:
         self.proven: dict[str, float] = {}  # member id (its key signed) -> its skew, seconds
         self.said: dict[str, bool] = {}  # name said at WARNING -> whether a key proved it
+        self._kept = {True: 0, False: 0}  # names said, proven and not (a count, not a scan)
         self.said_own_clock = False
 
     def saw(
@@ -51,10 +52,10 @@ class SkewWitnesses:
         `PROVEN_SENDERS` proven ones were, an unproven one while fewer than `UNPROVEN_SAID`."""
         if named in self.said:
             return False
-        kept = sum(p == proven for p in self.said.values())
-        if kept >= (PROVEN_SENDERS if proven else UNPROVEN_SAID):
+        if self._kept[proven] >= (PROVEN_SENDERS if proven else UNPROVEN_SAID):
             return False
         self.said[named] = proven
+        self._kept[proven] += 1
         return True
 
     def _new_witness(self, member: str, skew: float) -> bool:

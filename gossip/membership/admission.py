@@ -100,8 +100,13 @@ class Admission:
         bucket = self._bucket(source, now, 1)
         addr = address_of(source)
         block = self._bucket("net " + prefix_of(addr), now, PREFIX_FACTOR) if addr else None
-        # the source's own bucket first: a flooder empties its bucket, not everyone's
-        if bucket.take(now) and (block is None or block.take(now)) and self._global.take(now):
+        # the source's own bucket first: a flooder empties its bucket, not everyone's; and
+        # each is looked at before any is spent, so that a refusal by the prefix's or the
+        # global bucket costs the source none of its own tokens
+        buckets = (bucket, self._global) if block is None else (bucket, block, self._global)
+        if all(b.has(now) for b in buckets):
+            for b in buckets:
+                b.take(now)
             return True
         self.refused_rate += 1
         return False

@@ -8,6 +8,8 @@
 - `operator.py`: operator-signed admin requests (`OperatorKey`, `OperatorVerifier`).
 - `replay.py`: fresh timestamps and unseen nonces in bounded memory (`ReplayGuard`), judged
   against each sender's own clock as measured here (a clock up to 300 s off still exchanges).
+- `skew_witness.py`: who was off this peer's clock, said once each; this peer's own clock is
+  blamed only on the word of members' keys (`SkewWitnesses`), made-up names fill nothing.
 - `stream_digest.py`, `seal_stream.py`: BLAKE3 of a large body while it is received or sent.
 """
 

@@ -73,6 +73,7 @@ from swarmnode.gossip.auth.peer_key import SIGNATURE_BYTES, PeerKey, verify_sign
 from swarmnode.gossip.auth.read_token import read_token
 from swarmnode.gossip.auth.replay import MAX_NONCES, MAX_SKEW_S, ClockSkew, ReplayGuard
 from swarmnode.gossip.auth.seal_stream import StreamedSeal
+from swarmnode.gossip.auth.skew_witness import SkewWitnesses
 from swarmnode.gossip.auth.stream_digest import StreamDigest
 from swarmnode.gossip.errors import (
     AuthError,
@@ -110,8 +111,6 @@ SIGNED_ROUTES = frozenset({"params", "pushpull"})
 # hashed in a worker thread (several, to seal) and opened as memoryviews (no copy).
 INLINE_BYTES = 1 << 20
 _ZERO_TAG, _ZERO_SIG = bytes(TAG_BYTES), bytes(SIGNATURE_BYTES)
-SKEW_SENDERS = 256  # senders whose clock skew is remembered (each said once), at most
-SKEW_AGREE_S = 5.0  # two senders off by this much or less are off by "the same" amount
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +183,7 @@ class Signer:
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.guard = guard if guard is not None else ReplayGuard(clock=clock)
-        self.skews: dict[str, float] = {}  # sender -> its clock's skew, as refused here
-        self._said_own_clock = False
+        self.skews = SkewWitnesses()  # who was off our clock; witnesses: key-proven only
 
     @property
     def has_secret(self) -> bool:
@@ -370,9 +368,9 @@ class Signer:
         except ClockSkew as exc:
             # tag and signature checked out: the sender named is who sent it, and its clock
             # is off ours by `skew` (every request of its will be refused until they agree)
-            raise self._skewed(who, route, exc, answer=bool(reply_to)) from None
+            raise self._skewed(who, route, exc, bool(reply_to), signed_by) from None
         if off is not None:  # accepted, but off by more than the plain window: said too
-            self._skewed(who, route, off, answer=bool(reply_to))
+            self._skewed(who, route, off, bool(reply_to), signed_by)
         return Head(route, reply_to, nonce, signed_by, public, who, length, body_length)
 
     def open_body(self, head: Head, data: Any, *, digest: bytes | None = None) -> Opened:
@@ -407,10 +405,12 @@ class Signer:
         mark_covered(body)  # its frame's own checksum would check the same bytes again
         return Opened(body, head.nonce, head.signed_by)
 
-    def _skewed(self, sender: str, route: str, exc: ClockSkew, answer: bool = False) -> ClockSkew:
-        """The refusal in plain words, naming the sender and by how much; a WARNING the first
-        time for each sender, and once when two of them agree with each other and not with
-        this peer (then it is most likely this peer's clock that is off)."""
+    def _skewed(
+        self, sender: str, route: str, exc: ClockSkew, answer: bool, signed_by: str
+    ) -> ClockSkew:
+        """The refusal in plain words, naming the sender and by how much; said as
+        gossip/auth/skew_witness.py says (once a sender; this peer's own clock blamed only
+        on the word of members' keys)."""
         skew = exc.skew
         way = "behind" if skew > 0 else "ahead of"
         who = sender or "the sender"
@@ -424,25 +424,10 @@ class Signer:
                 f"the clock of {who} is {abs(skew):.0f} s {way} {mine}: tolerated (up to "
                 f"{self.guard.max_offset:g} s), but set the clocks right (NTP)"
             )
-        # An answer names no sender (its request named the receiver): it is no witness of its
-        # own, and counted under "" it made one skewed peer (its requests and its answers)
-        # look like two that agree, so that the peer blamed its own clock
-        first = not answer and sender not in self.skews
-        if first and len(self.skews) < SKEW_SENDERS:
-            self.skews[sender] = skew
-            fate = "taken" if exc.tolerated else "refused until the clocks agree"
-            log.warning("%s: its messages (/v1/%s first) are %s", text, route, fate)
-        elif answer:
-            log.debug("%s (an answer)", text)
-        agree = [s for s in self.skews.values() if abs(s - skew) <= SKEW_AGREE_S]
-        if first and len(agree) >= 2 and not self._said_own_clock:
-            self._said_own_clock = True
-            log.warning(
-                "this peer's clock is most likely off: %d members' clocks are %.0f s %s it",
-                len(agree),
-                abs(skew),
-                way,
-            )
+        self.skews.saw(
+            text, route, skew, tolerated=exc.tolerated, named=sender, signed_by=signed_by,
+            answer=answer,
+        )  # fmt: skip
         return ClockSkew(text, skew, said=True)
 
     def _check_signer(

@@ -7,14 +7,15 @@
 - `records.py`: signed self-records and the heartbeat hash chain (`RecordSigner`,
   `RecordOpener`, `Verifier`); `entries.py`: entries on the wire, strictly parsed.
 - `intake.py`: what a received digest goes through, cheapest check first; `admission.py`:
-  who may become a member (`open`, `secret`, `trust`) and how fast; `caps.py`: members per host.
+  who may become a member (`open`, `secret`, `trust`) and how fast (`TokenBucket`, a rate
+  limit any part may use); `caps.py`: members per host.
 - `failure.py`: failure-detector timing as pure functions (each member's measured heartbeat
   gaps stretch its thresholds, up to a cap); `sampling.py`: uniform peer choice among the
   dialable (not outbound-only) members.
 - `config.py`: `MembershipConfig`, validated.
 """
 
-from swarmnode.gossip.membership.admission import Admission
+from swarmnode.gossip.membership.admission import Admission, TokenBucket
 from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
 from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.gossip.membership.entries import Gossiped
@@ -44,6 +45,7 @@ __all__ = [
     "MembershipConfig",
     "RecordSigner",
     "Timing",
+    "TokenBucket",
     "dialable",
     "label_of",
     "outbound_only",

@@ -49,12 +49,17 @@ class TokenBucket:
         self.rate, self.burst, self.tokens, self.stamp = rate, burst, float(burst), now
 
     def take(self, now: float, n: float = 1.0) -> bool:
-        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= n:
+        if self.has(now, n):
             self.tokens -= n
             return True
         return False
+
+    def has(self, now: float, n: float = 1.0) -> bool:
+        """Whether `take(now, n)` would succeed; refills, spends nothing (a check to pass
+        before another bucket is spent, so that a refusal there costs this one nothing)."""
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
+        self.stamp = now
+        return self.tokens >= n
 
 
 class Admission:
@@ -95,8 +100,13 @@ class Admission:
         bucket = self._bucket(source, now, 1)
         addr = address_of(source)
         block = self._bucket("net " + prefix_of(addr), now, PREFIX_FACTOR) if addr else None
-        # the source's own bucket first: a flooder empties its bucket, not everyone's
-        if bucket.take(now) and (block is None or block.take(now)) and self._global.take(now):
+        # the source's own bucket first: a flooder empties its bucket, not everyone's; and
+        # each is looked at before any is spent, so that a refusal by the prefix's or the
+        # global bucket costs the source none of its own tokens
+        buckets = (bucket, self._global) if block is None else (bucket, block, self._global)
+        if all(b.has(now) for b in buckets):
+            for b in buckets:
+                b.take(now)
             return True
         self.refused_rate += 1
         return False

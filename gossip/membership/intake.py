@@ -16,9 +16,11 @@ In order, cheapest first, so that a flood costs as little as possible:
    (a burst of 1024), cost a peer 57 % of its rounds while it arrived (issue 34, item 19): the
    budget bounds the loop's time on strangers to ~2 % of a core, 10 ms at once. Past
    the budget a newcomer is left for a later digest (gossip repeats itself: it comes again),
-   counted in `deferred`. Members we know are never budgeted, and go first: the merge ends at
-   the first forged entry, which must not cost the known members' news. A join answer (which
-   we asked for) is not budgeted either: it is our own table arriving;
+   counted in `deferred`. The budget is looked at before the newcomer rate is spent, and
+   either is spent only for an entry taken: a deferred stranger costs its source no newcomer
+   token. Members we know are never budgeted, and go first: the merge ends at the first
+   forged entry, which must not cost the known members' news. A join answer (which we asked
+   for) is not budgeted either: it is our own table arriving;
 5. the table merge, which checks a signature only for an entry that would change the table.
 
 The join route takes the same path for its one entry (`open`, `sort`, `merge`): a digest drops
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 UNTRUSTED = "untrusted"  # a newcomer whose key the admission mode does not list
 CAPPED = "capped"  # it would list a member live past the per-host (or per-prefix) cap
 TOO_FAST = "too fast"  # a newcomer past the source's or the global newcomer rate
+DEFERRED = "deferred"  # past the verification budget: left for a later digest, not refused
 
 STRANGER_VERIFY_RATE = 200.0  # units a second (a unit ~0.1 ms of the loop): ~2 % of a core
 STRANGER_VERIFY_BURST = 100.0  # ~10 ms of checks in one digest at most
@@ -130,29 +133,44 @@ class Intake:
                 if not cap.fits(counts, g.addr, via):
                     refused.append((g, CAPPED))
                     continue
-            if known or solicited or admission.take_newcomer(source, now):
-                if not (known or solicited or self._may_verify(g, now)):
+            if not (known or solicited):
+                why = self._stranger(g, source, now)
+                if why == DEFERRED:  # left for a later digest, not refused
                     continue
-                if capped:
-                    cap.add(counts, g.peer_id, g.addr, via)
-                (out if known else strangers).append(g)
-            else:
-                refused.append((g, TOO_FAST))
+                if why:
+                    refused.append((g, why))
+                    continue
+            if capped:
+                cap.add(counts, g.peer_id, g.addr, via)
+            (out if known else strangers).append(g)
         if counts is not None:
             self._log_capped(source)
             cap.forget(table.knows)
         return out + strangers, refused
 
-    def _may_verify(self, g: Gossiped, now: float) -> bool:
-        """Whether a newcomer's signature check fits the budget (free if already checked)."""
+    def _stranger(self, g: Gossiped, source: str, now: float) -> str:
+        """Why an unsolicited newcomer is not taken now ("" if it is): the verification
+        budget is looked at first and the newcomer rate spent only for an entry taken, so a
+        stranger deferred for the budget costs its source none of its newcomer tokens (and
+        one refused as too fast none of the budget)."""
+        cost = self._verify_cost(g)
+        budget = self.verify_budget
+        if budget.stamp < 0:  # its clock is the callers' `now`: the first call sets it
+            budget.stamp = now
+        if cost and not budget.has(now, cost):
+            self.deferred += 1
+            return DEFERRED
+        if not self.admission.take_newcomer(source, now):
+            return TOO_FAST
+        if cost:
+            budget.take(now, cost)
+        return ""
+
+    def _verify_cost(self, g: Gossiped) -> float:
+        """What checking a newcomer's signature costs here: nothing if already checked."""
         if self.verifier is None or g.proof is None or self.verifier.known(g):
-            return True
-        if self.verify_budget.stamp < 0:
-            self.verify_budget.stamp = now
-        if self.verify_budget.take(now, verify_cost(g)):
-            return True
-        self.deferred += 1
-        return False
+            return 0.0
+        return verify_cost(g)
 
     def _log_capped(self, source: str) -> None:
         # one line per 100 refusals, as for a full table: a flood must not flood the log

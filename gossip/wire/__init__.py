@@ -29,7 +29,6 @@ from swarmnode.gossip.wire.frames import (
     encode_packed,
     encode_params,
     max_frame_bytes,
-    peek_header,
     read_header,
     validate_params,
 )
@@ -52,7 +51,6 @@ __all__ = [
     "halves",
     "mark",
     "max_frame_bytes",
-    "peek_header",
     "read_header",
     "require",
     "unpack_bounded",

@@ -266,11 +266,6 @@ def decode_params(
     return dict(fields), arr if isinstance(arr, Sparse) else arr.reshape(shape)
 
 
-def peek_header(buf: bytes | bytearray | memoryview, caps: WireCaps = DEFAULT_CAPS) -> dict:
-    """The frame's header fields alone (`read_header`'s, as a map), payload untouched."""
-    return read_header(buf, caps).fields
-
-
 def validate_params(arr: Any, expected_size: int) -> None:
     """Raise `WireError` unless `arr` is a finite float32 vector of `expected_size` elements.
 

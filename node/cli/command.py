@@ -18,14 +18,16 @@ thread and 2,300 samples/s with two. Set `OMP_NUM_THREADS=N` to give a big CPU m
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import re
 import sys
 from typing import NoReturn
 
-from swarmnode.kernels.errors import SwarmnodeError  # numpy-free: nothing above has loaded BLAS yet
+from swarmnode.kernels.errors import (  # numpy-free: nothing above has loaded BLAS yet
+    SwarmnodeError,
+    did_you_mean,
+)
 
 _BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -80,14 +82,12 @@ def _nearest_flag(message: str, parser: argparse.ArgumentParser) -> str:
     choice = _INVALID_CHOICE.search(message)
     if choice:  # `swarmnode strat`: argparse lists the verbs but names none
         given, listed = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
-        close = difflib.get_close_matches(given, listed, n=1, cutoff=0.6)
-        return f"; did you mean '{close[0]}'?" if close else ""
+        return did_you_mean(given, listed)
     unknown = [w for w in message.split() if w.startswith("--")]
     if "unrecognized" not in message or not unknown:
         return ""
     flag = unknown[0].split("=")[0]
-    close = difflib.get_close_matches(flag, sorted(field_flags_of(parser)), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+    return did_you_mean(flag, field_flags_of(parser))
 
 
 def field_flags_of(parser: argparse.ArgumentParser) -> set[str]:

@@ -16,11 +16,11 @@ mode, the option `exchange`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from swarmnode.gossip.exchange import ExchangeConfig
+from swarmnode.kernels.errors import did_you_mean
 from swarmnode.node.settings.config import PeerConfig
 from swarmnode.node.settings.naming import Style, as_keyword, name_settings
 from swarmnode.node.settings.options import Option, parsed
@@ -103,5 +103,4 @@ def _exchange_base(exchange: Any) -> ExchangeConfig:
 
 
 def _nearest(name: str, table: Mapping[str, Option]) -> str:
-    close = difflib.get_close_matches(name, sorted(table), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else " (see docs/options.md)"
+    return did_you_mean(name, table) or " (see docs/options.md)"

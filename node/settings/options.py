@@ -14,7 +14,6 @@ Precedence, lowest first: the dataclass default, the `--config` file, the enviro
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import math
 import numbers
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarmnode.kernels.errors import did_you_mean
 from swarmnode.node.train import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -315,15 +315,13 @@ class OptionSet:
         for name in sorted(env):
             if name.startswith(ENV_PREFIX) and name not in known:
                 tail = name.removeprefix(ENV_PREFIX)
-                close = difflib.get_close_matches(tail, tails, n=1, cutoff=0.6)
-                hint = f"; did you mean ${ENV_PREFIX}{close[0]}?" if close else ""
+                hint = did_you_mean(tail, tails, prefix=f"${ENV_PREFIX}")
                 raise ConfigError(f"${name}: no such setting{hint}")
 
     def nearest(self, key: str, excluded: Iterable[str] = ()) -> str:
-        """`; did you mean 'x'?` for the valid key nearest to `key`, or ""."""
+        """The hint (`did_you_mean`) for the valid key nearest to `key`, or ""."""
         valid = [o.key for o in self.options if not o.hidden and o.key not in set(excluded)]
-        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-        return f"; did you mean '{close[0]}'?" if close else ""
+        return did_you_mean(key, valid)
 
     # --- showing -------------------------------------------------------------------------
 
@@ -344,12 +342,6 @@ class OptionSet:
                 line = f"  {opt.key:<{width}} = {opt.toml_of(value)}"
             lines.append(f"{line:<{width + 32}} # {resolved.sources[opt.key]}")
         return "\n".join(lines)
-
-
-def did_you_mean(word: str, valid: Iterable[str]) -> str:
-    """`; did you mean 'x'?` for the entry of `valid` nearest to `word`, or ""."""
-    close = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def parsed(parse: Callable[[Any], Any], value: Any, where: str) -> Any:

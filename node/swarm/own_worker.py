@@ -207,10 +207,7 @@ class OwnLoopWorker(TrainingWorker):
             self._wait_at_limit()  # serves submits and lands mixes meanwhile
             if self._finished:
                 raise SwarmClosedError("the swarm was closed while this step waited for it")
-        with self._lock, self._params_lock, self._device():
-            if self._pending:
-                self._drain_pending()
-            self._apply_mixes()
+        self._land()
         self._last_t = time.perf_counter()  # the landing is not the user's step time
 
     def model_version(self) -> tuple[int, int]:

@@ -378,15 +378,22 @@ class TrainingWorker:
         collapse guard judges the mixes applied meanwhile at the next step, all together)."""
         t0 = self._held_since = time.perf_counter()
         while self._held() and not self._stop.is_set():
-            with self._lock, self._params_lock:
-                if self._pending:
-                    self._drain_pending()
-                self._apply_mixes()
+            self._land()
             # the timeout only bounds a missed wake-up; every release sets the event
             self._unblock.wait(HELD_POLL_S)
             self._unblock.clear()
         self.waited_s += time.perf_counter() - t0
         self._held_since = None
+
+    def _land(self) -> None:
+        """What is pending, then the mixes, between two steps, on the model's device: the one
+        way every wait or turn outside `_turn` lands them. The device is entered here, not
+        left to the caller: cupy's current device is per thread, and a `Swarm` lands on the
+        user's thread (OwnLoopWorker), which never entered it."""
+        with self._lock, self._params_lock, self._device():
+            if self._pending:
+                self._drain_pending()
+            self._apply_mixes()
 
     def _apply_mixes(self) -> None:
         """Pending mixes, then a pending outer step (under the lock, between two steps). With

@@ -49,6 +49,8 @@ from typing import Any
 
 import aiohttp
 from swarmnode.gossip.auth import bearer
+from swarmnode.gossip.membership import TokenBucket
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.web.events import EventLog
 from swarmnode.node.web.figures import clean_events, clean_figures
 
@@ -106,21 +108,6 @@ class Seen:
     event_seq: int = 0  # its local events taken so far
 
 
-class Bucket:
-    """`rate` tokens a second up to `burst`, on the watch's clock."""
-
-    def __init__(self, rate: float, burst: float, now: float) -> None:
-        self.rate, self.burst, self.tokens, self.stamp = rate, burst, float(burst), now
-
-    def take(self, now: float) -> bool:
-        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-
 class SwarmWatch:
     """The fan-out, its cache, the chart history and the event feed of one peer's page."""
 
@@ -139,7 +126,7 @@ class SwarmWatch:
         self._plotted: set[str] = set()
         self._feed: deque[dict[str, Any]] = deque(maxlen=FEED_EVENTS)  # this peer's view
         self._claims: deque[dict[str, Any]] = deque(maxlen=FEED_CLAIMS)  # the members' own
-        self._claim_budget: dict[str, Bucket] = {}  # kept across a member's restarts
+        self._claim_budget: dict[str, TokenBucket] = {}  # kept across a member's restarts
         self.claims_dropped = 0
         self._feed_seq = 0
         self._own_seq = 0
@@ -267,7 +254,7 @@ class SwarmWatch:
         now = self._clock()
         budget = self._claim_budget.get(pid)
         if budget is None:
-            budget = self._claim_budget[pid] = Bucket(CLAIM_RATE, CLAIM_BURST, now)
+            budget = self._claim_budget[pid] = TokenBucket(CLAIM_RATE, CLAIM_BURST, now)
         kept = [e for e in reversed(events) if budget.take(now)]
         self.claims_dropped += len(events) - len(kept)
         return kept[::-1]
@@ -475,11 +462,11 @@ class SwarmWatch:
             await self._session.close()
 
 
-class Busy(Exception):
+class Busy(SwarmnodeError):
     """Too many viewers."""
 
 
-class BadAnswer(ValueError):
+class BadAnswer(SwarmnodeError, ValueError):
     """A member answered, but not with figures: its short reason is shown as is."""
 
 

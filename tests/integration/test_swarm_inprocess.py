@@ -7,6 +7,7 @@ twin and a Swarm built inside a running loop (a notebook) work, and a restarted 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -92,8 +93,12 @@ def test_the_async_twin_steps_from_a_running_loop_without_blocking_it():
                         await asyncio.sleep(STEP_S)
 
                 tick = asyncio.ensure_future(ticker())
-                await asyncio.gather(loop(a, x, -1.0), loop(b, y, 1.0))
-                tick.cancel()
+                try:
+                    await asyncio.gather(loop(a, x, -1.0), loop(b, y, 1.0))
+                finally:  # awaited, not only cancelled: no task left pending past the test
+                    tick.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await tick
                 assert float(np.abs(x - y).max()) < 0.6
                 assert a.rounds > 5 and ticks > 20
 

@@ -12,7 +12,6 @@ from typing import Any
 from swarmnode.fault.chaos.errors import ScenarioError
 from swarmnode.fault.chaos.scenario.values import (
     groups_value,
-    nearest,
     no_unknown,
     number,
     peer_name,
@@ -20,6 +19,7 @@ from swarmnode.fault.chaos.scenario.values import (
 )
 from swarmnode.fault.hostile import HOSTILE_KINDS, source_addresses
 from swarmnode.fault.inject import FaultSpecError, parse_byzantine, parse_fault_spec
+from swarmnode.kernels.errors import did_you_mean
 
 PEER_ACTIONS = ("kill", "terminate", "freeze", "thaw", "restart", "join")
 ADMIN_ACTIONS = ("fault", "byzantine", "slowdown")
@@ -73,11 +73,11 @@ def parse_event(index: int, raw: Any, names: set[str], duration: float) -> Event
     action = raw.get("action")
     known = f"(known: {', '.join(ACTIONS)})"
     if action is None:  # a misspelt key (`acton = "kill"`) is the likely cause: name it
-        typo = next((k for k in raw if nearest(str(k), {"action"})), None)
-        hint = f": '{typo}' is not a key; did you mean 'action'?" if typo else ""
+        typo = next((k for k in raw if did_you_mean(str(k), {"action"})), None)
+        hint = f": '{typo}' is not a key{did_you_mean(str(typo), {'action'})}" if typo else ""
         raise ScenarioError(f"{where}: no 'action'{hint} {known}")
     if action not in ACTIONS:
-        hint = nearest(action, ACTIONS) if isinstance(action, str) else ""
+        hint = did_you_mean(action, ACTIONS) if isinstance(action, str) else ""
         raise ScenarioError(f"{where}: unknown action {action!r}{hint} {known}")
     where = f"{where} ({action})"
     no_unknown(raw, {"at", "action", "id", "label"} | _EVENT_KEYS[action], where)

@@ -3,27 +3,21 @@
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from swarmnode.fault.chaos.errors import ScenarioError
+from swarmnode.kernels.errors import did_you_mean
 
 
 def no_unknown(raw: Mapping[str, Any], known: set[str], where: str) -> None:
     for key in raw:
         if key not in known:
-            hint = nearest(str(key), known)
+            hint = did_you_mean(str(key), known)
             raise ScenarioError(
                 f"{where}: unknown key '{key}'{hint} (known: {', '.join(sorted(known))})"
             )
-
-
-def nearest(word: str, valid: Iterable[str]) -> str:
-    """`; did you mean 'x'?` for the entry of `valid` nearest to `word`, or ""."""
-    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def table(data: Mapping[str, Any], key: str, required: bool = False) -> Mapping[str, Any]:

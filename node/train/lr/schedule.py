@@ -27,8 +27,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from swarmnode.node.train.errors import ConfigError
+
 SCHEDULES = ("constant", "cosine", "linear")
 DEFAULT_FLOOR = 0.1
+
+
+class ScheduleError(ConfigError, ValueError):
+    """An lr schedule that cannot be followed; a ValueError too, as it was before it had a
+    class of its own (a caller may catch that)."""
 
 
 def lr_factor(step: int, kind: str, warmup: int, horizon: int, floor: float) -> float:
@@ -60,15 +67,15 @@ class LRSchedule:
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEDULES:
-            raise ValueError(
+            raise ScheduleError(
                 f"lr schedule must be one of {', '.join(SCHEDULES)}, got {self.kind!r}"
             )
         if self.warmup < 0 or self.horizon < 0:
-            raise ValueError(f"need warmup, horizon >= 0, got {self.warmup} and {self.horizon}")
+            raise ScheduleError(f"need warmup, horizon >= 0, got {self.warmup} and {self.horizon}")
         if not 0.0 < self.floor <= 1.0:  # a zero rate is refused by the optimizer
-            raise ValueError(f"lr floor must be in (0, 1], got {self.floor}")
+            raise ScheduleError(f"lr floor must be in (0, 1], got {self.floor}")
         if self.decays and self.horizon <= self.warmup:
-            raise ValueError(
+            raise ScheduleError(
                 f"a {self.kind} decay needs its horizon ({self.horizon}) past the warm-up "
                 f"({self.warmup})"
             )

@@ -424,4 +424,4 @@ def test_one_skewed_peer_s_request_and_answer_do_not_make_a_peer_blame_its_own_c
     with pytest.raises(ClockSkew):
         me.open("gossip", ahead.seal("gossip", b"y", reply_to=nonce), reply_to=nonce)
     assert not [r for r in caplog.records if "most likely off" in r.getMessage()]
-    assert list(me.skews) == ["c:3"]  # one witness: the request's named sender
+    assert list(me.skews.said) == ["c:3"]  # said once: the request's named sender

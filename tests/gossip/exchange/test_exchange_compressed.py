@@ -69,7 +69,7 @@ async def test_pulls_answer_quantised_models() -> None:
     _, vec = await exs[0].pull("p1", "p1:1")
     np.testing.assert_allclose(vec, exs[1].store.x, atol=0.05)
     frame = await exs[1]._encode_mine()
-    assert wire.peek_header(frame)["codec"] == "i8"
+    assert wire.read_header(frame).codec == "i8"
     r = await exs[0].round()
     assert r.applied
 

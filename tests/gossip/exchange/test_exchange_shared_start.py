@@ -78,7 +78,7 @@ async def test_a_joiners_pull_is_a_difference_against_the_start(spec: str) -> No
     exs = swarm(spec, [X0] * 3)
     joiner, donor = exs[0], exs[1]
     body = await donor._encode_mine({"type": "pull", "sender": "p0", **joiner_want(joiner)})
-    header = wire.peek_header(body)
+    header = wire.read_header(body).fields
     assert header["ref"] == "delta" and header["ref_ver"] == 1
     assert header["codec"] == "i8"  # the whole-model codec: a joiner starts on the real model
     _, got = await joiner.pull("p1", "p1:1")

@@ -88,3 +88,22 @@ def test_a_long_chain_walk_costs_more_than_a_fresh_record() -> None:
     late = signed(key, 1 + 1000, signer)  # the same record, 1000 beats on
     assert verify_cost(fresh) == 1.0
     assert verify_cost(late) == pytest.approx(1 + 1000 / intake_mod.CHAIN_STEPS_PER_UNIT)
+
+
+def test_a_stranger_deferred_for_the_budget_spends_no_newcomer_token(strangers) -> None:
+    # the newcomer rate is spent only for an entry taken: strangers left for a later digest
+    # (past the verification budget) must not use up their source's newcomer tokens
+    table, verifier = MemberTable("me", "10.0.0.1:1", 1, TIMING), Verifier()
+    admission = Admission(new_member_rate=1e-6, new_member_burst=5, global_member_rate=1e6,
+                          global_member_burst=10**6)  # fmt: skip
+    spent = TokenBucket(0.0, 0.0, 0.0)
+    intake = Intake(table, admission, verifier, 10_000, HostCap(10**6), verify_budget=spent)
+    for t in (0.0, 0.5, 1.0):  # the same crowd, deferred each time
+        assert intake.sort(strangers[:20], "10.5.5.5:7070", t) == ([], [])
+    assert intake.deferred == 60 and admission.refused_rate == 0
+    intake.verify_budget = TokenBucket(RATE, BURST, 1.0)  # the budget back
+    admitted, refused = intake.sort(strangers[20:30], "10.5.5.5:7070", 1.0)
+    assert len(admitted) == 5  # the source's whole burst is still there
+    assert [why for _, why in refused] == [intake_mod.TOO_FAST] * 5
+    # ... and those refused as too fast spent none of the budget: 5 checks' worth taken
+    assert intake.verify_budget.tokens == pytest.approx(BURST - 5)

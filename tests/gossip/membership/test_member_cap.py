@@ -159,6 +159,17 @@ def test_newcomer_rates_are_kept_per_prefix_too() -> None:
     assert adm.take_newcomer("10.6.7.1", 0.0)  # another /24: its own budget
 
 
+def test_a_newcomer_refused_by_the_global_rate_costs_its_source_no_token() -> None:
+    # every bucket is looked at before any is spent: a swarm-wide rush (the global bucket
+    # empty) must not drain a quiet source's own budget, refusal after refusal
+    adm = Admission(new_member_rate=1e-6, new_member_burst=3, global_member_rate=1.0,
+                    global_member_burst=2)  # fmt: skip
+    assert adm.take_newcomer("10.6.6.1", 0.0) and adm.take_newcomer("10.6.6.1", 0.0)
+    assert not any(adm.take_newcomer("10.6.6.1", 0.0) for _ in range(5))  # global: empty
+    assert adm.take_newcomer("10.6.6.1", 1.0)  # the global refilled one: the source's last
+    assert not adm.take_newcomer("10.6.6.1", 5.0)  # ... and now its own bucket is empty
+
+
 async def test_the_in_memory_network_has_no_source_address_only_hosts() -> None:
     # without an address (a declared id) only the host cap applies: the 200-peer in-process
     # swarm of test_membership joins through one seed without a source

@@ -227,7 +227,7 @@ def test_argparse_errors_exit_2_in_one_line(capsys: pytest.CaptureFixture[str]) 
         _one_line_error(capsys)
     with pytest.raises(SystemExit):
         main([*START, "--lrr", "0.1"])
-    assert "did you mean --lr?" in _one_line_error(capsys)
+    assert "did you mean '--lr'?" in _one_line_error(capsys)
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def test_a_misspelt_variable_names_the_nearest_setting(
     err = _error_line(capsys, ["start", "--steps", "1"])
     assert err == (
         "swarmnode start: error: $SWARMNODE_SYNC_EVRY: no such setting; "
-        "did you mean $SWARMNODE_SYNC_EVERY?"
+        "did you mean '$SWARMNODE_SYNC_EVERY'?"
     )
 
 

@@ -4,6 +4,7 @@ from landing, the one-thread rule, and the swarm's own state."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -239,3 +240,38 @@ def test_the_loss_given_to_step_is_the_metrics_loss_and_none_given_is_nan():
     assert np.isnan(w.metrics().loss)
     w.report(0.5, 0.9)
     assert w.metrics().test_acc == 0.9 and w.metrics().eval_step == 8
+
+
+def test_a_mix_landed_while_held_at_the_bound_lands_on_the_model_s_device():
+    # cupy's current device is per thread: a landing on the user's thread must enter the
+    # model's device context (as finish_step's does), or --device cuda:1 lands on device 0
+    x = np.zeros(2, np.float32)
+    w = _worker(x)
+    inside = threading.local()
+
+    @contextlib.contextmanager
+    def on_device():
+        inside.depth = getattr(inside, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            inside.depth -= 1
+
+    landed_on_device: list[bool] = []
+    apply = w._apply_mixes
+
+    def recorded() -> None:
+        landed_on_device.append(getattr(inside, "depth", 0) > 0)
+        apply()
+
+    w.trainer.on_device = on_device
+    w._apply_mixes = recorded
+    w.set_step_limit(1)
+    t = threading.Thread(target=lambda: _step(w))  # step 1 reaches the bound: held
+    t.start()
+    wait_for(lambda: w._held_since is not None, 10, "held at the bound")
+    w.mix(np.full(2, 4.0, np.float32), 0.5)
+    wait_for(lambda: x[0] == 2.0, 10, "mix landed while held")
+    w.set_step_limit(None)
+    t.join(10)
+    assert not t.is_alive() and landed_on_device and all(landed_on_device)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.cli import cmd_start
 from swarmnode.node.cli.command import build_parser, main
 from swarmnode.node.peer.api import Peer
@@ -246,3 +247,14 @@ def test_the_config_file_and_the_python_api_take_the_same_settings(tmp_path: Pat
     settings = dict(lr_schedule="linear", lr_decay_steps=5000, steps=0, lr_floor=0.2)
     from_api = Peer("mlp:16", **settings).config.validate().schedule()
     assert from_file == from_api == LRSchedule("linear", 100, 5000, 0.2)
+
+
+@pytest.mark.parametrize(
+    "args", [("step", 0, 0), ("cosine", -1, 10), ("linear", 0, 10, 0.0), ("cosine", 10, 5)]
+)
+def test_a_bad_schedule_is_a_config_error_and_still_a_value_error(args: tuple) -> None:
+    # one rooted hierarchy: the CLI prints a SwarmnodeError as one line; ValueError kept for
+    # a caller that caught it before
+    with pytest.raises(ConfigError) as info:
+        LRSchedule(*args)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, SwarmnodeError)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.web import watch as watch_mod
 from swarmnode.node.web.events import EventLog
 from swarmnode.node.web.watch import Busy, Sources, SwarmWatch, swarm_figures
@@ -377,3 +378,15 @@ async def test_held_streams_from_one_address_deny_no_other(h):
         async with h.watch.viewer("127.0.0.1", trusted=True):  # loopback still gets in
             assert h.watch.viewers == watch_mod.MAX_VIEWERS + 1
     assert h.watch.viewers == 0 and h.watch._seats == {}
+
+
+async def test_a_full_watch_refuses_with_a_swarmnode_error(h):
+    # Busy sits under the rooted hierarchy: a caller catching SwarmnodeError catches it
+    async with contextlib.AsyncExitStack() as held:
+        for _ in range(watch_mod.SEATS_PER_ADDRESS):
+            await held.enter_async_context(h.watch.viewer("10.0.0.1"))
+        with pytest.raises(SwarmnodeError, match=r"from 10\.0\.0\.1"):
+            await held.enter_async_context(h.watch.viewer("10.0.0.1"))
+    assert issubclass(watch_mod.BadAnswer, SwarmnodeError) and issubclass(
+        watch_mod.BadAnswer, ValueError
+    )

@@ -352,14 +352,16 @@ def run_swarm(
     return curve, peers
 
 
-def screen_task(name: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
-    """One block of results per lr schedule: one peer, the ideals and the rows, all on it."""
+def screen_task(name: str, opts: argparse.Namespace) -> None:
+    """One block of results per lr schedule (one peer, the ideals and the rows, all on it),
+    each added to `opts.done`."""
     task = TASKS[name]
     task = replace(
         task, steps=opts.steps or task.steps, eval_every=opts.eval_every or task.eval_every
     )
     data = load_dataset(task.data)
-    return [screen_schedule(name, task, data, kind, opts) for kind in opts.lr_schedules]
+    for kind in opts.lr_schedules:
+        opts.done.append(screen_schedule(name, task, data, kind, opts))
 
 
 def screen_schedule(
@@ -412,6 +414,7 @@ def screen_schedule(
                    "late_vs_ideal": s_late / best_late if s_late and best_late else None,
                    "consensus": float(np.mean(spread)) if spread else None}  # fmt: skip
             out["rows"].append(row)
+            save(opts, [*opts.done, out])  # a run cut short keeps every row so far
             ratio = "-" if row["vs_ideal"] is None else f"{row['vs_ideal']:.2f}x"
             lratio = "-" if row["late_vs_ideal"] is None else f"{row['late_vs_ideal']:.2f}x"
             print(f"[{tag}] {n} peers {part:13} {cand_text:16} {groups:7} every {period:2}: "
@@ -530,12 +533,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.report:
         print_goals([b for f in opts.report for b in json.loads(Path(f).read_text())])
         return 0
-    results = [block for t in opts.tasks.split(",") for block in screen_task(t, opts)]
-    print_goals(results)
+    opts.done = []
+    for t in opts.tasks.split(","):
+        screen_task(t, opts)
+    save(opts, opts.done)
+    print_goals(opts.done)
+    return 0
+
+
+def save(opts: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     if opts.json:
         Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.json).write_text(json.dumps(results, indent=1, default=float))
-    return 0
 
 
 if __name__ == "__main__":

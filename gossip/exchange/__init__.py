@@ -13,7 +13,6 @@ swarm through the `PeerDirectory` its owner hands it.
 - `delta_rule.py`: a round's result keeps the steps trained while it was in flight.
 - `compressed.py`, `refs.py`: compressed push-pull with a shared reference per pair and error
   feedback.
-- `groups.py`: who a round's partners are (`group_rule`: random, or Moshpit's grid of groups).
 - `access.py`: who may pull or push (a live member, in its own name); `slots.py`: bounds on
   inbound bulk work; `round_log.py`: one log line per round.
 - `memory_store.py`: `InMemoryStore`, the in-process twin of `ParamStore` (tests, simulations).
@@ -21,12 +20,10 @@ swarm through the `PeerDirectory` its owner hands it.
 
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.exchanger import Exchanger
-from swarmnode.gossip.exchange.groups import GROUP_RULES, grid_group
 from swarmnode.gossip.exchange.memory_store import InMemoryStore
 from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, Round, RoundResult
 
 __all__ = [
-    "GROUP_RULES",
     "ExchangeConfig",
     "Exchanger",
     "InMemoryStore",
@@ -34,5 +31,4 @@ __all__ = [
     "PeerDirectory",
     "Round",
     "RoundResult",
-    "grid_group",
 ]

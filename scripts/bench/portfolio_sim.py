@@ -76,7 +76,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from swarmnode.gossip.exchange import grid_group  # noqa: E402
 from swarmnode.kernels.backend import select_backend  # noqa: E402
 from swarmnode.kernels.optim import make_optimizer  # noqa: E402
 from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST, DEFAULT_LR_WARMUP  # noqa: E402
@@ -87,6 +86,45 @@ from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, LRSchedule  # noqa: 
 from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
 from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+# --- Moshpit SGD's grid of groups (Ryabinin et al. 2021; hivemind's averager) -----------------
+# The sorted ids of the n peers are laid out on a virtual grid of d = ceil(log_s n) axes, s = k + 1
+# (a group is a peer and its k partners, the cost of a random round); the last axis takes what is
+# left, ceil(n / s^(d-1)), so 8 peers in groups of 4 fill a 4 x 2 grid exactly. In round r a
+# peer's group is the peers whose position differs from its own in axis r mod d only; when every
+# group averages exactly, a full grid holds the swarm mean after d rounds. A group with nobody in
+# it (an unfilled grid's last row) takes random partners instead. Measured here, not in the node:
+# as the node's push-pull the grid mixes no faster than random groups (docs/benchmarks.md).
+
+
+def grid_sides(n: int, side: int) -> list[int]:
+    """The grid's sides for n peers: as many axes of `side` as n needs, the last one holding what
+    remains (mixed radix, so that 8 peers in groups of 4 fill a 4 x 2 grid exactly)."""
+    if n <= 1 or side < 2:
+        return [max(n, 1)]
+    sides: list[int] = []
+    cells = 1
+    while cells * side < n:
+        sides.append(side)
+        cells *= side
+    sides.append(-(-n // cells))  # ceil: the last axis holds the rest
+    return sides
+
+
+def grid_group(ids: Sequence[str], me: str, round_no: int, group: int) -> list[str]:
+    """The ids in `me`'s group in round `round_no` (`me` not among them), over the peers `ids`
+    (mine may be in it or not). Empty when no live peer shares that row of the grid."""
+    order = sorted(set(ids) | {me})
+    n = len(order)
+    sides = grid_sides(n, group + 1)
+    axis = round_no % len(sides)
+    stride = 1
+    for s in sides[:axis]:
+        stride *= s
+    p = order.index(me)
+    base = p - ((p // stride) % sides[axis]) * stride
+    rows = (base + j * stride for j in range(sides[axis]))
+    return [order[q] for q in rows if q < n and q != p]
 
 
 @dataclass(frozen=True)

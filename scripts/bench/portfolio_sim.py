@@ -476,6 +476,13 @@ def goals_met(row: dict[str, Any]) -> tuple[bool, bool]:
     return row["late_gap"] >= bar, ratio is not None and ratio <= GOAL2_BAR
 
 
+def ratio_text(row: dict[str, Any]) -> str:
+    """Goal 2's figure for a row: x the best ideal, or why there is none."""
+    if row.get("late_vs_ideal") is not None:
+        return f"{row['late_vs_ideal']:.2f}x"
+    return "never" if row.get("late_steps") is None else "no ideal run"
+
+
 def print_goals(results: list[dict[str, Any]]) -> None:
     """Per candidate, schedule and partner rule: the goals met over every (task, N, partition),
     and the rows that miss, with their late gap and time ratio."""
@@ -489,7 +496,7 @@ def print_goals(results: list[dict[str, Any]]) -> None:
     for (cand, kind, groups), rows in by.items():
         met = [goals_met(r) for _, r in rows]
         misses = [f"{t} {r['n']} {r['partition']} {r['late_gap'] * 100:+.1f}"
-                  + ("" if g2 else f" {r['late_vs_ideal'] or 0:.2f}x")
+                  + ("" if g2 else f" {ratio_text(r)}")
                   for (t, r), (g1, g2) in zip(rows, met, strict=True) if not (g1 and g2)]  # fmt: skip
         n1, n2 = sum(g1 for g1, _ in met), sum(g2 for _, g2 in met)
         both = sum(g1 and g2 for g1, g2 in met)

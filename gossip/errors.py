@@ -32,6 +32,12 @@ class RemoteError(TransportError):
         self.said = said
 
 
+# The answer to a push-pull that crossed ours (each side's request in flight to the other,
+# gossip/exchange/compressed.py): the peer is alive and answering, and it serves our request
+# once its own has come back; a partner that says it is no failure to back off from
+CROSSED = 423
+
+
 class AddressInUse(TransportError):
     """Another peer is already registered at this address."""
 

@@ -20,7 +20,8 @@ One exchange per partner at a time: a push-pull from a partner whose exchange wi
 flight is not interleaved with it, which also bounds the bytes in flight per partner to one
 frame each way. Two push-pulls that cross (each side's request in flight to the other: the
 rule when peers start their rounds together, as a swarm at full speed does) are settled by the
-ids: the peer with the smaller id refuses the other's (503 busy), and the other answers the
+ids: the peer with the smaller id refuses the other's (423, `CROSSED`: no failure, so the
+other does not back off from it), and the other answers the
 smaller id's request once its own has come back refused (`_wait_turn`). Refusing both, as
 before, made every crossing round fail on both sides: 4 peers with concurrent group rounds
 applied 21-27 of 120 (topk2, lowrank; uncompressed 120), and a full-speed portfolio swarm
@@ -36,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import numpy as np
-from swarmnode.gossip.errors import RemoteError, TransportError, WireError
+from swarmnode.gossip.errors import CROSSED, RemoteError, TransportError, WireError
 from swarmnode.gossip.exchange.refs import FULL_CODEC, PARTIAL, PairRefs
 from swarmnode.gossip.link import Transport
 from swarmnode.gossip.wire import FrameHeader, encode_packed, encode_params
@@ -143,7 +144,7 @@ class CompressedPushPull:
             if exc.status == 400 and "`compress`" in str(exc):
                 self.plain.add(peer_id)  # it does not speak references: go plain with it
                 log.info("%s exchanges uncompressed: plain push-pull with it from now", peer_id)
-            if exc.status != 503:
+            if exc.status not in (503, CROSSED):  # refused before anything was applied
                 refs.forget(peer_id, out, mismatch=exc.status == 409)
             raise
         except (TransportError, SwarmnodeError):
@@ -205,7 +206,9 @@ class CompressedPushPull:
         if not isinstance(weight, float) or not 0.0 < weight <= MAX_PAIR_WEIGHT:
             raise WireError(f"payload header field 'mix' must be a float in (0, {MAX_PAIR_WEIGHT}]")
         if partner in self.busy and not await self._wait_turn(partner):
-            raise RemoteError("busy: an exchange with you is in flight from my side", status=503)
+            raise RemoteError(  # routine when rounds cross: logged at DEBUG
+                "busy: an exchange with you is in flight from my side", status=CROSSED, said=True
+            )
         self._hold(partner)
         try:
             refs = self.refs

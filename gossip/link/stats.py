@@ -46,7 +46,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from swarmnode.gossip.errors import TransportError
+from swarmnode.gossip.errors import CROSSED, RemoteError, TransportError
 from swarmnode.gossip.link.backoff import BULK, Backoff, kind_of
 from swarmnode.gossip.link.transport import Transport
 
@@ -194,11 +194,14 @@ class MeasuringTransport:
             timeout = short
         try:
             answer = await self.inner.request(addr, route, body, timeout=timeout)
+        except RemoteError as exc:
+            if exc.status == CROSSED:  # alive, answering, and about to serve ours: no failure
+                self.backoff.answered(addr, kind_of(route))
+                raise
+            self._failed(s, addr, route, sent, timeout)
+            raise
         except TransportError:
-            s.failures += 1
-            self.backoff.failed(addr, kind_of(route))
-            if sent < SMALL_BYTES:
-                s.rtt_s = _ewma(s.rtt_s, timeout)
+            self._failed(s, addr, route, sent, timeout)
             raise
         except asyncio.CancelledError:
             # a round that went on without an unproven partner (exchange: `_answers`): a failure
@@ -228,6 +231,12 @@ class MeasuringTransport:
 
     async def close(self) -> None:
         await self.inner.close()
+
+    def _failed(self, s: LinkStat, addr: str, route: str, sent: int, timeout: float) -> None:
+        s.failures += 1
+        self.backoff.failed(addr, kind_of(route))
+        if sent < SMALL_BYTES:
+            s.rtt_s = _ewma(s.rtt_s, timeout)
 
     def snapshot(self, known: dict[str, str] | None = None) -> list[dict[str, object]]:
         """Every link as a dict (for /v1/status), with the partner's id where `known` names it."""

@@ -9,7 +9,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
-from swarmnode.gossip.errors import PeerUnreachable, RemoteError
+from swarmnode.gossip.errors import CROSSED, PeerUnreachable, RemoteError
 from swarmnode.gossip.link.backoff import BULK, CONTROL, Backoff, kind_of
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import MeasuringTransport
@@ -73,6 +73,26 @@ async def test_the_measuring_transport_feeds_it_by_route_kind() -> None:
         await t.request("b:1", "pushpull", b"x", timeout=0.5)
     await t.request("b:1", "gossip", b"x", timeout=0.5)
     assert t.backoff.waiting("b:1", BULK) and t.backoff.streak("b:1", CONTROL) == 0
+
+
+async def test_a_push_pull_refused_because_rounds_crossed_backs_nobody_off() -> None:
+    # two peers whose rounds cross: the one whose request is refused (423) is answered by the
+    # other's serving of its own request; backing it off made the refused side of a pair stop
+    # starting rounds with that partner for up to the cap (a 2-peer lowrank swarm: one side
+    # applied 0-5 rounds a second against the other's 40-60)
+    net = InMemoryNetwork()
+
+    async def crossed(req: Arrival) -> bytes:
+        raise RemoteError("busy: an exchange with you is in flight from my side", CROSSED)
+
+    net.register("b:1", {"pushpull": crossed})
+    t = MeasuringTransport(net.transport("a:1"))
+    for _ in range(3):
+        with pytest.raises(RemoteError) as info:
+            await t.request("b:1", "pushpull", b"x", timeout=0.5)
+        assert info.value.status == CROSSED
+    assert not t.backoff.waiting("b:1", BULK) and t.backoff.streak("b:1", BULK) == 0
+    assert t.stat("b:1").failures == 0
 
 
 class _Members:

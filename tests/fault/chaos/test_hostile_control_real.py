@@ -5,11 +5,11 @@ than that slow peer. Before issue 22 all three failed by far (docs/architecture.
 ~35 s each on a 2-core box.
 
 A file of their own, apart from the four attacks of test_hostile_scenarios_real.py: `--dist
-loadfile` gives a file to one worker, and the two files (~100 s each) balance the two workers
-where the one file (~235 s) was the suite's longest. They run one after the other: side by
-side they took 74 and 98 s in two loaded runs against 102 and 133 s one after the other (the
-start-up noise is as large), and beside the drag the sybil flood listed 498 of its 500 sybils,
-under the bar that shows the flood was on (docs/benchmarks.md, "The suite")."""
+loadfile` gives a file to one worker, and the two files (~100-190 s each under load) balance
+the two workers where the one file (~235 s) was the suite's longest. They run one after the
+other: side by side they took 74 and 98 s in two loaded runs against 102 and 133 s one after
+the other (the start-up noise is as large), and beside the drag the sybil flood listed 498 of
+its 500 sybils, under the bar that shows the flood was on (docs/benchmarks.md, "The suite")."""
 
 from __future__ import annotations
 

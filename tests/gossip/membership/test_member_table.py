@@ -300,11 +300,37 @@ def test_a_digest_survives_msgpack_and_validation_unchanged() -> None:
         (["b", "h:1", 1, 1, DEAD, float("inf"), {}], "bad tombstone age"),
         (["b", "h:1", 1, 1, ALIVE, 0.0, []], "meta must be a map"),
         (["b", "h:1", 1, 1, ALIVE, 0.0, {"x": [1]}], "has type list"),
+        # what the exact-type fast path leaves to the full check, which must still refuse it
+        (["b", "h:1", False, 1, ALIVE, 0.0, {}], "bad incarnation"),
+        (["b", "h:1", 1, 2**64, ALIVE, 0.0, {}], "beyond 2"),
+        (["b", "h:1", 1, 1, DEAD, float("nan"), {}], "bad tombstone age"),
+        (["b", "h:1", 1, 1, DEAD, True, {}], "bad tombstone age"),
+        (["b", "h:1", 1, 1, DEAD, "0", {}], "bad tombstone age"),
+        (["b", b"h:1", 1, 1, ALIVE, 0.0, {}], "bad address"),
+        (["b", "h:1", 1, 1, [ALIVE], 0.0, {}], "unknown state"),
+        (["b", "h:1", 1, 1, ALIVE, 0.0, {"loss": float("-inf")}], "not finite"),
+        (["b", "h:1", 1, 1, ALIVE, 0.0, {"x": b"bytes"}], "has type bytes"),
     ],
 )
 def test_parse_entry_rejects_malformed_entries(raw: object, fragment: str) -> None:
     with pytest.raises(CodecError, match=fragment):
         parse_entry(raw)
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def test_parse_entry_takes_good_fields_of_other_shapes_through_the_full_check() -> None:
+    # a tuple entry, str and int subclasses, an int age: not msgpack's shapes, but not wrong
+    raw = (_Str("b"), _Str("h:1"), _Int(3), _Int(4), ALIVE, 2, {"n": _Int(1), "d": _Str("cpu")})
+    e = parse_entry(raw)
+    assert (e.peer_id, e.addr, e.incarnation, e.heartbeat, e.age) == ("b", "h:1", 3, 4, 2.0)
+    assert type(e.age) is float and dict(e.meta) == {"n": 1, "d": "cpu"}
 
 
 def test_parse_entries_drops_bad_entries_and_keeps_the_rest() -> None:

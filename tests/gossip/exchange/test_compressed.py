@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from swarmnode.gossip.errors import RemoteError
+from swarmnode.gossip.errors import CROSSED, RemoteError
 from swarmnode.gossip.exchange import InMemoryStore
 from swarmnode.gossip.exchange.compressed import CompressedPushPull, refuse_compressed
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
@@ -74,7 +74,7 @@ async def test_crossing_exchanges_one_goes_through_and_the_other_keeps_the_refer
     spec: str,
 ) -> None:
     """Both requests in flight at once: the smaller id's is answered (once the other's own came
-    back refused), the other's refused 503; the pair's copies stay shared on both sides."""
+    back refused), the other's refused 423 (CROSSED: no failure); the pair's copies stay shared on both sides."""
     net = InMemoryNetwork(latency=0.05)
     a, sa = peer(net, "A", spec, np.ones(N))
     b, sb = peer(net, "B", spec, np.zeros(N))
@@ -83,7 +83,7 @@ async def test_crossing_exchanges_one_goes_through_and_the_other_keeps_the_refer
         a.pushpull("B", "B", sa.x, 0.5), b.pushpull("A", "A", sb.x, 0.5), return_exceptions=True
     )
     assert isinstance(outcomes[0], np.ndarray)  # A < B: A's exchange went through
-    assert isinstance(outcomes[1], RemoteError) and outcomes[1].status == 503
+    assert isinstance(outcomes[1], RemoteError) and outcomes[1].status == CROSSED
     np.testing.assert_array_equal(a.refs.sent["B"].vec, b.refs.recv["A"].vec)
     np.testing.assert_array_equal(a.refs.recv["B"].vec, b.refs.sent["A"].vec)
     # whoever was refused kept its reference: the next exchange is a delta, not a full frame

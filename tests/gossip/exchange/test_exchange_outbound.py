@@ -13,7 +13,8 @@ from swarmnode.gossip.exchange.exchanger import ExchangeConfig, Exchanger
 from swarmnode.gossip.exchange.outbound import MAX_TRACKED, PushDistances
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 
-from tests.gossip.exchange.test_exchange import D, StaticPeers
+from tests.gossip.exchange.exchange_fakes import FixedPeers
+from tests.gossip.exchange.test_exchange import D
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -44,7 +45,7 @@ def test_a_push_stands_for_its_sender_while_fresh_and_a_bad_one_is_forgotten():
     assert len(seen.fresh()) == MAX_TRACKED and "s0" not in seen.fresh()
 
 
-class SplitPeers(StaticPeers):
+class SplitPeers(FixedPeers):
     """The reachable peers' directory: dialable partners and outbound-only ones, drawn as one
     pool (what `node.peer.limits.MembershipPeers.sample_partners` does over membership)."""
 
@@ -69,7 +70,7 @@ def _swarm(split: bool) -> tuple[list[Exchanger], list[InMemoryStore]]:
     exs = []
     for i, name in enumerate(names):
         dial = [(names[j], addrs[j]) for j in (0, 1) if j != i]
-        peers = SplitPeers(dial, ["home"]) if split and name != "home" else StaticPeers(dial)
+        peers = SplitPeers(dial, ["home"]) if split and name != "home" else FixedPeers(dial)
         cfg = ExchangeConfig(mode="average", group=2)
         ex = Exchanger(cfg, self_id=name, transport=net.transport(addrs[i]), store=stores[i],
                        peers=peers)  # fmt: skip

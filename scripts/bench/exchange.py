@@ -543,7 +543,10 @@ def link_report(args: argparse.Namespace, run: Run) -> None:
     """With --link, per round: what each direction carried and at what share of the link.
     `round`: the model's bytes each way over the round's wall time (the figure of merit);
     `push`/`answer`: each direction's goodput over the span of its own bulk (LinkMeter);
-    `overlap`: the share of the shorter span during which the other direction also ran."""
+    `overlap`: the share of the shorter span during which the other direction also ran;
+    `before`: seconds of the round before the push's bulk began (its snapshot, frame, hash,
+    head); `gate`: from the answer's bulk to its last byte (the last bytes wait for the push's
+    checks at the responder); `after`: from then to the round's end (the answer's checks)."""
     rate = parse_rate(args.link)
     print(
         f"\nthe {args.link} link, per round (shares of {rate / 1e6:g} Mbit/s, goodput; push/answ "
@@ -552,6 +555,7 @@ def link_report(args: argparse.Namespace, run: Run) -> None:
     print(
         f"{'mode':<8}{'round':>6}{'model MB':>9}{'push MB':>8}{'answ MB':>8}{'round s':>8}"
         f"{'round':>7}{'push':>7}{'answer':>7}{'push s':>7}{'answ s':>7}{'overlap':>8}"
+        f"{'before':>7}{'gate':>6}{'after':>7}"
     )
     for row, rounds in run.link_rounds.items():
         size = run.sizes.get(row, run.size)
@@ -561,6 +565,8 @@ def link_report(args: argparse.Namespace, run: Run) -> None:
                 f"{lr.answer.wire_bytes / 1e6:>8.2f}{wall:>8.3f}{size * 8 / wall / rate:>7.1%}"
                 f"{lr.push.share(size, rate):>7.1%}{lr.answer.share(size, rate):>7.1%}"
                 f"{lr.push.span:>7.3f}{lr.answer.span:>7.3f}{lr.overlap:>8.0%}"
+                f"{lr.push.start:>7.3f}{lr.answer.last - lr.answer.end:>6.3f}"
+                f"{wall - lr.answer.last:>7.3f}"
             )
     duplex = run.wall.get("duplex")
     for row in run.link_rounds:

@@ -46,6 +46,7 @@ class Direction:
     wire_bytes: int
     start: float  # seconds after the round began, at EDGE of its bytes
     end: float  # at 1 - EDGE of them
+    last: float  # at the last of them
 
     @property
     def span(self) -> float:
@@ -114,7 +115,8 @@ class LinkMeter:
 def _direction(times: list[float], total: list[int]) -> Direction:
     n = total[-1]
     lo, hi = EDGE * n, (1 - EDGE) * n
-    return Direction(n, _crossing(times, total, lo), _crossing(times, total, hi))
+    last = _crossing(times, total, n)
+    return Direction(n, _crossing(times, total, lo), _crossing(times, total, hi), last)
 
 
 def _crossing(times: list[float], total: list[int], level: float) -> float:

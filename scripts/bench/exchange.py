@@ -566,7 +566,7 @@ def link_report(args: argparse.Namespace, run: Run) -> None:
                 f"{lr.push.share(size, rate):>7.1%}{lr.answer.share(size, rate):>7.1%}"
                 f"{lr.push.span:>7.3f}{lr.answer.span:>7.3f}{lr.overlap:>8.0%}"
                 f"{lr.push.start:>7.3f}{lr.answer.last - lr.answer.end:>6.3f}"
-                f"{wall - lr.answer.last:>7.3f}"
+                f"{lr.elapsed - lr.answer.last:>7.3f}"
             )
     duplex = run.wall.get("duplex")
     for row in run.link_rounds:

@@ -66,6 +66,7 @@ class Direction:
 class LinkRound:
     push: Direction  # to the peer (its download)
     answer: Direction  # from the peer (its upload)
+    elapsed: float  # from `begin()` to `end()`: the round, as the meter saw it
 
     @property
     def overlap(self) -> float:
@@ -109,7 +110,7 @@ class LinkMeter:
         times = [t - t0 for t, _, _ in self._samples]
         tx = [s[1] - self._samples[0][1] for s in self._samples]
         rx = [s[2] - self._samples[0][2] for s in self._samples]
-        return LinkRound(_direction(times, tx), _direction(times, rx))
+        return LinkRound(_direction(times, tx), _direction(times, rx), times[-1])
 
 
 def _direction(times: list[float], total: list[int]) -> Direction:

@@ -206,7 +206,9 @@ def main() -> int:
         default="",
         metavar="RATE",
         help="node modes only: each node in its own network namespace behind a tc-shaped link "
-        "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host",
+        "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host; with a raw duplex "
+        "across a link of its own, and per round each direction's bytes, rate and overlap "
+        "(scripts/bench/exchange_link.py)",
     )
     ap.add_argument(
         "--push-budget",

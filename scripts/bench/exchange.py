@@ -73,6 +73,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.bench import exchange_node
+from scripts.bench.exchange_link import DuplexServer, LinkMeter, LinkRound, duplex_round
 from scripts.bench.exchange_node import (
     COMPRESS,
     NODE_MODES,
@@ -204,7 +206,9 @@ def main() -> int:
         default="",
         metavar="RATE",
         help="node modes only: each node in its own network namespace behind a tc-shaped link "
-        "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host",
+        "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host; with a raw duplex "
+        "across a link of its own, and per round each direction's bytes, rate and overlap "
+        "(scripts/bench/exchange_link.py)",
     )
     ap.add_argument(
         "--push-budget",
@@ -282,12 +286,16 @@ class Run:
         self.info: dict[str, Any] = {}
         self.end = 0.0
         args = self.args
-        self.net = LabNet([parse_rate(args.link)] * (len(node_modes) + 1)) if args.link else None
+        # with --link: one link per node (the latency node's last) and one for the raw duplex
+        self.net = LabNet([parse_rate(args.link)] * (len(node_modes) + 2)) if args.link else None
+        self.link_rounds: dict[str, list[LinkRound]] = {}  # per row, with --link
+        self.duplex: DuplexServer | None = None
 
     def go(self, loop: asyncio.Runner, tmp: Path) -> None:
         args = self.args
         if self.net is not None:
             self.net.create()
+            self.duplex = DuplexServer(self.net.links[-1])
         if self.node_modes:  # started first: building a 25M model takes a while
             self._start_nodes(loop, tmp)
         fast = [m for m in self.helper_modes if m != "naive"]
@@ -309,14 +317,18 @@ class Run:
             a, b = self.peers
             for row, size in rows:  # warm-up, unrecorded: pools connected, buffers touched
                 a.run(b, row, size, 1)
+        if self.duplex is not None:
+            self.wall["duplex"], self.cpu["duplex"] = [], []
+            self.sizes["duplex"] = self.size
+            duplex_round(self.duplex, self.size)  # warm-up, unrecorded: buffers touched
         self._reset_peaks()
         for _ in range(args.rounds):
             for row, size in rows:
                 measure(self.peers[0], self.peers[1], row, size, self.wall, self.cpu)
+            if self.duplex is not None:
+                self._metered("duplex", lambda: duplex_round(self.duplex, self.size))
             for m, bench in self.mode_bench.items():
-                w, c = loop.run(bench.round())
-                self.wall[m].append(w)
-                self.cpu[m].append(c)
+                self._metered(m, lambda b=bench: loop.run(b.round()))
                 self.windows[m].append((bench.window_start, bench.window_end))
         self._read_peaks()
         self.end = time.monotonic()
@@ -332,6 +344,20 @@ class Run:
             c.run(d, "naive", self.size, 1)
             for _ in range(args.rounds):
                 measure(c, d, "naive", self.size, self.wall, self.cpu)
+
+    def _metered(self, row: str, one: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+        """One timed exchange of `row`, with --link its link's counters sampled through it."""
+        meter = None
+        if self.net is not None:
+            n = len(self.node_modes) + 1 if row == "duplex" else self.node_modes.index(row)
+            meter = LinkMeter(self.net.links[n])
+            meter.begin()
+        w, c = one()
+        if meter is not None:
+            self.link_rounds.setdefault(row, []).append(meter.end())
+        self.wall[row].append(w)
+        self.cpu[row].append(c)
+        return w, c
 
     def _start_nodes(self, loop: asyncio.Runner, tmp: Path) -> None:
         args = self.args
@@ -400,6 +426,8 @@ class Run:
             node.close()
         for peer in self.peers:
             peer.close()
+        if self.duplex is not None:
+            self.duplex.close()
         if self.net is not None:
             self.net.teardown()
 
@@ -496,6 +524,8 @@ def report(args: argparse.Namespace, run: Run) -> None:
         )
     signing_overhead(modes, wall, cpu)
     floor_verdicts(run)
+    if run.link_rounds:
+        link_report(args, run)
     raw_wall = statistics.median(wall["raw"]) if wall.get("raw") else None
     if "node" in modes and raw_wall:
         frac = raw_wall / statistics.median(wall["node"])
@@ -506,6 +536,55 @@ def report(args: argparse.Namespace, run: Run) -> None:
         )
         if info["params"] < 0.9 * FULL_PARAMS:
             print(f"  (a smoke size: the target is set for {FULL_PARAMS / 1e6:.0f}M parameters)")
+
+
+LINK_TARGET = 0.90  # issue 32 goal 3: a round's model each way at >= 90% of the link's rate
+
+
+def link_report(args: argparse.Namespace, run: Run) -> None:
+    """With --link, per round: what each direction carried and at what share of the link.
+    `round`: the model's bytes each way over the round's wall time (the figure of merit);
+    `push`/`answer`: each direction's goodput over the span of its own bulk (LinkMeter);
+    `overlap`: the share of the shorter span during which the other direction also ran;
+    `before`: seconds of the round before the push's bulk began (its snapshot, frame, hash,
+    head); `gate`: from the answer's bulk to its last byte (the last bytes wait for the push's
+    checks at the responder); `after`: from then to the round's end (the answer's checks)."""
+    rate = parse_rate(args.link)
+    print(
+        f"\nthe {args.link} link, per round (shares of {rate / 1e6:g} Mbit/s, goodput; push/answ "
+        "MB: the veth's counters; push/answer: over the span of each one's middle 96%):"
+    )
+    print(
+        f"{'mode':<8}{'round':>6}{'model MB':>9}{'push MB':>8}{'answ MB':>8}{'round s':>8}"
+        f"{'round':>7}{'push':>7}{'answer':>7}{'push s':>7}{'answ s':>7}{'overlap':>8}"
+        f"{'before':>7}{'gate':>6}{'after':>7}"
+    )
+    for row, rounds in run.link_rounds.items():
+        size = run.sizes.get(row, run.size)
+        for i, (wall, lr) in enumerate(zip(run.wall[row], rounds, strict=True)):
+            print(
+                f"{row:<8}{i + 1:>6}{size / 1e6:>9.2f}{lr.push.wire_bytes / 1e6:>8.2f}"
+                f"{lr.answer.wire_bytes / 1e6:>8.2f}{wall:>8.3f}{size * 8 / wall / rate:>7.1%}"
+                f"{lr.push.share(size, rate):>7.1%}{lr.answer.share(size, rate):>7.1%}"
+                f"{lr.push.span:>7.3f}{lr.answer.span:>7.3f}{lr.overlap:>8.0%}"
+                f"{lr.push.start:>7.3f}{lr.answer.last - lr.answer.end:>6.3f}"
+                f"{lr.elapsed - lr.answer.last:>7.3f}"
+            )
+    duplex = run.wall.get("duplex")
+    for row in run.link_rounds:
+        if row == "duplex":
+            continue
+        share = run.sizes.get(row, run.size) * 8 / statistics.median(run.wall[row]) / rate
+        of_duplex = (
+            f", {statistics.median(duplex) / statistics.median(run.wall[row]):.0%} of the raw duplex"
+            if duplex
+            else ""
+        )
+        print(
+            f"{'PASS' if share >= LINK_TARGET else 'MISS'}: {row} moves its model each way at "
+            f"{share:.1%} of the {args.link} link (median round; target >= {LINK_TARGET:.0%})"
+            f"{of_duplex}"
+        )
 
 
 def floor_verdicts(run: Run) -> None:

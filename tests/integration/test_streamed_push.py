@@ -193,3 +193,38 @@ async def test_each_lie_at_the_new_boundaries_is_refused_or_cut_off(victim, capl
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "does not match" in said and "not delivered within" in said
+
+
+async def test_the_answer_begins_while_the_push_still_arrives() -> None:
+    """A default peer (`--reachable auto`: its reach watch wraps the route) starts its answer
+    once the head verified, not after the body: half a push sent, the 200 comes back; the rest
+    then completes both. (Lost, a round over a link took the two bodies one after the other.)"""
+    node = await Node.create(peer_config(seed=0, model=MODEL, body_grace_s=30.0))
+    try:
+        assert node.cfg.reachable == "auto"
+        mallory = MemberClient(None)
+        admit(node, mallory)
+        sealed = push_of(node, mallory)
+        half = header_length(sealed) + (len(sealed) - header_length(sealed)) // 2
+        host, port = node.addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(
+                f"POST /v1/pushpull HTTP/1.1\r\nHost: {node.addr}\r\nConnection: close\r\n"
+                "Content-Type: application/octet-stream\r\n"
+                f"Content-Length: {len(sealed)}\r\n\r\n".encode()
+            )
+            writer.write(sealed[:half])
+            await writer.drain()
+            # the server's body deadline is 30 s: an answer that waits for the body never comes
+            first = await asyncio.wait_for(reader.readuntil(b"\r\n"), 20)
+            assert first.startswith(b"HTTP/1.1 200"), first
+            writer.write(sealed[half:])
+            await writer.drain()
+            got = Answer(first + await asyncio.wait_for(_collect(reader), 30))
+        finally:
+            writer.close()
+        assert got.status == 200 and got.whole, got
+        await eventually(lambda: node.exchanger.served >= 1, 10, "the push mixed and counted")
+    finally:
+        await node.close()

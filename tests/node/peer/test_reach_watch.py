@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from swarmnode.gossip.link import is_takes_arriving, takes_arriving
 from swarmnode.gossip.membership import OUTBOUND, REACH
 from swarmnode.node.peer import reach
 from swarmnode.node.peer.reach import (
@@ -171,3 +172,24 @@ async def test_only_answered_member_requests_count_as_dialled() -> None:
     assert watch.dialled_at == 0.0
     assert await node._handlers["gossip"]("member") == b"ok" and watch.dialled_at == 5.0
     assert node._handlers["status"] is gossip  # not a member's dial
+
+
+def test_a_counted_route_still_takes_a_streaming_push() -> None:
+    """The watch's wrapper keeps the mark that lets the server answer a signed push-pull while
+    its body arrives (dropped, the answer waited for the whole push: half the link's rate)."""
+
+    @takes_arriving
+    async def pushpull(req: Any) -> bytes:
+        return b"ok"
+
+    async def gossip(req: Any) -> bytes:
+        return b"ok"
+
+    node = SimpleNamespace(
+        cfg=SimpleNamespace(reachable="auto", sign_exchange=True),
+        _handlers={"pushpull": pushpull, "gossip": gossip},
+    )
+    assert watch_reach(node) is not None
+    assert node._handlers["pushpull"] is not pushpull  # wrapped: counted
+    assert is_takes_arriving(node._handlers["pushpull"])
+    assert not is_takes_arriving(node._handlers["gossip"])  # takes only a whole body, as before

@@ -32,10 +32,11 @@ partner that freezes costs a short deadline, and a 100 MB model on a 20 Mbit/s l
 time that link takes (up to the cap), not one made for loopback. Without a throughput measured
 yet, a bulk body keeps the cap.
 
-For benchmarks only: `SWARMNODE_BENCH_FIXED_DEADLINE=1` in a peer's environment turns the tuning
+For benchmarks only: `SNBENCH_FIXED_DEADLINE=1` in a peer's environment turns the tuning
 off (every push-pull keeps the caller's fixed deadline, as before the tuning), so that a lab run
 can set the old deadline against the new one on the same links (scripts/netlab/deadlines.py).
-No option names it: it is not a setting for a swarm.
+No option names it, and it is outside the `SWARMNODE_` prefix of the settings on purpose: it is
+not a setting for a swarm.
 
 `prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
 expected exchange time over its own, floored at `floor`, so that quick partners are picked more
@@ -69,7 +70,7 @@ TUNE_FLOOR_S = 1.0  # never shorter: a loaded 2-core host's scheduling, a GC pau
 # from the member table (at most 1,024 members), but over a long run its churn, a sybil flood's
 # above all, names new ones without end
 MAX_LINKS = 4096
-FIXED_DEADLINE_ENV = "SWARMNODE_BENCH_FIXED_DEADLINE"  # benchmarks only: the tuning off
+FIXED_DEADLINE_ENV = "SNBENCH_FIXED_DEADLINE"  # benchmarks only: the tuning off
 
 
 def tuning_on() -> bool:

@@ -93,7 +93,7 @@ def test_lateness_backs_off_doubling_and_an_answer_in_time_ends_it() -> None:
 
 
 def test_the_benchmark_switch_keeps_the_fixed_deadline(monkeypatch) -> None:
-    """`SWARMNODE_BENCH_FIXED_DEADLINE=1` (lab runs only) gives a proven partner the caller's
+    """`SNBENCH_FIXED_DEADLINE=1` (lab runs only) gives a proven partner the caller's
     deadline, as before the tuning; any other value leaves the tuning on."""
     monkeypatch.setenv(FIXED_DEADLINE_ENV, "1")
     fixed = MeasuringTransport(InMemoryNetwork().transport("a:1"))

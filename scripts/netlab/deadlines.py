@@ -195,6 +195,9 @@ def run_arm(name: str, cap: float, args: argparse.Namespace, start: list[str]) -
             os.kill(frozen.proc.pid, signal.SIGCONT)
             thawed_at = time.time()
         lab.stop_peers()
+        (out / "polls.json").write_text(
+            json.dumps({"window": [frozen_at, thawed_at], "rows": rows})
+        )
         rates = [p.link.rate_bps for p in lab.peers]
         addrs = {p.addr: p.index for p in lab.peers}
         logs = {p.index: parse_log(p.log_file) for p in lab.peers}
@@ -233,13 +236,15 @@ def summarise(
     for i, rounds in logs.items():
         mine = "slow" if i in slow else "fast"
         for r in rounds:
+            began = r["t"] - r["ms"] / 1000
             if r["asked"] == 0:
                 continue  # nobody to ask: no round
+            if i == freeze and frozen_at and r["t"] >= frozen_at and began <= thawed_at:
+                continue  # the frozen peer's own round across its freeze measures the freeze
             tally.rounds[mine] += 1
             if not r["applied"]:
                 tally.unapplied[mine] += 1
                 tally.lost_s[mine] += r["ms"] / 1000
-            began = r["t"] - r["ms"] / 1000
             for pid, why in r["failures"].items():
                 j = by_id.get(pid, _prefix(by_id, pid))
                 if j is None:

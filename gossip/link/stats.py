@@ -32,6 +32,12 @@ partner that freezes costs a short deadline, and a 100 MB model on a 20 Mbit/s l
 time that link takes (up to the cap), not one made for loopback. Without a throughput measured
 yet, a bulk body keeps the cap.
 
+For benchmarks only: `SNBENCH_FIXED_DEADLINE=1` in a peer's environment turns the tuning
+off (every push-pull keeps the caller's fixed deadline, as before the tuning), so that a lab run
+can set the old deadline against the new one on the same links (scripts/netlab/deadlines.py).
+No option names it, and it is outside the `SWARMNODE_` prefix of the settings on purpose: it is
+not a setting for a swarm.
+
 `prefer_fast` turns them into sampling weights: a partner's weight is the fastest partner's
 expected exchange time over its own, floored at `floor`, so that quick partners are picked more
 often and a slow one still gets at least `floor` of a quick one's share (never starved). A partner
@@ -41,6 +47,7 @@ with no measurement yet gets weight 1 (it is tried, then measured).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -63,6 +70,12 @@ TUNE_FLOOR_S = 1.0  # never shorter: a loaded 2-core host's scheduling, a GC pau
 # from the member table (at most 1,024 members), but over a long run its churn, a sybil flood's
 # above all, names new ones without end
 MAX_LINKS = 4096
+FIXED_DEADLINE_ENV = "SNBENCH_FIXED_DEADLINE"  # benchmarks only: the tuning off
+
+
+def tuning_on() -> bool:
+    """False where the benchmark switch `FIXED_DEADLINE_ENV` is set to 1 (see the module doc)."""
+    return os.environ.get(FIXED_DEADLINE_ENV, "") != "1"
 
 
 def exchange_deadline(
@@ -145,6 +158,7 @@ class MeasuringTransport:
         self.typical_s: dict[str, float] = {}  # kind -> EWMA of answered requests' durations
         self.first_deadlines = 0  # requests given the short first-answer deadline
         self.tuned_deadlines = 0  # proven partners' push-pulls given their link's deadline
+        self.tune = tuning_on()  # read once: a peer's deadlines do not change rule mid-run
 
     def deadline(self, addr: str, route: str, timeout: float) -> float:
         """`timeout`, or the short first-answer deadline for an unproven partner (see above)."""
@@ -159,7 +173,8 @@ class MeasuringTransport:
         """`deadline`, and for a proven partner's push-pull of `nbytes` each way the deadline
         its link's figures call for (`exchange_deadline`, capped at `timeout`)."""
         link = self.links.get(addr)
-        if route in TUNE_ROUTES and link is not None and self.backoff.proven(addr, kind_of(route)):
+        tuned = self.tune and route in TUNE_ROUTES
+        if tuned and link is not None and self.backoff.proven(addr, kind_of(route)):
             return exchange_deadline(2 * nbytes, link.rtt_s, link.throughput_bps, timeout)
         return self.deadline(addr, route, timeout)
 

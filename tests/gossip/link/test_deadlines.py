@@ -10,6 +10,7 @@ import pytest
 from swarmnode.gossip.link.backoff import BULK, LATE_BASE_S, LATE_CAP_S, Backoff
 from swarmnode.gossip.link.inmemory import InMemoryNetwork
 from swarmnode.gossip.link.stats import (
+    FIXED_DEADLINE_ENV,
     SMALL_BYTES,
     TUNE_FLOOR_S,
     TUNE_MARGIN,
@@ -89,3 +90,17 @@ def test_lateness_backs_off_doubling_and_an_answer_in_time_ends_it() -> None:
     b.late("s:1", BULK)
     b.on_time("s:1", BULK)
     assert not b.waiting("s:1", BULK) and b.late_streak("s:1", BULK) == 0
+
+
+def test_the_benchmark_switch_keeps_the_fixed_deadline(monkeypatch) -> None:
+    """`SNBENCH_FIXED_DEADLINE=1` (lab runs only) gives a proven partner the caller's
+    deadline, as before the tuning; any other value leaves the tuning on."""
+    monkeypatch.setenv(FIXED_DEADLINE_ENV, "1")
+    fixed = MeasuringTransport(InMemoryNetwork().transport("a:1"))
+    monkeypatch.setenv(FIXED_DEADLINE_ENV, "0")
+    tuned = MeasuringTransport(InMemoryNetwork().transport("b:1"))
+    for t in (fixed, tuned):
+        t.links["fast:1"] = LinkStat("fast:1", rtt_s=0.001, throughput_bps=8e9)
+        t.backoff.answered("fast:1", BULK)
+    assert fixed.tuned_deadline("fast:1", "pushpull", CAP, 10 * MB) == CAP
+    assert tuned.tuned_deadline("fast:1", "pushpull", CAP, 10 * MB) == TUNE_FLOOR_S

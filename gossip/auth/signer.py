@@ -497,33 +497,23 @@ def _digest(view: memoryview) -> bytes:
 
 
 def _transcript(route: str, reply_to: bytes, length: int, d: bytes) -> bytes:
-    r = route.encode()
-    return b"".join(
-        (
-            DOMAIN,
-            len(r).to_bytes(2, "big"),
-            r,
-            len(reply_to).to_bytes(1, "big"),
-            reply_to,
-            length.to_bytes(8, "big"),
-            d,
-        )
-    )
+    """What the trailer's tag and signature cover: the route and reply binding, the length
+    covered and its digest (so the body is bound to the head the digest ran over)."""
+    return _bound(DOMAIN, route, reply_to, length.to_bytes(8, "big"), d)
 
 
 def _head_transcript(route: str, reply_to: bytes, signed: Any) -> bytes:
     """What the head's tag and signature cover: the route and reply binding, then the head
     from the timestamp to the digest algorithm."""
+    return _bound(HEAD_DOMAIN, route, reply_to, bytes(signed[MAGIC_BYTES:]))
+
+
+def _bound(domain: bytes, route: str, reply_to: bytes, *rest: bytes) -> bytes:
+    """`rest` behind a domain and the route and reply binding both transcripts share: a
+    head's tag can never pass for a trailer's, nor one route's for another's."""
     r = route.encode()
     return b"".join(
-        (
-            HEAD_DOMAIN,
-            len(r).to_bytes(2, "big"),
-            r,
-            len(reply_to).to_bytes(1, "big"),
-            reply_to,
-            bytes(signed[MAGIC_BYTES:]),
-        )
+        (domain, len(r).to_bytes(2, "big"), r, len(reply_to).to_bytes(1, "big"), reply_to, *rest)
     )
 
 

@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.netlab.net import PREFIX, NetLabError, _free_subnet, cleanup_stale, remove_tag, sh
+from scripts.netlab.net import (
+    PREFIX,
+    NetLabError,
+    _free_subnet,
+    cleanup_stale,
+    join_bridge,
+    remove_tag,
+    sh,
+)
 
 PORT = 7070
 
@@ -44,16 +52,9 @@ def build(tag: str, s: int, nat: bool = True) -> dict[str, str]:
     if not nat:
         outside = {"a": outside["a"], "b": outside["b"], "home": f"198.18.{s}.5"}
     for i, (name, ip) in enumerate(outside.items()):
-        ns, host_end, ns_end = f"{tag}-{name}", f"{tag}h{i}", f"{tag}n{i}"
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
-        sh("ip", "link", "set", ns_end, "netns", ns)
-        sh("ip", "link", "set", host_end, "master", br)
-        sh("ip", "link", "set", host_end, "up")
+        ns = f"{tag}-{name}"
+        join_bridge(ns, f"{tag}h{i}", f"{tag}n{i}", ip, br)
         nsx = ("ip", "netns", "exec", ns)
-        sh(*nsx, "ip", "link", "set", "lo", "up")
-        sh(*nsx, "ip", "addr", "add", f"{ip}/24", "dev", ns_end)
-        sh(*nsx, "ip", "link", "set", ns_end, "up")
         if (
             name in ("a", "b") and nat
         ):  # the home prefix is routed to the router: a dial into it is lost

@@ -27,7 +27,15 @@ from statistics import mean
 from typing import Any
 
 from scripts.netlab.nat import status
-from scripts.netlab.net import PREFIX, NetLabError, _free_subnet, cleanup_stale, remove_tag, sh
+from scripts.netlab.net import (
+    PREFIX,
+    NetLabError,
+    _free_subnet,
+    cleanup_stale,
+    join_bridge,
+    remove_tag,
+    sh,
+)
 
 RATES = {"a": "100mbit", "b": "20mbit", "h1": "100mbit", "h2": "20mbit"}
 HOMES = ("h1", "h2")
@@ -45,15 +53,7 @@ def _shape(ns: str, ns_end: str, host_end: str, rate: str) -> None:
 def _leg(tag: str, i: int, ns: str, ip: str, br: str, rate: str) -> str:
     """A namespace on the bridge at `ip`, its leg shaped at `rate`; the leg's inner name."""
     host_end, ns_end = f"{tag}h{i}", f"{tag}n{i}"
-    sh("ip", "netns", "add", ns)
-    sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
-    sh("ip", "link", "set", ns_end, "netns", ns)
-    sh("ip", "link", "set", host_end, "master", br)
-    sh("ip", "link", "set", host_end, "up")
-    nsx = ("ip", "netns", "exec", ns)
-    sh(*nsx, "ip", "link", "set", "lo", "up")
-    sh(*nsx, "ip", "addr", "add", f"{ip}/24", "dev", ns_end)
-    sh(*nsx, "ip", "link", "set", ns_end, "up")
+    join_bridge(ns, host_end, ns_end, ip, br)
     _shape(ns, ns_end, host_end, rate)
     return ns_end
 

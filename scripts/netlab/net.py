@@ -99,15 +99,7 @@ class LabNet:
                 f"198.18.{self.subnet}.{i + 2}", rate,
             )  # fmt: skip
             self.links.append(link)
-            sh("ip", "netns", "add", link.ns)
-            sh("ip", "link", "add", link.host_end, "type", "veth", "peer", "name", link.ns_end)
-            sh("ip", "link", "set", link.ns_end, "netns", link.ns)
-            sh("ip", "link", "set", link.host_end, "master", self.bridge)
-            sh("ip", "link", "set", link.host_end, "up")
-            nsx = ("ip", "netns", "exec", link.ns)
-            sh(*nsx, "ip", "link", "set", "lo", "up")
-            sh(*nsx, "ip", "addr", "add", f"{link.ip}/24", "dev", link.ns_end)
-            sh(*nsx, "ip", "link", "set", link.ns_end, "up")
+            join_bridge(link.ns, link.host_end, link.ns_end, link.ip, self.bridge)
             self.shape(link, rate)
 
     def shape(self, link: Link, rate_bps: float) -> None:
@@ -138,6 +130,20 @@ class LabNet:
         if self.up:
             remove_tag(self.tag)
             self.up = False
+
+
+def join_bridge(ns: str, host_end: str, ns_end: str, ip: str, bridge: str) -> None:
+    """A new namespace `ns` on `bridge` by a veth pair (`host_end` on the bridge, `ns_end`
+    inside at `ip`/24), its loopback and its leg up: every lab's one way to seat a host."""
+    sh("ip", "netns", "add", ns)
+    sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
+    sh("ip", "link", "set", ns_end, "netns", ns)
+    sh("ip", "link", "set", host_end, "master", bridge)
+    sh("ip", "link", "set", host_end, "up")
+    nsx = ("ip", "netns", "exec", ns)
+    sh(*nsx, "ip", "link", "set", "lo", "up")
+    sh(*nsx, "ip", "addr", "add", f"{ip}/24", "dev", ns_end)
+    sh(*nsx, "ip", "link", "set", ns_end, "up")
 
 
 def _free_subnet() -> int:

@@ -187,8 +187,9 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
     pause = RETRY_S
     got: dict[str, Any] = {}
     failures: dict[str, str] = {}
+    joining: set[str] = set()  # members that answered they are joining too: no donors
     while True:
-        need, picked = await _next_donors(node, got)
+        need, picked = await _next_donors(node, got, joining)
         failed: dict[str, str] = {}
         # The whole join deadline, not one exchange's: several donors' full models share a
         # joiner's downlink (three 21 MB models take ~25 s at 20 Mbit/s), and a join may wait
@@ -198,10 +199,14 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
             got[pid] = (pid, step, vec)
             failures.pop(pid, None)
         failures.update(failed)
-        if len(got) >= need:
-            return list(got.values()), failures
+        # Peers that started together each joined through the others: one waiting for another
+        # that waits for it held both until the join deadline (28 s of a chaos run's 34 s
+        # start). A joiner has no swarm model to give: the wanted count is of the others.
+        joining |= {pid for pid, why in failed.items() if JOINING in why}
         if not got and _nobody_has_a_model(picked, failed):
             return [], failures
+        if len(got) >= _wanted(node, got, joining):
+            return list(got.values()), failures
         if loop.time() + pause > deadline or not picked:
             return _out_of_time(node, got, failures, need, picked, timeout), failures
         quiet = all(all(w in why for w in _NOT_YET) for why in failed.values())
@@ -216,12 +221,21 @@ async def _fetch_donors(node: Joiner, timeout: float) -> tuple[list[Any], dict[s
         pause = min(2 * pause, RETRY_MAX_S)
 
 
-async def _next_donors(node: Joiner, got: dict[str, Any]) -> tuple[int, list[tuple[str, str]]]:
+def _wanted(node: Joiner, got: dict[str, Any], joining: set[str]) -> int:
+    """How many donors are wanted in all: DONORS, or every live member that could be one (an
+    outbound-only member cannot serve; a joining one has nothing to serve yet)."""
+    live = {m.peer_id for m in dialable(node.membership.live_peers())} - joining
+    return min(DONORS, len(live | got.keys()))
+
+
+async def _next_donors(
+    node: Joiner, got: dict[str, Any], joining: set[str]
+) -> tuple[int, list[tuple[str, str]]]:
     """(how many donors are wanted in all, the (id, address) of those to ask now), the latter
-    told of us first."""
+    told of us first; not those that said they are joining."""
     live = dialable(node.membership.live_peers())  # an outbound-only one cannot serve
-    need = min(DONORS, len({m.peer_id for m in live} | got.keys()))
-    ask = [m for m in live if m.peer_id not in got]
+    need = _wanted(node, got, joining)
+    ask = [m for m in live if m.peer_id not in got and m.peer_id not in joining]
     picked = node.rng.sample([(m.peer_id, m.addr) for m in ask], min(need - len(got), len(ask)))
     introduce = getattr(node.membership, "introduce", None)
     if introduce is not None:

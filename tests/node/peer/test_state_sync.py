@@ -128,6 +128,24 @@ async def test_when_every_donor_is_joining_too_the_newcomer_keeps_its_own_model(
     assert node.store.loaded == [] and node.exchanger.calls == 1
 
 
+async def test_a_fellow_joiner_is_no_donor_so_joiners_that_started_together_never_wait_out_the_deadline():
+    # b joins through a beside c, which joins at the same moment and waits for b in turn:
+    # before, each kept asking the other until the join deadline, then took the rest
+    joining = {"a": vec(1), "d": vec(1.2), "c": f"503 {JOINING}"}
+    node = FakeNode(FakeMembership(["a", "c", "d"]), FakeExchanger([joining]))
+    await sync_from_swarm(node, timeout=30)
+    assert node.exchanger.calls == 1  # no second ask, no wait
+    np.testing.assert_allclose(node.store.loaded[0], vec(1.1))  # the two donors' median
+
+
+async def test_a_fellow_joiner_is_not_asked_again_while_another_member_may_yet_answer():
+    first = {"a": "403 not a live member", "c": f"503 {JOINING}"}
+    node = FakeNode(FakeMembership(["a", "c"]), FakeExchanger([first, {"a": vec(4)}]))
+    await sync_from_swarm(node, timeout=10)
+    assert node.exchanger.calls == 2
+    np.testing.assert_allclose(node.store.loaded[0], vec(4))
+
+
 async def test_a_newer_checkpoint_of_its_own_is_kept():
     node = FakeNode(FakeMembership(["a"]), FakeExchanger([{"a": vec(3)}]))
     node.resumed, node.trainer.step_count = {"_path": "x"}, 500

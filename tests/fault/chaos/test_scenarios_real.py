@@ -44,12 +44,26 @@ async def run_short(
     report = outcome.report
     verdicts = "\n".join(
         f"  {a['status']}: {a['description']} (measured {a['measured']})"
+        + "".join(f"\n    {k}: {a[k]}" for k in ("detail", "facts") if a.get(k))
         for a in report["assertions"]
     )
-    assert report["result"] == "pass", f"{name}: {report['result']}\n{verdicts}\n{out.getvalue()}"
+    assert report["result"] == "pass", (
+        f"{name}: {report['result']} {report.get('durations')}\n{verdicts}\n{out.getvalue()}"
+    )
     assert outcome.exit_code == 0
     assert not any(p.alive() for p in runner.peers.values()), "a peer outlived the run"
     return report
+
+
+async def run_side_by_side(*runs: tuple[str, Path, Scenario | None]) -> list[dict[str, Any]]:
+    """`run_short` for each (name, report dir, scenario) at once: scenarios whose timeline is
+    fixed wait the same wall time together. Every run ends (its peers stopped) before the first
+    failure is raised."""
+    outcomes = await asyncio.gather(*(run_short(*r) for r in runs), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)  # type: ignore[arg-type]
 
 
 def _result(report: dict[str, Any], kind: str) -> dict[str, Any]:

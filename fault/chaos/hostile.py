@@ -3,8 +3,9 @@
 An event starts one actor of swarmnode.fault.hostile against its target peer; it runs for the
 event's `duration`, or until the timeline ends, when `stop()` cancels the ones still running and
 awaits them all. When the swarm has a secret the attacker holds it (an insider: the worst case
-the membership and request layers must survive). Each actor's report, with the times it ran,
-goes into `reports` (the report's `hostile` list), which the hostile assertions read.
+the membership and request layers must survive). Each actor's report, with the times it ran
+(from the end of its preparation, `ready_s` after the event, to its end), goes into `reports`
+(the report's `hostile` list), which the hostile assertions read.
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ class HostileActors:
             outcome = "stopped at the end of the run"
             raise
         finally:
+            told = actor.report()
+            # the attack's span (what the assertions measure) opens when the actor is ready: its
+            # preparation (the sybils' keys and records) costs the runner's process, not the swarm
+            start += float(told.get("ready_s", 0.0))
             report = {
                 "kind": e.kind,
                 "peer": e.peer,
@@ -116,7 +121,7 @@ class HostileActors:
                 "start": round(start, 3),
                 "end": round(self.clock.now(), 3),
                 "outcome": outcome,
-                **actor.report(),
+                **told,
             }
             self.reports.append(report)
             got = report.get("accepted")

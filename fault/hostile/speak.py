@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -82,6 +83,9 @@ class Speaker:
         return [m for m in members if isinstance(m, dict)] if isinstance(members, list) else None
 
 
+LAST_LOOK_S = 2.0  # the final observation of an actor cancelled at the end of a run
+
+
 async def paced(
     rate: float,
     seconds: float,
@@ -89,17 +93,35 @@ async def paced(
     observe_every: float,
     observe: Callable[[], Awaitable[None]],
 ) -> None:
-    """Call `step(i)` `rate` times a second and `observe()` every `observe_every` s, for
-    `seconds`; a step that runs late delays the next ones (never a burst to catch up)."""
+    """Call `step(i)` `rate` times a second for `seconds`, and `observe()` every `observe_every`
+    s in a task of its own (a step that runs past the window still leaves its observations) and
+    once at the end, also when cancelled. Steps never overlap: one that runs late delays the
+    next; the one still running at the window's end is cut there."""
     start = time.monotonic()
-    end, i, next_look = start + seconds, 0, start + observe_every
-    while (now := time.monotonic()) < end:
-        if now >= next_look:
-            await observe()
-            next_look = time.monotonic() + observe_every
-        await step(i)
-        i += 1
-        delay = min(start + i / rate, end) - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-    await observe()  # what the attack left behind
+    end = start + seconds
+    looking = asyncio.create_task(_every(observe_every, observe), name="hostile-observe")
+    try:
+        i = 0
+        while (left := end - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(step(i), left)
+            except asyncio.TimeoutError:
+                break
+            i += 1
+            delay = min(start + i / rate, end) - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+    finally:
+        looking.cancel()
+        (looked,) = await asyncio.gather(looking, return_exceptions=True)
+        if isinstance(looked, Exception):  # an observer's bug must not pass silently
+            raise looked
+        # what the attack left behind; bounded, as a cancelled run is ending
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(observe(), LAST_LOOK_S)
+
+
+async def _every(seconds: float, observe: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        await observe()

@@ -20,7 +20,13 @@ from swarmnode.gossip.membership.caps import DEFAULT_PER_HOST
 from swarmnode.gossip.membership.config import MembershipConfig
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
-from swarmnode.gossip.membership.records import PROGRESS_RESEAL_S, RecordSigner, seal, to_wire
+from swarmnode.gossip.membership.records import (
+    CHAIN_LENGTH,
+    PROGRESS_RESEAL_S,
+    RecordSigner,
+    seal,
+    to_wire,
+)
 from swarmnode.gossip.membership.sampling import OUTBOUND, REACH, dialable, outbound_only
 from swarmnode.gossip.membership.service import Membership, label_of
 from swarmnode.gossip.membership.table import DEFAULT_MAX_MEMBERS, MemberTable
@@ -28,6 +34,7 @@ from swarmnode.gossip.membership.views import Change, Member, Timing
 
 __all__ = [
     "ALIVE",
+    "CHAIN_LENGTH",
     "DEAD",
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_PER_HOST",

@@ -43,7 +43,7 @@ from swarmnode.gossip.auth import (
     peer_id_of,
     verify_signature,
 )
-from swarmnode.gossip.errors import CodecError
+from swarmnode.gossip.errors import CodecError, MembershipError
 from swarmnode.gossip.membership.entries import MAX_COUNTER, Gossiped, Proof, parse_entry
 from swarmnode.gossip.membership.failure import ALIVE, LEFT, STATES
 from swarmnode.gossip.wire import unpack_bounded
@@ -107,8 +107,14 @@ class RecordSigner:
         *,
         clock: Callable[[], float] = time.monotonic,
         progress_reseal_s: float = PROGRESS_RESEAL_S,
+        chain_length: int = CHAIN_LENGTH,
     ) -> None:
+        if not 1 <= chain_length <= CHAIN_LENGTH:
+            raise MembershipError(f"a chain is 1..{CHAIN_LENGTH} heartbeats, not {chain_length}")
         self.key = key
+        # heartbeats one record covers: a signer that beats only a few times (a test's, an
+        # attacker's thousands of sybils) draws only those links, not 1,024 hashes a record
+        self.chain_length = chain_length
         self._clock = clock
         self.progress_reseal_s = progress_reseal_s
         self._last: Gossiped | None = None  # the entry last signed (its heartbeat the base)
@@ -120,7 +126,7 @@ class RecordSigner:
         last = self._last
         if last is None or self._must_reseal(last, g):
             chain = [os.urandom(CHAIN_BYTES)]
-            for _ in range(CHAIN_LENGTH):
+            for _ in range(self.chain_length):
                 chain.append(chain_step(chain[-1]))
             record = _pack(g, self.key, chain[-1])
             proof = Proof(
@@ -136,14 +142,14 @@ class RecordSigner:
             return last
         assert last.proof is not None
         k = g.heartbeat - last.proof.base
-        reveal = self._chain[CHAIN_LENGTH - k]
+        reveal = self._chain[self.chain_length - k]
         return last._replace(heartbeat=g.heartbeat, proof=last.proof._replace(reveal=reveal))
 
     def _must_reseal(self, last: Gossiped, g: Gossiped) -> bool:
         assert last.proof is not None
         if last[:3] != g[:3] or (last.state == LEFT) != (g.state == LEFT):
             return True
-        if not 0 <= g.heartbeat - last.proof.base <= CHAIN_LENGTH:
+        if not 0 <= g.heartbeat - last.proof.base <= self.chain_length:
             return True  # the chain is spent
         if last.meta is g.meta:
             return False

@@ -38,11 +38,10 @@ async def test_sybils_from_many_addresses_cost_no_more_than_a_slow_peer_short(tm
     _control_ran(report)
     (flood,) = report["hostile"]
     assert flood["sources"] == 63
-    # it filled the tables, as far as admission lets it: what it costs is the question. Since
-    # joins too wait for the strangers' signature budget (429 past it), a slower box lists
-    # fewer of the 2,016 in the attack's 10 s (324 in a quiet full run, 500+ alone): 200 is
-    # fifty times the swarm it floods, still a flood
-    assert flood["listed_max"] >= 200, flood
+    # it filled the tables, as far as admission lets it: what it costs is the question. Half
+    # a table (1,024): 923-1,021 listed in 5 runs at load 10-27; before its records' chains
+    # were cut to the window, the attacker sent nothing in 3 of 3
+    assert flood["listed_max"] >= 500, flood
     assert flood["held"] >= 1  # honest peers did reach its silent listeners
 
 

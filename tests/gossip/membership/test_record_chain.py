@@ -8,6 +8,7 @@ import os
 
 import pytest
 from swarmnode.gossip.auth.peer_key import PeerKey
+from swarmnode.gossip.errors import MembershipError
 from swarmnode.gossip.membership.entries import Gossiped
 from swarmnode.gossip.membership.failure import ALIVE, LEFT
 from swarmnode.gossip.membership.records import (
@@ -88,6 +89,18 @@ def test_a_spent_chain_is_replaced_by_a_newly_signed_record() -> None:
         assert table.merge([relayed(signer.entry(entry(key, hb)))], 0.0, verifier.check) == 0
     assert signer.signed == 2 and verifier.verified == 2
     assert table.get(key.peer_id, 0.0).heartbeat == CHAIN_LENGTH + 2
+
+
+def test_a_short_chain_verifies_like_a_full_one_and_is_renewed_when_spent() -> None:
+    key = PeerKey.generate()
+    signer = RecordSigner(key, clock=Clock(), chain_length=4)
+    table, verifier = receiver()
+    for hb in (1, 3, 5, 6, 9):  # the record at 1 covers 1..5: 6 takes a new one
+        assert table.merge([relayed(signer.entry(entry(key, hb)))], 0.0, verifier.check) == 0
+        assert table.get(key.peer_id, 0.0).heartbeat == hb
+    assert signer.signed == 2 and verifier.verified == 2
+    with pytest.raises(MembershipError):
+        RecordSigner(key, chain_length=CHAIN_LENGTH + 1)
 
 
 def test_a_heartbeat_outside_its_record_chain_is_malformed() -> None:

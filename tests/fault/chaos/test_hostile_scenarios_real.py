@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def trimmed(name: str) -> Scenario:
-    """`name` (4 peers at full speed, one 10 s attack from t=10 s, the end at t=30 s) with the
-    calm before and after the attack cut from 10 s to 6 s each, the attack itself unchanged:
-    8 s less of four peers training at full speed, which take the whole CPU. The swarm is up
+    """`name` (4 peers at 100 steps a second, one 10 s attack from t=10 s, the end at t=30 s)
+    with the calm before and after the attack cut from 10 s to 6 s each, the attack itself
+    unchanged: 8 s less of four peers training. The swarm is up
     at t=0 (the runner starts its clock once every peer is ready), and `exchange_rate` still
     has a window on each side (6 s, its minimum is 3 s)."""
     path = SCENARIOS / f"{name}.toml"

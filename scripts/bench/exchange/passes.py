@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _lock = threading.Lock()
 _local = threading.local()
@@ -236,7 +236,7 @@ PHASES = [
     ("swarmnode.gossip.wire.frames:decode_params", "decode"),
     ("swarmnode.node.train.worker:TrainingWorker.snapshot", "snapshot"),
     ("swarmnode.node.peer.param_store:WorkerStore._snapshot", "snapshot"),
-    ("scripts.bench.exchange_node:BenchStore.take_snapshot", "snapshot"),
+    ("scripts.bench.exchange.node:BenchStore.take_snapshot", "snapshot"),
 ]
 
 # (target, kind, the size of the vector a call passes over: one model for a copy or a distance
@@ -244,7 +244,7 @@ PHASES = [
 TARGETS: list[tuple[str, Any, Callable[..., int]]] = [
     # snapshots
     ("swarmnode.node.train.worker:TrainingWorker.snapshot_into", _copy_kind, _arg(1, "out")),
-    ("scripts.bench.exchange_node:BenchStore.snapshot_into", _copy_kind, _arg(1, "out")),
+    ("scripts.bench.exchange.node:BenchStore.snapshot_into", _copy_kind, _arg(1, "out")),
     ("swarmnode.gossip.wire.frames:encode_params", "copy vector -> frame", _arg(0, "arr")),
     (
         "swarmnode.gossip.wire.frames:encode_packed",

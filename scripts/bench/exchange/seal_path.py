@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from swarmnode.gossip.link.transport import Arrival
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.auth.seal_stream import StreamedSeal

@@ -79,11 +79,11 @@ from typing import Any
 
 import aiohttp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from scripts.bench import exchange_node
-from scripts.bench.exchange_link import DuplexServer, LinkMeter, LinkRound, duplex_round
-from scripts.bench.exchange_node import (
+from scripts.bench.exchange import node as exchange_node
+from scripts.bench.exchange.link import DuplexServer, LinkMeter, LinkRound, duplex_round
+from scripts.bench.exchange.node import (
     COMPRESS,
     NODE_MODES,
     NodeBench,
@@ -95,7 +95,7 @@ from scripts.bench.exchange_node import (
 from scripts.netlab.net import LabNet, parse_rate
 
 WARMUP_ROUNDS = 3
-PEER = Path(__file__).resolve().parent / "exchange_peer.py"
+PEER = Path(__file__).resolve().parent / "peer.py"
 TARGET = 0.5  # node throughput as a fraction of raw (issue 10)
 FLOOR_TARGET = 0.7  # each node mode's throughput as a fraction of duplex, same bytes (issue 25)
 FLOOR_CPU = 1.5  # ... at most this many times duplex's CPU seconds
@@ -242,7 +242,7 @@ def main() -> int:
         trace.mkdir(parents=True, exist_ok=True)
         for old in trace.glob("*.jsonl"):
             old.unlink()
-        from scripts.bench.passes import install
+        from scripts.bench.exchange.passes import install
 
         install(trace / "bench.jsonl")
     run = Run(args, modes, node_modes, helper_modes, trace)

@@ -53,9 +53,9 @@ from swarmnode.fault.chaos.processes import start_peer
 from swarmnode.gossip.auth.operator import OperatorKey
 from swarmnode.gossip.wire.control import encode_control
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # this script runs as a file: its sibling modules by full name
-from scripts.bench.convergence_report import (  # noqa: E402
+from scripts.bench.learning.convergence_report import (  # noqa: E402
     PeerResult,
     RunResult,
     figures,

@@ -49,12 +49,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))  # scripts.* by full name
 
 from swarmnode.fault.chaos.processes import one_thread_env  # noqa: E402
 
-from scripts.bench import convergence as bc  # noqa: E402
+from scripts.bench.learning import convergence as bc  # noqa: E402
 
 EXAMPLES = {"torch": ROOT / "examples" / "own_loop_torch.py",
             "numpy": ROOT / "examples" / "own_loop_numpy.py"}  # fmt: skip

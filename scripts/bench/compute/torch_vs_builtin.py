@@ -29,7 +29,7 @@ from typing import Any
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before numpy and torch load their thread pools
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 # name: (data, hidden width, batch, steps)
 CASES = {
     "digits": ("digits", 128, 32, 1500),

@@ -39,7 +39,7 @@ import numpy as np
 from aiohttp import web
 from swarmnode.gossip.link.transport import Arrival
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from swarmnode.gossip.auth.peer_key import PeerKey
 from swarmnode.gossip.auth.signer import Signer

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from swarmnode.fault.chaos.processes import START_COMMAND, PeerStartError, start_peer  # noqa: E402
@@ -63,7 +63,7 @@ PUSH_BUDGET = True  # the initiator's --push-budget (scripts/bench/exchange.py -
 #           against a reference the pair shares (gossip/exchange/compressed.py)
 NODE_MODES = ("node", "signed", "secret", "fp16", "lowrank")
 COMPRESS = {"fp16": "fp16", "lowrank": "lowrank:8"}
-TRACER = ROOT / "scripts" / "bench" / "passes.py"
+TRACER = ROOT / "scripts" / "bench" / "exchange" / "passes.py"
 
 
 START_TIMEOUT_S = 300.0  # building a 25M-parameter model on a busy machine takes a while

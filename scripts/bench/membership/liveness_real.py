@@ -26,7 +26,7 @@ from typing import Any
 
 from swarmnode.gossip.membership.service import MembershipConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from swarmnode.gossip.membership.failure import ALIVE, DEAD, LEFT, SUSPECT
 

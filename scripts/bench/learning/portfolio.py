@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # scripts.* by full name
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # scripts.* by full name
 
 from swarmnode.node.train.data import load_dataset
 
-from scripts.bench import convergence as bc
-from scripts.bench.convergence_report import RunResult, figures, plot
-from scripts.bench.portfolio_sim import FEATURE, TASKS, feature_shards
+from scripts.bench.learning import convergence as bc
+from scripts.bench.learning.convergence_report import RunResult, figures, plot
+from scripts.bench.learning.portfolio_sim import FEATURE, TASKS, feature_shards
 
 # the same modes with the step limit off: the exchange as it was before issue 21
 for _mode in ("average", "robust"):

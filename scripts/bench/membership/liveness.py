@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from swarmnode.gossip.membership.failure import (
     ALIVE,
@@ -72,7 +72,7 @@ from swarmnode.gossip.membership.sampling import sample_peers
 from swarmnode.gossip.membership.service import MembershipConfig
 from swarmnode.gossip.membership.table import MemberTable
 
-from scripts.bench.membership_real import run_real
+from scripts.bench.membership.liveness_real import run_real
 
 TARGETS = (ALIVE, SUSPECT)
 MAX_ROUNDS = 200

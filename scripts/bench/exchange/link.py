@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench.exchange_peer import HEAD, _both_ways, own_model, raw_inbox  # noqa: E402
+from scripts.bench.exchange.peer import HEAD, _both_ways, own_model, raw_inbox  # noqa: E402
 from scripts.netlab.net import Link  # noqa: E402
 
 PERIOD_S = 0.001  # counter sampling period: 1% of a 25 MB direction's 0.2 s at 1 Gbit/s
@@ -175,7 +175,7 @@ def _own_cpu() -> float:
 
 
 def serve(ip: str) -> None:
-    from scripts.bench.exchange_peer import raw_server
+    from scripts.bench.exchange.peer import raw_server
 
     listener = socket.create_server((ip, DUPLEX_PORT))
     print("ready", flush=True)

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """swarmnode's CPU kernels side by side with PyTorch (CPU) and ByzFL, one BLAS thread each.
 
-    python scripts/bench/anchors.py                     # everything
-    python scripts/bench/anchors.py --only train,ops    # the conv net step and its layers
-    python scripts/bench/anchors.py --only aggregate --n 64 --d 1e6
-    python scripts/bench/anchors.py --only aggregate-numpy --n 8,16,64   # no anchor to install
+    python scripts/bench/compute/anchors.py                    # everything
+    python scripts/bench/compute/anchors.py --only train,ops   # the conv net step and its layers
+    python scripts/bench/compute/anchors.py --only aggregate --n 64 --d 1e6
+    python scripts/bench/compute/anchors.py --only aggregate-numpy --n 8,16,64  # no anchor needed
 
 torch and byzfl are benchmark anchors only, never runtime or test dependencies: a group whose
 anchor does not import prints "anchor missing" and still times swarmnode alone.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """One train step (forward + backward) of a small 2-D conv net: swarmnode kernels vs torch CPU.
 
-    .venv/bin/python scripts/bench/conv2d.py                      # batch 32 and 128
-    .venv/bin/python scripts/bench/conv2d.py --batch 32 --repeats 15
-    env -u OPENBLAS_CORETYPE .venv/bin/python scripts/bench/conv2d.py   # let OpenBLAS pick its core
+    .venv/bin/python scripts/bench/compute/conv2d.py                      # batch 32 and 128
+    .venv/bin/python scripts/bench/compute/conv2d.py --batch 32 --repeats 15
+    env -u OPENBLAS_CORETYPE .venv/bin/python scripts/bench/compute/conv2d.py  # OpenBLAS's own core
 
 The net is `cnn2d:16k3,p2,32k3,p2,64` on the bundled 8x8 digits: conv 1->16 (3x3, same) + ReLU,
 2x2 max-pool, conv 16->32 + ReLU, 2x2 max-pool, dense 64 + ReLU, dense 10, softmax cross-entropy.

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """What the swarm page costs a peer's training: steps/s with 0 viewers against 10 viewers.
 
-    .venv/bin/python scripts/bench/dashboard.py                    # 10 viewers, 12 pairs of 4 s
-    .venv/bin/python scripts/bench/dashboard.py --pairs 20 --json out.json
-    .venv/bin/python scripts/bench/dashboard.py --peer-args "--sync-every 100000000"  # no exchange
+    .venv/bin/python scripts/bench/compute/dashboard.py          # 10 viewers, 12 pairs of 4 s
+    .venv/bin/python scripts/bench/compute/dashboard.py --pairs 20 --json out.json
+    # no exchange:
+    .venv/bin/python scripts/bench/compute/dashboard.py --peer-args "--sync-every 100000000"
 
 One real peer (`swarmnode start`, the default model and data, full speed) and `--others` peers
 that join it, paced (`--step-time`) so that they cost the box little but give the page's fan-out

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The cost of `swarmnode.Swarm.step()` in a user's loop, and the memory a round takes.
 
-    .venv/bin/python scripts/bench/swarm_step.py             # 1M parameters, 200k calls
-    .venv/bin/python scripts/bench/swarm_step.py --size 4000000 --calls 100000
+    .venv/bin/python scripts/bench/compute/swarm_step.py             # 1M parameters, 200k calls
+    .venv/bin/python scripts/bench/compute/swarm_step.py --size 4000000 --calls 100000
 
 In one run: the time per `step()` call when no round is due (a Swarm alone: each call counts,
 and every `sync_every`-th wakes the exchange), against an empty Python call and against a 10 ms

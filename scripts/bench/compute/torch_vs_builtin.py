@@ -2,8 +2,8 @@
 """The same MLP three ways: built-in (`mlp:W`), plain numpy (examples/own_numpy_model.py's
 TwoLayerNet) and torch (`swarmnode.TorchModel`, through DLPack).
 
-    .venv/bin/python scripts/bench/torch_vs_builtin.py               # needs torch for its row
-    .venv/bin/python scripts/bench/torch_vs_builtin.py --seeds 5 --only digits
+    .venv/bin/python scripts/bench/compute/torch_vs_builtin.py          # needs torch for its row
+    .venv/bin/python scripts/bench/compute/torch_vs_builtin.py --seeds 5 --only digits
 
 One peer's trainer each (`build_trainer`, what `swarmnode start` builds): D-W-C with ReLU,
 softmax cross-entropy, swarmnode's SGD (lr 0.05, momentum 0.9). Two cases: the bundled digits

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Training throughput of one peer (samples/s) on the selected device.
 
-    .venv/bin/python scripts/bench/train.py                  # cpu, all cases
-    .venv/bin/python scripts/bench/train.py --device cuda    # needs cupy and a GPU
+    .venv/bin/python scripts/bench/compute/train.py                  # cpu, all cases
+    .venv/bin/python scripts/bench/compute/train.py --device cuda    # needs cupy and a GPU
 
 Each case builds the same Trainer `swarmnode start` uses, runs a few warm-up steps (allocations,
 cupy kernel compilation), then times `--seconds` of steps. `Trainer.step()` returns the loss as a

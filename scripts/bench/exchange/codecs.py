@@ -1,7 +1,7 @@
 """Codec kernels' compress + decompress throughput against a plain memory copy, in one run.
 
-    python scripts/bench/codecs.py [--n 5000000] [--repeat 15] [--json out.json]
-    python scripts/bench/codecs.py --frames mlp:128@signal:2000,64,20   # a frame's bytes per codec
+    python scripts/bench/exchange/codecs.py [--n 5000000] [--repeat 15] [--json out.json]
+    python scripts/bench/exchange/codecs.py --frames mlp:128@signal:2000,64,20  # a frame's bytes
 
 Throughput counts the float32 bytes of the vector (4 n) per second of encode + decode; the
 copy is `np.copyto` of the same 4 n bytes into a preallocated buffer, timed in the same run

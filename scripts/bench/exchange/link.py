@@ -1,4 +1,5 @@
-"""The `--link` rows of scripts/bench/exchange.py: what each direction of a shaped link carried.
+"""The `--link` rows of scripts/bench/exchange/throughput.py: what each direction of a shaped link
+carried.
 
 A round's wall time alone cannot say whether its push and its answer overlapped, nor what rate
 each direction reached: `LinkMeter` samples the byte counters of a peer's veth end on the host
@@ -9,10 +10,10 @@ middle 96% of them passed (2% to 98%: the connection's handshake, the headers an
 are not the bulk transfer).
 
 `DuplexServer` is the fair ceiling on the same kind of link: a raw socket that sends N bytes
-while it receives N (scripts/bench/exchange_peer.py's `raw_server`), in a namespace of its own
+while it receives N (scripts/bench/exchange/peer.py's `raw_server`), in a namespace of its own
 behind a link shaped as the nodes' are; `duplex_round` is the bench's side of one exchange.
 
-Used by scripts/bench/exchange.py only.
+Used by scripts/bench/exchange/throughput.py only.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def _crossing(times: list[float], total: list[int], level: float) -> float:
 
 
 class DuplexServer:
-    """A raw duplex echo (exchange_peer.raw_server) in `link`'s namespace; always `close()` it."""
+    """A raw duplex echo (peer.raw_server) in `link`'s namespace; always `close()` it."""
 
     def __init__(self, link: Link) -> None:
         self.addr = (link.ip, DUPLEX_PORT)

@@ -1,4 +1,5 @@
-"""The `node` mode of scripts/bench/exchange.py: one real peer against a real `swarmnode start`.
+"""The `node` mode of scripts/bench/exchange/throughput.py: one real peer against a real
+`swarmnode start`.
 
 Not a transport figure: the bench process runs the exact code one peer runs against another,
 
@@ -17,7 +18,7 @@ exchange is measured on; `--sync-every` is huge and it is alone in its swarm, so
 an exchange of its own. Mixes queued in the bench's store are applied between two timed rounds
 (where a training thread would apply them, between two steps).
 
-Used by scripts/bench/exchange.py only.
+Used by scripts/bench/exchange/throughput.py only.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from swarmnode.node.train.mixing.mixes import MixAccumulator  # noqa: E402
 from scripts.netlab.net import Link  # noqa: E402
 
 SECRET = "bench-secret"
-PUSH_BUDGET = True  # the initiator's --push-budget (scripts/bench/exchange.py --push-budget)
+PUSH_BUDGET = True  # the initiator's --push-budget (throughput.py --push-budget)
 # The node modes, each against a `swarmnode start` of its own, all in one run:
 #   node    unsigned: the node started with --unsigned-exchange-for-bench (the path before
 #           issue 10 item 3: no envelope on params/pushpull)
@@ -174,7 +175,7 @@ class NodeProcess:
             *(["--compress", COMPRESS[mode]] if mode in COMPRESS else []),
         ]
         command: tuple[str, ...] = START_COMMAND
-        if trace is not None:  # every pass over the data logged (scripts/bench/passes.py)
+        if trace is not None:  # every pass over the data logged (scripts/bench/exchange/passes.py)
             command = (sys.executable, str(TRACER), "--out", str(trace), "--", "start")
         if link is not None:  # behind a shaped link in its own namespace (scripts/netlab)
             command = ("ip", "netns", "exec", link.ns, *START_COMMAND)

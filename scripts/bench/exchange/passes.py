@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Count the passes an exchange makes over a model's bytes, in one process (issue 25).
 
-    .venv/bin/python scripts/bench/passes.py --out FILE -- start ARGS...   # a traced node
-    (scripts/bench/exchange.py --trace-passes starts its nodes this way and traces itself)
+    .venv/bin/python scripts/bench/exchange/passes.py --out FILE -- start ARGS...   # a traced node
+    (throughput.py --trace-passes starts its nodes this way and traces itself)
 
 `install(out)` wraps the places where the node path touches every byte of a model (copies,
 hashes, the frame checksum, the finite check, distances, the clip, the delta, the fold, the

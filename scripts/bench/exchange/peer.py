@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""One benchmark peer process for scripts/bench/exchange.py (not meant to be run by hand).
+"""One benchmark peer process for scripts/bench/exchange/throughput.py (not meant to be run by
+hand).
 
 It serves, on 127.0.0.1:
 - the peer app from node/net/app.py with an echo-style `pushpull` route (receive N bytes, answer

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What signing adds to the critical path of a 100 MB push-pull with `--secret` (issue 10).
 
-    .venv/bin/python scripts/bench/seal_path.py [--mb 100] [--rounds 9]
+    .venv/bin/python scripts/bench/exchange/seal_path.py [--mb 100] [--rounds 9]
 
 One process, real aiohttp on 127.0.0.1: `AuthTransport(HttpTransport)` against an
 `auth_handlers` echo, both sides signing with a member key and the swarm secret, the answer

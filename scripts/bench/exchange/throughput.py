@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Exchange throughput between two peer processes on loopback, against raw sockets.
 
-    .venv/bin/python scripts/bench/exchange.py          # node: 25.0M float32 (100 MB) each way
-    .venv/bin/python scripts/bench/exchange.py --node-model mlp:2000,900 --rounds 3   # ~2M smoke
-    .venv/bin/python scripts/bench/exchange.py --modes raw,http --params 5000000  # transport only
-    .venv/bin/python scripts/bench/exchange.py --modes raw,node,signed,secret   # signing cost
-    .venv/bin/python scripts/bench/exchange.py --modes raw,http,sealed   # signing, transport only
-    .venv/bin/python scripts/bench/exchange.py \
+    .venv/bin/python scripts/bench/exchange/throughput.py     # node: 25.0M float32 (100 MB) each way
+    .venv/bin/python scripts/bench/exchange/throughput.py --node-model mlp:2000,900 --rounds 3  # ~2M
+    .venv/bin/python scripts/bench/exchange/throughput.py --modes raw,http --params 5000000  # transport
+    .venv/bin/python scripts/bench/exchange/throughput.py --modes raw,node,signed,secret  # signing cost
+    .venv/bin/python scripts/bench/exchange/throughput.py --modes raw,http,sealed  # signing, transport
+    .venv/bin/python scripts/bench/exchange/throughput.py \
         --modes raw,duplex,memcpy,http,node,signed,fp16,lowrank --trace-passes /tmp/passes
                                                   # issue 25's rows, and every pass counted
 
@@ -20,9 +20,9 @@ seconds; the older one (issue 10: >= 50%), `node` against `raw`.
         thread sleeps most of the time; alone in its swarm, so it starts no exchange itself).
         Each `round()` is timed: snapshot into a frame + xxh3, POST, the node's decode + xxh3 +
         validate and (at once) snapshot into a frame, our decode + xxh3 + validate + queued mix.
-        See scripts/bench/exchange_node.py.
+        See scripts/bench/exchange/node.py.
 
-Transport-only figures, between two helper processes (scripts/bench/exchange_peer.py) on 127.0.0.1,
+Transport-only figures, between two helper processes (scripts/bench/exchange/peer.py) on 127.0.0.1,
 where helper A drives every measurement against helper B, so the bench process itself is never
 in the data path:
 
@@ -48,8 +48,8 @@ through the same node path (a second node, --latency-model) and, transport only,
         compressed difference each way (gossip/exchange/compressed.py); `duplex@fp16` and
         `duplex@lowrank` move the bytes each of their rounds pushed.
 
---trace-passes DIR runs the nodes under scripts/bench/passes.py and traces this process too:
-every copy, hash, checksum, finite check, distance, clip, fold and socket pass of the timed
+--trace-passes DIR runs the nodes under scripts/bench/exchange/passes.py and traces this process
+too: every copy, hash, checksum, finite check, distance, clip, fold and socket pass of the timed
 rounds, per side, with its bytes and time (a few us per traced call). The peak RSS of each node
 during the timed rounds (its VmHWM, reset before them) is printed in every run.
 
@@ -208,7 +208,7 @@ def main() -> int:
         help="node modes only: each node in its own network namespace behind a tc-shaped link "
         "of RATE (e.g. 1gbit; scripts/netlab, root), as a peer on another host; with a raw duplex "
         "across a link of its own, and per round each direction's bytes, rate and overlap "
-        "(scripts/bench/exchange_link.py)",
+        "(scripts/bench/exchange/link.py)",
     )
     ap.add_argument(
         "--push-budget",
@@ -222,7 +222,7 @@ def main() -> int:
         default="",
         metavar="DIR",
         help="trace every pass over the data in the nodes and this process into DIR "
-        "(scripts/bench/passes.py) and print the passes of a timed round, per side",
+        "(scripts/bench/exchange/passes.py) and print the passes of a timed round, per side",
     )
     args = ap.parse_args()
     exchange_node.PUSH_BUDGET = args.push_budget == "on"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Parameter payload throughput: checksums, and a 100 MB exchange against raw loopback TCP.
 
-    .venv/bin/python scripts/bench/wire.py              # 100 MB (25M float32)
-    .venv/bin/python scripts/bench/wire.py --mb 400
+    .venv/bin/python scripts/bench/exchange/wire.py              # 100 MB (25M float32)
+    .venv/bin/python scripts/bench/exchange/wire.py --mb 400
 
 1. Checksum candidates over the payload (GB/s): why `swarmnode.gossip.wire.frames` uses xxh3.
 2. Raw: `sendall` of the float32 buffer over a loopback socket into a preallocated buffer.

@@ -30,8 +30,8 @@ peer's own release to its first evaluation at >= single's accuracy - 1 point) an
 sent and exchange rounds from its summary. It writes a markdown table, a JSON file and a
 matplotlib PNG (worst peer's accuracy against wall time, one line per configuration).
 
-    .venv/bin/python scripts/bench/convergence.py --data signal:2000,64,20 --model mlp:128 \
-        --out runs/conv-signal
+    .venv/bin/python scripts/bench/learning/convergence.py --data signal:2000,64,20 \\
+        --model mlp:128 --out runs/conv-signal
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The results side of scripts/bench/convergence.py: per-peer and per-run results, the figures
-(final accuracy, time to the single peer's accuracy, bytes sent), the markdown table and the plot
-of the worst honest peer's accuracy against wall time."""
+"""The results side of scripts/bench/learning/convergence.py: per-peer and per-run results, the
+figures (final accuracy, time to the single peer's accuracy, bytes sent), the markdown table and the
+plot of the worst honest peer's accuracy against wall time."""
 
 from __future__ import annotations
 

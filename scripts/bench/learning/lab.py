@@ -1,6 +1,6 @@
 """Codecs on the network lab: time to the uncompressed run's accuracy and bytes per peer.
 
-    sudo .venv/bin/python scripts/bench/lab.py --out runs/bench-lab \\
+    sudo .venv/bin/python scripts/bench/learning/lab.py --out runs/bench-lab \\
         --codecs none,fp16,int8,topk:0.01 --links 4x100mbit -- START_ARGS...
 
 Runs the lab once per codec (`--compress` added to START_ARGS), the first codec being the

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """The user's own loop through `swarmnode.Swarm` against the built-in loop, on real processes.
 
-    .venv/bin/python scripts/bench/own_loop.py                       # every row, one run
-    .venv/bin/python scripts/bench/own_loop.py --runs 3 --out runs/own-loop.json
-    .venv/bin/python scripts/bench/own_loop.py --rows torch-4,builtin-4 --steps 300
+    .venv/bin/python scripts/bench/learning/own_loop.py                       # every row, one run
+    .venv/bin/python scripts/bench/learning/own_loop.py --runs 3 --out runs/own-loop.json
+    .venv/bin/python scripts/bench/learning/own_loop.py --rows torch-4,builtin-4 --steps 300
 
 Rows (`--rows`), each peer on its shard i/N of the bundled digits, all on 127.0.0.1:
 
@@ -13,7 +13,7 @@ Rows (`--rows`), each peer on its shard i/N of the bundled digits, all on 127.0.
 - `builtin-N`: the same 64-128-10 MLP through swarmnode's own loop (`swarmnode start --model
   mlp:128 --optimizer adamw`, the torch loop's lr and weight decay, `--lr-schedule cosine
   --lr-warmup 0 --lr-floor 0.001`; no gradient clipping: the built-in loop has none), peers
-  started held and released together (scripts/bench/convergence.py's `run`);
+  started held and released together (scripts/bench/learning/convergence.py's `run`);
 - `numpy-N`: examples/own_loop_numpy.py (plain SGD, lr 0.05);
 - `builtin_torch-N` (not in the default rows: a diagnostic): the built-in loop as `builtin-N`, on
   the torch example's very module and initialisation (examples/own_torch_model.py's `build`,
@@ -189,7 +189,7 @@ def example_peer(d: Path, i: int, rc: int | None, steps: int) -> PeerFig:
     return PeerFig(f"p{i}", late_mean(evals, steps), rounds, util)
 
 
-# --- the built-in loop: scripts/bench/convergence.py's held start and release ---
+# --- the built-in loop: scripts/bench/learning/convergence.py's held start and release ---
 
 
 def builtin_args(opts: argparse.Namespace, seed: int, i: int, n: int, model: str) -> list[str]:

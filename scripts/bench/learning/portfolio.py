@@ -1,29 +1,29 @@
 """The learning portfolio on real `swarmnode start` processes (issue 21): per task, partition and
 pace, one peer, the synchronous ideal at lr x {1, 2, N}, and swarms of 4 and 8 peers per mode.
 
-Tasks (`--tasks`, defined in scripts/bench/portfolio_sim.py, which screens the same ones in the
-lock-step simulator): `overfit` (one peer overfits a quarter of the data), `plentiful` (one
-peer sees less than one pass), `conv` (a 1-D conv net), `digits` and `source` (each peer a
-different source: its block of the train set sorted by a feature, written to a file of its own
-under `--out`/sources and loaded as the peer's `--data`, with no `--shard`). Paces (`--paces`):
-`full` (released at full speed) and `paced` (every step at least `--step-time` s, a
-compute-bound peer). Modes (`--modes`): those of scripts/bench/convergence.py, plus
-`average-unbounded` / `robust-unbounded` (`--max-lead 0`: the exchange before the bounded
-staleness, i.e. the old code's pacing), so old and new run side by side in one run, and
-`average-lead1` / `robust-lead1` (`--max-lead 1`, the tighter bound), and `average-nobounds` /
-`robust-nobounds` (`--push-budget off`: without issue 22's bounds on a hostile insider), and
-`average-sqrt`, `average-cosine`, `average-sqrt-cosine` (the lr rules of issue 30; also robust-),
-and `average-topk2` / `average-lowrank` (`--compress topk2:0.07` / `lowrank:8`).
-Each row also gives the late-window means (each peer's mean over its evaluations in the last
-sixth of the steps: the worst and the mean peer, and the worst's gap to one peer's).
+Tasks (`--tasks`, defined in scripts/bench/learning/portfolio_sim.py, which screens the same ones in
+the lock-step simulator): `overfit` (one peer overfits a quarter of the data), `plentiful` (one peer
+sees less than one pass), `conv` (a 1-D conv net), `digits` and `source` (each peer a different
+source: its block of the train set sorted by a feature, written to a file of its own under
+`--out`/sources and loaded as the peer's `--data`, with no `--shard`). Paces (`--paces`): `full`
+(released at full speed) and `paced` (every step at least `--step-time` s, a compute-bound peer).
+Modes (`--modes`): those of scripts/bench/learning/convergence.py, plus `average-unbounded` /
+`robust-unbounded` (`--max-lead 0`: the exchange before the bounded staleness, i.e. the old code's
+pacing), so old and new run side by side in one run, and `average-lead1` / `robust-lead1`
+(`--max-lead 1`, the tighter bound), and `average-nobounds` / `robust-nobounds` (`--push-budget
+off`: without issue 22's bounds on a hostile insider), and `average-sqrt`, `average-cosine`,
+`average-sqrt-cosine` (the lr rules of issue 30; also robust-), and `average-topk2` /
+`average-lowrank` (`--compress topk2:0.07` / `lowrank:8`). Each row also gives the late-window means
+(each peer's mean over its evaluations in the last sixth of the steps: the worst and the mean peer,
+and the worst's gap to one peer's).
 
-Per (task, partition, pace) it writes a table like scripts/bench/convergence.py's (worst / mean peer,
-time to one peer's final - 1 point, x single, and here also x the best ideal: the ideal at
-whichever lr reaches that target first; and the swarm's compute utilization), and one plot of
-the worst peer's accuracy against wall time. The ideal's time is its steps x one peer's step
-time (N workers of batch B and an all-reduce that costs nothing).
+Per (task, partition, pace) it writes a table like scripts/bench/learning/convergence.py's (worst /
+mean peer, time to one peer's final - 1 point, x single, and here also x the best ideal: the ideal
+at whichever lr reaches that target first; and the swarm's compute utilization), and one plot of the
+worst peer's accuracy against wall time. The ideal's time is its steps x one peer's step time (N
+workers of batch B and an all-reduce that costs nothing).
 
-    .venv/bin/python scripts/bench/portfolio.py --tasks overfit --paces full,paced \
+    .venv/bin/python scripts/bench/learning/portfolio.py --tasks overfit --paces full,paced \
         --partitions iid,dirichlet:0.5 --peers 4,8 --out runs/portfolio
 """
 
@@ -104,7 +104,7 @@ def peers_args(opts: argparse.Namespace, partition: str, n: int, mode: str) -> l
 
 
 def task_opts(opts: argparse.Namespace, name: str, pace: str) -> argparse.Namespace:
-    """scripts/bench/convergence.py's options for one task at one pace."""
+    """scripts/bench/learning/convergence.py's options for one task at one pace."""
     t = TASKS[name]
     args = ["--data", t.data, "--model", t.model, "--steps", str(t.steps), "--lr", f"{t.lr:g}",
             "--weight-decay", f"{t.wd:g}", "--eval-every", str(t.eval_every),
@@ -130,7 +130,7 @@ def run_ideals(opts: argparse.Namespace, partition: str, n: int) -> list[RunResu
 
 
 def run_block(opts: argparse.Namespace, partition: str) -> list[RunResult]:
-    """scripts/bench/convergence.py.run_partition, but every ideal kept (the best is picked by time)."""
+    """convergence.py's run_partition, but every ideal kept (the best is picked by time)."""
     say = lambda s: print(f"  [{partition}] {s}", flush=True)  # noqa: E731
     single_args = bc.base_args(opts, node_partition(partition), opts.batch_size, opts.lr)
     results = [bc.run("single", partition, [single_args], opts, opts.slowdown)]

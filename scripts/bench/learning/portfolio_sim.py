@@ -1,12 +1,12 @@
 """The learning portfolio in the lock-step simulator: screen exchange candidates on five tasks.
 
-Same tasks as scripts/bench/portfolio.py (real processes), same trainer, model, optimizer, sharding,
-logit adjustment and outer step code as the node (`node.train.mixing.mixes.OuterStep`), but in one
-process and in lock-step: every peer takes one step, then every `--period` steps each peer in turn
-runs the node's `--exchange average --group 3` round (push its model to 3 random others, which mix
-half of it in; take the mean of all 4; then its outer step). No network and no timing noise, so
-candidates differ only by the rule; `--stale P` rounds every P steps stand for a peer at full speed
-held at its step limit (`--max-lead 2` x `--sync-every 10` = 20).
+Same tasks as scripts/bench/learning/portfolio.py (real processes), same trainer, model, optimizer,
+sharding, logit adjustment and outer step code as the node (`node.train.mixing.mixes.OuterStep`),
+but in one process and in lock-step: every peer takes one step, then every `--period` steps each
+peer in turn runs the node's `--exchange average --group 3` round (push its model to 3 random
+others, which mix half of it in; take the mean of all 4; then its outer step). No network and no
+timing noise, so candidates differ only by the rule; `--stale P` rounds every P steps stand for a
+peer at full speed held at its step limit (`--max-lead 2` x `--sync-every 10` = 20).
 
 Per task: one peer on all the data (`single`; target = its last-3 mean - 1 point), the
 synchronous ideal (one peer, N x the batch, lr x 1, 2 and N; the best reaches the target first),
@@ -47,13 +47,13 @@ the goals table of issue 30 (goal 1: the worst peer's late mean within 1 point o
 iid shards, 2 on the others; goal 2: at one peer's late mean - 1 within 1.25x the best ideal's
 steps), per candidate, schedule and partner rule; `--report FILE...` prints it from --json files.
 
-    .venv/bin/python scripts/bench/portfolio_sim.py --tasks overfit,digits --peers 4,8 \
+    .venv/bin/python scripts/bench/learning/portfolio_sim.py --tasks overfit,digits --peers 4,8 \
         --candidates current,gainN,halfN --json runs/screen.json
-    .venv/bin/python scripts/bench/portfolio_sim.py --mixing --peers 4,8,16,32 \
+    .venv/bin/python scripts/bench/learning/portfolio_sim.py --mixing --peers 4,8,16,32 \
         --groups random,grow,grid,pairs,moshpit
-    .venv/bin/python scripts/bench/portfolio_sim.py --tasks plentiful --peers 4,8,16 \
+    .venv/bin/python scripts/bench/learning/portfolio_sim.py --tasks plentiful --peers 4,8,16 \
         --candidates current+lrsqrt --groups random,grow,grid,moshpit --eval-every 50
-    .venv/bin/python scripts/bench/portfolio_sim.py --tasks digits --peers 4 \
+    .venv/bin/python scripts/bench/learning/portfolio_sim.py --tasks digits --peers 4 \
         --candidates current --lr-schedule constant,cosine --eval-every 25
 """
 

@@ -9,8 +9,8 @@ clock: `max_offset` = `max_skew`), `sender` against the sender's own clock as me
 enveloped) and without (only the exchange's requests are: gossip travels bare, which kept the
 skewed member listed alive).
 
-    .venv/bin/python scripts/bench/clock_skew.py [--window 15] [--jump 90]
-    .venv/bin/python scripts/bench/clock_skew.py --guard-cost   # one check, new rule / old
+    .venv/bin/python scripts/bench/membership/clock_skew.py [--window 15] [--jump 90]
+    .venv/bin/python scripts/bench/membership/clock_skew.py --guard-cost  # one check, new rule/old
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Membership under attack (issue 10), and what signatures cost on the gossip path.
 
-    .venv/bin/python scripts/bench/hostile_members.py [--members 16] [--rounds 400]
+    .venv/bin/python scripts/bench/membership/hostile.py [--members 16] [--rounds 400]
 
 1. gossip-path CPU, unsigned vs signed: two tables of `--members` members exchange digests
    every round (each member's heartbeat advancing, so every record is re-signed by its owner

@@ -24,13 +24,13 @@ refuted later), `slow detect` the seconds from its crash until the last peer mar
 configured thresholds alone (the detector before it measured each member's gaps), `both` runs
 the two on the same seeds.
 
-    .venv/bin/python scripts/bench/membership.py --mode sim
-    .venv/bin/python scripts/bench/membership.py --mode sim --sizes 16,64 --loss 0.2
-    .venv/bin/python scripts/bench/membership.py --mode sim --sizes 4,16 --slow 4 --steady 400 \
-        --detector both
+    .venv/bin/python scripts/bench/membership/liveness.py --mode sim
+    .venv/bin/python scripts/bench/membership/liveness.py --mode sim --sizes 16,64 --loss 0.2
+    .venv/bin/python scripts/bench/membership/liveness.py --mode sim --sizes 4,16 --slow 4 \\
+        --steady 400 --detector both
 
-`--mode real` (scripts/bench/membership_real.py): `swarmnode start` processes on 127.0.0.1 at default
-membership settings, every figure read from the peers' own `GET /v1/status`:
+`--mode real` (scripts/bench/membership/liveness_real.py): `swarmnode start` processes on 127.0.0.1
+at default membership settings, every figure read from the peers' own `GET /v1/status`:
 - n - 1 resident peers train flat out (`--steps 0`); in each of `--trials` cycles an n-th peer
   joins (process start -> ready -> alive in every other table; its first accuracy against the
   swarm's and an untrained model's), is SIGKILLed (-> dead in each other table), restarted with
@@ -41,8 +41,9 @@ membership settings, every figure read from the peers' own `GET /v1/status`:
 - `--heavy S`: a peer whose every training step holds a core for seconds (a 17 M-parameter MLP
   on the whole train set per step) beside a fast one, watched S seconds the same way.
 
-    .venv/bin/python scripts/bench/membership.py --mode real            # ~7 min: 300 s soak
-    .venv/bin/python scripts/bench/membership.py --mode real --trials 1 --soak 10 --heavy 10
+    .venv/bin/python scripts/bench/membership/liveness.py --mode real       # ~7 min: 300 s soak
+    .venv/bin/python scripts/bench/membership/liveness.py --mode real --trials 1 --soak 10 \\
+        --heavy 10
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `--mode real` part of scripts/bench/membership.py (not meant to be run by hand).
+"""The `--mode real` part of scripts/bench/membership/liveness.py (not meant to be run by hand).
 
 `swarmnode start` processes on 127.0.0.1 at default membership settings, every figure read from
 the peers' own `GET /v1/status`: join / SIGKILL / restart / SIGTERM cycles, a soak for false
@@ -381,7 +381,7 @@ def _fresh_accuracy(model: str) -> float:
     return trainer.evaluate(data.X_test, data.y_test)[1]
 
 
-# --- the table, and `run_real`: the `--mode real` entry point of scripts/bench/membership.py ---
+# --- the table, and `run_real`: the `--mode real` entry point of liveness.py ---
 
 
 def print_real(r: RealReport, opts: RealOptions, elapsed: float) -> None:

@@ -1,6 +1,6 @@
 """What signatures cost on the gossip path, steady state (issue 10's target: at most 5%).
 
-    .venv/bin/python scripts/bench/signed_gossip.py [--members 16,256] [--rounds 240]
+    .venv/bin/python scripts/bench/membership/signed_gossip.py [--members 16,256] [--rounds 240]
 
 One receiving peer, `--members` owners on a virtual clock (0.5 s a round). Each round every
 owner bumps its heartbeat and its training step (progress meta, as a training peer does every

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Krum (and the other aggregation rules) on realistic sizes, against a scipy-cdist Krum.
 
-    .venv/bin/python scripts/bench/aggregate.py                          # cpu: n=64, d=1e6
-    .venv/bin/python scripts/bench/aggregate.py --blas-threads 1         # pin BLAS to one thread
-    .venv/bin/python scripts/bench/aggregate.py --device cuda            # n=32, d=25e6 on a GPU
+    .venv/bin/python scripts/bench/robust/aggregate.py                   # cpu: n=64, d=1e6
+    .venv/bin/python scripts/bench/robust/aggregate.py --blas-threads 1  # pin BLAS to one thread
+    .venv/bin/python scripts/bench/robust/aggregate.py --device cuda     # n=32, d=25e6 on a GPU
 
 Rows are near-identical (a shared base plus noise at 1e-4 of its scale), as peers' models are.
 CPU targets: Krum <= 0.2 s and >= 10x faster than `scipy.spatial.distance.cdist` + the same

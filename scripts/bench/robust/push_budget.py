@@ -1,6 +1,7 @@
 """What the bounds on a hostile insider cost with no attacker (issue 22): two swarms side by side.
 
-    .venv/bin/python scripts/bench/push_budget.py [--peers 4] [--duration 60] [--out runs/budget]
+    .venv/bin/python scripts/bench/robust/push_budget.py [--peers 4] [--duration 60] \\
+        [--out runs/budget]
 
 Runs the same clean swarm twice at once on this box, as real `swarmnode start` processes
 through the chaos runner: once with `--push-budget on` (the default: per-sender push budget and

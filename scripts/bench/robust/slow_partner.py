@@ -2,10 +2,10 @@
 """A slow partner costs at most its grace (issue 31, goal 4): 3 honest peers + 1 slow one
 against 4 honest peers, in the same run, real `swarmnode start` processes on 127.0.0.1.
 
-    .venv/bin/python scripts/bench/slow_partner.py                 # 30 s per arm, 1.8 s slow
-    .venv/bin/python scripts/bench/slow_partner.py --window 10 --slow-ms 1800   # a smoke
-    .venv/bin/python scripts/bench/slow_partner.py --together   # both swarms at once
-    .venv/bin/python scripts/bench/slow_partner.py --together --robust median   # pull rounds
+    .venv/bin/python scripts/bench/robust/slow_partner.py                 # 30 s per arm, 1.8 s slow
+    .venv/bin/python scripts/bench/robust/slow_partner.py --window 10 --slow-ms 1800   # a smoke
+    .venv/bin/python scripts/bench/robust/slow_partner.py --together   # both swarms at once
+    .venv/bin/python scripts/bench/robust/slow_partner.py --together --robust median   # pull rounds
 
 The slow member answers every push-pull correctly, but after `--slow-ms`: it listens on a port
 of its own and advertises the port of a small TCP relay in this process that holds every byte

@@ -11,8 +11,8 @@ from swarmnode.kernels.errors import ShapeError
 
 # values per chunk: 1 MiB of float32. The numpy passes over one chunk stay in L2 (1 MiB per
 # core on the development box), and int8's per-block passes get rows of 1024 values: at 64 Ki
-# they had 256 and the 2-D reductions ran at half speed (scripts/bench/codecs.py). Part of the
-# int8 layout on the wire: a frame names it (`chunk`), a peer with another refuses the frame.
+# they had 256 and the 2-D reductions ran at half speed (scripts/bench/exchange/codecs.py). Part of
+# the int8 layout on the wire: a frame names it (`chunk`), a peer with another refuses the frame.
 CHUNK = 1 << 18
 DEFAULT_BLOCK = 256
 TOPK_BUCKET = 1 << 16  # topk indices: a count per bucket of this many values, then 16-bit offsets

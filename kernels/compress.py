@@ -19,7 +19,7 @@ named numpy/cupy arrays whose bytes go on the wire as they are (layout: `gossip.
 - lowrank: each weight matrix as fp16 rank-R factors from one warm-started power iteration
   (`swarmnode.kernels.lowrank`, backend-generic, not bit-for-bit across backends: QR differs).
 
-Speed (scripts/bench/codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
+Speed (scripts/bench/exchange/codecs.py, docs/benchmarks.md): int8 runs a fused C kernel
 (kernels/_int8.c through `int8_native`) where the optional extension was built at install, and
 otherwise the numpy path below, same bits. The float <-> half casts, and int8's casts on the
 numpy path, are NumKong's SIMD kernels (`numkong.astype`: F16C / AVX-512 here, NEON on ARM; bit
@@ -115,7 +115,8 @@ def fp16_decode(p: Packed, out: np.ndarray | None = None) -> np.ndarray:
 # (rows / k, k * groups) against its block scales repeated k times, not as (rows, groups)
 # against them broadcast: numpy's broadcast multiply runs one inner loop per row of `groups`
 # values and took twice as long as a multiply of two flat arrays. 16 Ki values (64 KiB, in
-# L1/L2) measured best of 4 Ki, 16 Ki and 64 Ki (scripts/bench/codecs.py, docs/benchmarks.md).
+# L1/L2) measured best of 4 Ki, 16 Ki and 64 Ki (scripts/bench/exchange/codecs.py,
+# docs/benchmarks.md).
 _TILE = 1 << 14
 
 
@@ -130,7 +131,7 @@ def _check_block(block: int) -> None:
 
 
 # which int8 kernel runs: "auto" is the C kernel where it was built, else numpy; "c" and "numpy"
-# pick one (tests and scripts/bench/codecs.py compare them in one process)
+# pick one (tests and scripts/bench/exchange/codecs.py compare them in one process)
 KERNELS = ("auto", "c", "numpy")
 
 

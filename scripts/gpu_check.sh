@@ -3,7 +3,8 @@
 #   1. installs the carried wheels and swarmnode itself into /tmp/site (no network there);
 #   2. the GPU tests: `pytest -m gpu` (cupy kernels against their numpy twins, the int8 and
 #      compression parity, Krum/aggregation on the GPU, the torch adapter on CUDA);
-#   3. training throughput of one peer, CPU against CUDA, in the same run (scripts/bench/train.py);
+#   3. training throughput of one peer, CPU against CUDA, in the same run
+#      (scripts/bench/compute/train.py);
 #   4. a two-peer swarm on the GPU for a few hundred steps (start, join, exchange, summary).
 # Everything it prints goes to $OUT too (gpu-*.txt), to be quoted in docs/benchmarks.md "GPU".
 set -uo pipefail
@@ -22,8 +23,8 @@ export PYTHONPATH=/tmp/site
 python3 -c 'import swarmnode; print("swarmnode", swarmnode.__version__)' || exit 1
 # the tests import swarmnode from /tmp/site: the checkout's folders are not the package
 timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-pytest.txt"
-timeout 120 python3 scripts/bench/train.py --device cpu --seconds 3 2>&1 | tee "$OUT/gpu-train-cpu.txt"
-timeout 120 python3 scripts/bench/train.py --device cuda --seconds 3 2>&1 | tee "$OUT/gpu-train-cuda.txt"
+timeout 120 python3 scripts/bench/compute/train.py --device cpu --seconds 3 2>&1 | tee "$OUT/gpu-train-cpu.txt"
+timeout 120 python3 scripts/bench/compute/train.py --device cuda --seconds 3 2>&1 | tee "$OUT/gpu-train-cuda.txt"
 work=$(mktemp -d)
 timeout 90 python3 -m swarmnode start --device cuda --listen 127.0.0.1:17180 --steps 600 --shard 0/2 \
   --summary-json "$work/a.json" > "$work/a.log" 2>&1 &

@@ -9,6 +9,7 @@ the line.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -430,6 +431,21 @@ def test_fault_chaos_rooms_have_a_front():
     for room in folders:
         front = ast.parse((chaos / room / "__init__.py").read_text())
         assert ast.get_docstring(front), f"fault/chaos/{room}/__init__.py has no docstring"
+
+
+def test_the_benchmarks_are_rooms_whose_fronts_name_what_they_hold():
+    # scripts/bench/ is rooms by what they measure (scripts/README.md): its top holds only its
+    # front, and each room's front names every module in it, so a new bench lands in a room
+    bench = ROOT / "scripts" / "bench"
+    loose = sorted(p.name for p in bench.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"benchmarks outside a room of scripts/bench: {loose}"
+    rooms = sorted(p for p in bench.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert rooms, "the scan found no room: the path is wrong"
+    for room in rooms:
+        doc = ast.get_docstring(ast.parse((room / "__init__.py").read_text())) or ""
+        modules = sorted(p.stem for p in room.glob("*.py") if p.stem != "__init__")
+        unnamed = [m for m in modules if not re.search(rf"\b{m}\b", doc)]
+        assert not unnamed, f"the front of scripts/bench/{room.name} does not name: {unnamed}"
 
 
 def test_the_checker_catches_a_broken_rule_and_a_circle(tmp_path):

@@ -22,7 +22,7 @@ class MembershipConfig:
     silence before a death, so a loaded peer whose loop runs late is not declared dead. In
     larger swarms both thresholds grow by `swarmnode.gossip.membership.failure.size_allowance(n)` (1 s at n = 16,
     2 s at n = 1024) because heartbeats arrive through more hops.
-    `scripts/bench/membership.py --mode sim` measures both margins against n.
+    `scripts/bench/membership/liveness.py --mode sim` measures both margins against n.
     """
 
     gossip_interval: float = 0.5

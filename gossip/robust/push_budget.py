@@ -38,7 +38,7 @@ BURST = 2.0
 TRAVEL_ROUNDS = 8
 # In radii tau: a quarter radius a round on average, twice an honest push's. At 1 a dissensus
 # liar passed its full scenario 5 of 5 runs (3 of 5 at 2), but with no attacker the swarm ended
-# 1.4-2.4 points lower (scripts/bench/push_budget.py, two runs; at 2: within +-1): kept at 2.
+# 1.4-2.4 points lower (scripts/bench/robust/push_budget.py, two runs; at 2: within +-1): kept at 2.
 TRAVEL = 2.0
 DISTRUST_ROUNDS = 64
 CUT_WINDOW = 8  # a sender's last pushes looked at ...

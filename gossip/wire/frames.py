@@ -19,7 +19,7 @@ and the checksum is verified. `validate_params` then rejects NaN/Inf and wrong s
 malformed payload never reaches the model.
 
 Why xxh3 (XXH3-64, `xxhash`): ~33 GB/s on 100 MB here, against ~5.6 GB/s for zlib.crc32 and
-~1.6 GB/s for sha256 (scripts/bench/wire.py); it runs twice per frame on every exchange's
+~1.6 GB/s for sha256 (scripts/bench/exchange/wire.py); it runs twice per frame on every exchange's
 critical path. It guards against corruption, not an adversary (with `--secret` the HMAC of
 `swarmnode.gossip.auth.signer` covers every byte). The header names it; an unknown one is refused.
 A frame that an envelope's verified BLAKE3 digest covered (`gossip.wire.covered`) is not checked

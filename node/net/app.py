@@ -6,7 +6,8 @@ caps checked before reading, errors mapped to status codes with one log line eac
 keeps running whatever a peer sends, and a bulk path for 100 MB parameter bodies.
 
 Bulk path (aiohttp's defaults reach a small share of raw loopback TCP for a 100 MB push-pull;
-scripts/bench/exchange.py measures it, docs/benchmarks.md "Exchange throughput" has the figures):
+scripts/bench/exchange/throughput.py measures it, docs/benchmarks.md "Exchange throughput" has the
+figures):
 - bodies are read into ONE preallocated, huge-page-backed buffer of the declared size
   (`swarmnode.node.net.transport.read_sized_body`), not collected and joined: handlers receive `bytes`
   up to 1 MiB and a writable `memoryview` beyond (treat the body as bytes-like, never assume

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 class WorkerStore:
     """The `ParamStore` the exchange sees: snapshots and mixes go through the training thread."""
 
-    share_frames = True  # off: a fresh frame for every request (scripts/bench/swarm_step.py)
+    # off: a fresh frame for every request (scripts/bench/compute/swarm_step.py)
+    share_frames = True
 
     def __init__(self, worker: TrainingWorker) -> None:
         self.worker = worker

@@ -88,8 +88,9 @@ class PeerConfig(NodeConfig):
     # the operator key whose public half is in `admin_key` (node/peer/admin_routes.py).
     enable_admin: bool = False
     admin_key: str | None = None
-    # False only for the unsigned baseline of scripts/bench/exchange.py: params and pushpull
-    # then take requests from anyone, in any member's name (what signing exists to prevent).
+    # False only for the unsigned baseline of scripts/bench/exchange/throughput.py: params
+    # and pushpull then take requests from anyone, in any member's name (what signing exists
+    # to prevent).
     sign_exchange: bool = True
     # A request body must arrive within body_grace_s + size / body_min_rate seconds, else it is
     # cut off (node/net/intake.py: a trickled body once held the exchange slots).

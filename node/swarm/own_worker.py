@@ -17,14 +17,14 @@ is then one of two consecutive steps' values, which the average round's delta ru
 value by value (x <- x + w (mean(y) - sent - m): a value already updated in `sent` is averaged,
 one not yet updated is kept whole), so nothing is lost or counted twice.
 
-A turn with nothing pending is a few attribute reads and one clock read (scripts/bench/
-swarm_step.py). A landed mix is one pass over the model (`MixAccumulator.apply_to`) and two
-read passes (BLAS dots, no temporaries) that check the pending update before it lands and the
-model after: an update with NaN or Inf (a peer's bug, an overflow) is dropped before it
-lands, logged, and training goes on; a model that is not finite after a finite update was
-broken by the loop's own steps, which `DivergedError` says (and the peer stops serving it).
-The collapse guard of the built-in loop judges the loss of the step after a mix; the user's
-loss is theirs, so it is off here (the finiteness checks stand in for its last line).
+A turn with nothing pending is a few attribute reads and one clock read
+(scripts/bench/compute/swarm_step.py). A landed mix is one pass over the model
+(`MixAccumulator.apply_to`) and two read passes (BLAS dots, no temporaries) that check the
+pending update before it lands and the model after: an update with NaN or Inf (a peer's bug, an
+overflow) is dropped before it lands, logged, and training goes on; a model that is not finite after
+a finite update was broken by the loop's own steps, which `DivergedError` says (and the peer stops
+serving it). The collapse guard of the built-in loop judges the loss of the step after a mix; the
+user's loss is theirs, so it is off here (the finiteness checks stand in for its last line).
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ async def test_sybils_in_an_open_swarm_are_rate_limited(swarm, http) -> None:
 
 async def test_a_table_flood_stays_within_the_cap(http) -> None:
     # 18,000 fake entries in 9 messages of 2,000 (unsigned, forged, and validly signed), 18x
-    # the cap; scripts/bench/hostile_members.py floods 100,000 (the suite's clock is the limit:
+    # the cap; scripts/bench/membership/hostile.py floods 100,000 (the suite's clock is the limit:
     # 15 messages took 46 s under xdist, most of it drawing the signed entries' hash chains)
     a = await Node.create(peer_config())
     try:

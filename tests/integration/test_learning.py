@@ -2,7 +2,7 @@
 
 Real processes: a single peer on the whole digits train set gives the baseline; four peers, each
 on a quarter (`--shard i/4`), exchange with `--exchange average` for as many steps.
-Figures for more settings (and the no-exchange contrast): scripts/bench/convergence.py.
+Figures for more settings (and the no-exchange contrast): scripts/bench/learning/convergence.py.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def relative_spread(peers: list[Peer]) -> float:
 
 
 # dirichlet:0.5 only: the harder of the two for both bounds (iid passed every run and took 50 s
-# of the suite's 10 minutes; scripts/bench/convergence.py measures both)
+# of the suite's 10 minutes; scripts/bench/learning/convergence.py measures both)
 @pytest.mark.parametrize("partition", ["dirichlet:0.5"])
 def test_four_sharded_peers_reach_the_single_peer_accuracy(tmp_path, partition, single):
     # `--steps 0` and a window of STEPS steps, measured while every peer is still in the swarm:

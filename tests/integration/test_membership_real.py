@@ -1,8 +1,8 @@
 """Membership with real peer processes: detection and leave times, join and restart, no false
 deaths while training flat out, heartbeats that keep flowing beside multi-second steps.
 
-The measurements are those of `scripts/bench/membership.py --mode real` (its module
-scripts/bench/membership_real.py) (short versions here),
+The measurements are those of `scripts/bench/membership/liveness.py --mode real` (its module
+scripts/bench/membership/liveness_real.py) (short versions here),
 so the bench and these checks cannot drift apart. The bounds are the issue's targets plus a
 margin for a loaded 2-core CI box; the bench reports the real figures.
 """
@@ -20,13 +20,14 @@ from swarmnode.node.peer.node import CLOSE_BUDGET_S
 
 pytestmark = pytest.mark.slow
 
-BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "membership_real.py"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "scripts" / "bench" / "membership" / "liveness_real.py"
 CFG = MembershipConfig()
 MARGIN_S = 2.0  # scheduling noise on a shared 2-core box, on top of each target
 
 
 def _load_bench():
-    spec = importlib.util.spec_from_file_location("membership_real", BENCH)
+    spec = importlib.util.spec_from_file_location("liveness_real", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while being defined

@@ -116,7 +116,7 @@ def _accepts(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-# SIGTERM -> exit within 5 s is the target on an idle machine (scripts/bench/membership.py
+# SIGTERM -> exit within 5 s is the target on an idle machine (scripts/bench/membership/liveness.py
 # --mode real reports the measured times). A test cannot hold a loaded CI box to a wall-clock
 # figure (one fresh-clone run took 11.1 s against a 6.0 s bound), so the tests below hold what the
 # target means: a peer's exit waits at most its close budget for the step in progress, on top of

@@ -5,7 +5,8 @@ from before either started: what the swarms hold at their peak (the state: the p
 accumulator, the outer step's anchor, momentum and scratch, the consensus; and what a round has
 in flight: the frame sent, the answer received, a push served and its answer) must stay under a
 generous bound in model copies. A buffer kept per round (a leak) or a copy per push would pass
-it within the rounds run here. scripts/bench/swarm_step.py has the figures, one peer a process.
+it within the rounds run here. scripts/bench/compute/swarm_step.py has the figures, one peer a
+process.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.timeout(180)
 SIZE = 1_000_000  # 4 MB: the small objects a swarm makes are noise beside a model copy
 ROUNDS = 6  # each peer's own rounds that landed a mix
 # per peer: state 5 (accumulator, anchor, momentum, scratch, consensus) + in flight ~4 (measured:
-# scripts/bench/swarm_step.py); twice that for the two, with room to spare but not for a copy
-# kept per round (12 rounds here)
+# scripts/bench/compute/swarm_step.py); twice that for the two, with room to spare but not for a
+# copy kept per round (12 rounds here)
 BOUND_COPIES = 2 * 12
 
 

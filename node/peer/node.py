@@ -252,7 +252,7 @@ class Node:
             segs=param_segments(self.trainer),
             mix_after_answer=True,  # a pushed model is bounded while the answer is sent
         )
-        # a mix of pushed models that kills units or jumps the loss is rolled back, and its
+        # a mix of pushed models that kills units or jumps the loss for good is rolled back and its
         # senders' pushes are not mixed for a while (node/train/mixing/collapse.py)
         if cfg.exchange.push_budget:
             loop = asyncio.get_running_loop()

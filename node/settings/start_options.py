@@ -456,8 +456,8 @@ EXCHANGE = _opts(
         "the bounds on a hostile insider (on): each sender's pushes mixed about once a round of "
         "ours and moving us at most 2 radii over eight rounds, the push radius anchored, a "
         "group's answers clipped and cut where they pull away from the swarm, and a mix that "
-        "kills hidden units or jumps the loss rolled back; off: none of these (only to measure "
-        "what the bounds cost, in a swarm whose members are all trusted)",
+        "kills hidden units, or jumps the loss and keeps it there, rolled back; off: none of "
+        "these (only to measure what the bounds cost, in a swarm whose members are all trusted)",
         field="exchange.push_budget",
         parse=_on_off,
         show=lambda on: "on" if on else "off",

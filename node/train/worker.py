@@ -106,7 +106,8 @@ class TrainingWorker:
         # called on the training thread with the senders of a rolled-back mix (thread-safe!)
         self.on_collapse: Callable[[set[str]], None] | None = None
         self._premix: Any = None  # what the mixes being judged changed (one model, reused)
-        self._judged: set[str] | None = None  # their pushers; None: no mix since the last step
+        self._judged: set[str] | None = None  # their pushers; None: no mix is being judged
+        self._fresh = False  # one of them landed since the last step
         self.mixes_dropped = 0  # received after the last step: not in the reported model
         self._finished = False
         self._running = False
@@ -363,10 +364,9 @@ class TrainingWorker:
             if self._pending:
                 self._drain_pending()
             self._apply_mixes()
-            judged, self._judged = self._judged, None
         loss = self._step()  # takes _params_lock for its update (Trainer.update_lock)
         if self.collapse is not None:
-            self._guard_collapse(loss, judged)
+            self._guard_collapse(loss)
         return loss
 
     def _held(self) -> bool:
@@ -397,15 +397,16 @@ class TrainingWorker:
 
     def _apply_mixes(self) -> None:
         """Pending mixes, then a pending outer step (under the lock, between two steps). With
-        the collapse guard on, what the mixes changed since the last step is kept (`_premix`,
-        the outer step's change left out) and the senders of the pushed models among them
-        gathered in `_judged` (an empty set: a round's own mix): the next step judges them."""
+        the collapse guard on, what the mixes changed since the guard's last verdict is kept
+        (`_premix`, the outer step's change left out) and the senders of the pushed models
+        among them gathered in `_judged` (an empty set: a round's own mixes): the next steps
+        judge them, until the guard passes them or rolls them back."""
         x = self.trainer.model.params.data
         guarded = self.collapse is not None and self.mixes.pending
         if guarded:
             if self._premix is None:
                 self._premix = array_module(x).empty_like(x)
-            if self._judged is None:  # premix <- -x before the first mix since the last step
+            if self._judged is None:  # premix <- -x before the first mix since the last verdict
                 array_module(x).negative(x, out=self._premix)
             else:  # premix holds (what the earlier mixes changed); minus x now: -x before them
                 self._premix -= x
@@ -415,6 +416,7 @@ class TrainingWorker:
             if guarded:  # premix <- x after - x before (the earlier mixes' change included)
                 self._premix += x
                 self._judged = (self._judged or set()) | sources
+                self._fresh = True
         elif guarded and self._judged is not None:  # nothing applied: undo the subtraction
             self._premix += x
         with self._outer_lock:
@@ -422,17 +424,21 @@ class TrainingWorker:
         if pending is not None:
             self.outer.apply(x, *pending)
 
-    def _guard_collapse(self, loss: float, judged: set[str] | None) -> None:
-        """Judge the step right after a mix (`judged`: the senders of the pushed models in it,
-        empty for a round's own); roll the mix back on a collapse and name its pushers. Calm
-        steps teach the guard the usual dead share."""
+    def _guard_collapse(self, loss: float) -> None:
+        """Judge a step after mixes (`_judged`: the senders of the pushed models in them, empty
+        for a round's own) until the guard's verdict; roll them back on a collapse and name
+        their pushers. Calm steps teach the guard the usual dead share."""
         assert self.collapse is not None
-        step = self.trainer.step_count
+        judged = self._judged
         if judged is None:
-            if step % CALM_EVERY == 0:
+            if self.trainer.step_count % CALM_EVERY == 0:
                 self.collapse.calm(self._dead_share())
             return
-        why = self.collapse.judge(loss, self._dead_share())
+        fresh, self._fresh = self._fresh, False
+        why = self.collapse.judge(loss, self._dead_share(), fresh)
+        if why is None and self.collapse.watching:
+            return  # the verdict waits: later mixes join these in `_premix` and `_judged`
+        self._judged = None
         if why is None:
             return
         with self._params_lock:

@@ -1,5 +1,7 @@
-"""The collapse guard (issue 22): the step right after a mix of pushed models judges it, and a
-mix that kills the hidden units or makes the loss jump is rolled back and its senders named.
+"""The collapse guard (issue 22): the steps right after a mix of pushed models judge it, and a
+mix that kills the hidden units, blows the loss up, or makes it jump and stay there is rolled
+back and its senders named; one whose loss jumps and comes back (one bad batch, or an honest
+model far from this peer's) is not.
 
 The worker's loop is driven one iteration at a time (`_iteration`: apply the pending mixes,
 step, judge), so each test knows exactly which step saw which mix."""
@@ -10,7 +12,8 @@ import numpy as np
 import pytest
 from swarmnode.kernels.backend import select_backend
 from swarmnode.kernels.optim import make_optimizer
-from swarmnode.node.train.mixing.collapse import CollapseGuard, dead_fraction
+from swarmnode.node.train.data.datasets import load_dataset
+from swarmnode.node.train.mixing.collapse import RECOVERY, CollapseGuard, dead_fraction
 from swarmnode.node.train.model.builtin import build_model
 from swarmnode.node.train.trainer import Trainer
 from swarmnode.node.train.worker import TrainingWorker
@@ -85,17 +88,99 @@ def test_a_mix_that_kills_the_hidden_units_is_rolled_back_and_its_pusher_named()
     assert dead_fraction(w.trainer.model.layers) < 0.25
 
 
-def test_a_mix_that_makes_the_loss_jump_is_rolled_back() -> None:
+def _with_classifier(w: TrainingWorker, scale: float) -> np.ndarray:
+    x = w.trainer.model.params.data.copy()
+    lo, hi = w.trainer.model.params.offsets["3.W"]
+    x[lo:hi] *= scale
+    return x
+
+
+def _one_class(w: TrainingWorker, gap: float) -> np.ndarray:
+    """The own model, but for output biases that favour class 0 by `gap`: it answers 0."""
+    x = w.trainer.model.params.data.copy()
+    lo, hi = w.trainer.model.params.offsets["3.b"]
+    x[lo:hi] = [gap / 2, -gap / 2]
+    return x
+
+
+def test_the_rule_one_batch_over_the_bar_is_watched_not_judged() -> None:
+    g = CollapseGuard(10)  # floor 1.15, blow-up 9.2
+    for _ in range(20):
+        assert g.judge(0.05, None) is None  # the usual post-mix loss: 0.05
+    assert g.judge(1.66, None) is None and g.watching == RECOVERY  # over the bar: watched
+    assert g.judge(0.03, None) is None and g.watching == 0  # back under it: passed
+    assert g.judge(1.66, None) is None
+    for _ in range(RECOVERY - 1):
+        assert g.judge(1.5, None) is None and g.watching > 0
+    why = g.judge(1.5, None)  # RECOVERY steps after the jump, still over: a collapse
+    assert why is not None and "jumped to 1.66" in why and g.watching == 0
+    assert g.judge(1.66, None) is None and g.watching == RECOVERY
+    assert g.judge(7.0, None, fresh=False) is None  # SGD's own swing while watched: no verdict
+    assert "blew up to 50" in (g.judge(50.0, None) or "")  # a fresh mix far past a blind guess
+    assert g.watching == 0
+    g.calm(0.1)
+    assert "dead" in (g.judge(0.05, 0.9) or "")  # dead units: at once as well
+
+
+def test_a_mix_that_blows_the_loss_up_is_rolled_back_at_once() -> None:
     w, blamed = _worker()
     _warm(w)
     for _ in range(3):
         _honest_mix(w)
-    x = w.trainer.model.params.data.copy()
-    lo, hi = w.trainer.model.params.offsets["3.W"]
-    x[lo:hi] *= -20.0  # the classifier turned against its labels: units alive, loss high
-    w.mix(x, 0.5, source="liar")
+    # the classifier turned against its labels: units alive, loss far past a blind guess's
+    w.mix(_with_classifier(w, -20.0), 0.5, source="liar")
     _iteration(w)
     assert blamed == [{"liar"}], (w.collapse.post_loss, w.collapse.rollbacks)
+
+
+def test_a_mix_whose_loss_jumps_and_stays_is_rolled_back_with_the_mixes_it_was_watched_with() -> (
+    None
+):
+    """Judged RECOVERY steps later, the rollback still removes exactly what the mixes changed
+    (an lr of 1e-12: the steps since move nothing, so the model must be what it was before)."""
+    w, blamed = _worker()
+    _warm(w)
+    _honest_mix(w)
+    w.trainer.optimizer.lr = 1e-12
+    before = w.trainer.model.params.data.copy()
+    w.mix(_one_class(w, 30.0), 0.5, source="liar")  # answers 0: a loss ~1-2, and it stays
+    _iteration(w)
+    assert w.collapse.watching == RECOVERY and blamed == []
+    _honest_mix(w, "h")  # mixed while watched: joins the verdict
+    for _ in range(RECOVERY - 1):
+        _iteration(w)
+    assert blamed == [{"liar", "h"}] and w.collapse.rollbacks == 1
+    np.testing.assert_allclose(w.trainer.model.params.data, before, atol=1e-5)
+    assert w._judged is None and w.collapse.watching == 0
+
+
+def test_an_honest_far_mix_whose_loss_comes_back_is_not_rolled_back() -> None:
+    """A model of other classes, mixed 0.7 of the way: the step after it sees the loss of a
+    model that has forgotten this peer's classes, far over the bar; SGD brings it back under
+    within a step or two (measured 2.03, 1.16, 0.32: the bar is 1.15)."""
+    digits = load_dataset("digits")
+    X, y = digits.X_train, digits.y_train
+    backend = select_backend("cpu")
+
+    def trainer(rows: np.ndarray, seed: int) -> Trainer:
+        model = build_model("mlp:64", digits.input_shape, 10, backend, 0)
+        return Trainer(model, make_optimizer("sgd", model.params, 0.05), X[rows], y[rows], 32, seed)
+
+    w = TrainingWorker(trainer(np.flatnonzero(y < 3), 1), eval_every=10**9)
+    w._running = True
+    blamed: list[set[str]] = []
+    w.collapse, w.on_collapse = CollapseGuard(10), blamed.append
+    far = trainer(np.flatnonzero(y >= 3), 2)
+    for _ in range(400):
+        far.step()
+    _warm(w, 400)
+    _honest_mix(w)
+    w.mix(far.model.params.data, 0.7, source="far")
+    jump = _iteration(w)
+    assert jump > w.collapse.floor and w.collapse.watching  # one step alone would roll it back
+    for _ in range(RECOVERY):
+        _iteration(w)
+    assert blamed == [] and w.collapse.rollbacks == 0 and w._judged is None
 
 
 def test_honest_mixes_and_round_mixes_pass() -> None:

@@ -42,9 +42,10 @@ format: $(TEST_STAMP)
 	$(BIN)/ruff check --fix .
 
 # Two workers, a test file each at a time: most of the suite's time is real processes waiting
-# on timelines and heartbeats (one worker took 14.3 min on the 2-core box, two 9.0 min).
+# on timelines and heartbeats (one worker took 14.3 min on the 2-core box, two 9.0 min). Files
+# go out in the order tests/conftest.py sets: those that start processes first.
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The edit loop: everything but the tests that start processes (marked slow), on two workers
 # as `make test` (one worker took 142 s on the loaded 2-core box).

@@ -54,6 +54,11 @@ class Optimizer:
     def step(self) -> None:
         raise NotImplementedError
 
+    def forget_heading(self) -> None:
+        """Drop the state that says where the steps were going (a momentum), keep the scale:
+        after the parameters were put back to where they were before a rolled-back mix, a
+        heading built on the mixed model would carry them the way the mix did. No state here."""
+
     def scratch(self) -> Any:
         if self._scratch is None:
             self._scratch = array_module(self.params.data).empty_like(self.params.data)
@@ -126,6 +131,9 @@ class SGD(Optimizer):
             return
         sgd_reference(x, g, v, self.lr, self.momentum, self.weight_decay, scratch=self.scratch())
 
+    def forget_heading(self) -> None:
+        self.velocity[...] = 0
+
 
 def sgd_reference(
     x: Any, g: Any, v: Any, lr: float, momentum: float, wd: float, *, scratch: Any = None
@@ -193,6 +201,11 @@ class AdamW(Optimizer):
             adamw_step(x, g, self.m, self.v, **kw)
             return
         adamw_reference(x, g, self.m, self.v, **kw, scratch=self.scratch())
+
+    def forget_heading(self) -> None:
+        # the first moment is the heading; the second, each coordinate's scale, stays (its
+        # gradients' size did not change with the mix), so the steps after ramp up from 1 - beta1
+        self.m[...] = 0
 
 
 def adamw_reference(

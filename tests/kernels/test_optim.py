@@ -207,3 +207,21 @@ def test_bad_construction_is_an_optimizer_error(name, kw, needle):
 
 def test_names_are_case_insensitive():
     assert make_optimizer("AdamW", FlatParams([("w", (2,))]), lr=0.1).name == "adamw"
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw"])
+def test_forget_heading_drops_the_momentum_and_keeps_the_scale(problem, name):
+    # what the collapse guard calls after a rollback (node/train/worker.py): the next step goes
+    # where its own gradient points, at the size the optimizer had learnt
+    x0, grads = problem
+    p, opt = run(name, x0, grads[:4], lr=0.01, weight_decay=0.0)
+    scale = None if name == "sgd" else opt.v.copy()
+    opt.forget_heading()
+    heading = opt.velocity if name == "sgd" else opt.m
+    assert not np.any(heading)
+    if scale is not None:
+        np.testing.assert_array_equal(opt.v, scale)
+    before = p.data.copy()
+    p.grad[...] = grads[4]
+    opt.step()
+    assert np.all(np.sign(before - p.data) == np.sign(grads[4]))  # along its gradient alone

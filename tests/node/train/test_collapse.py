@@ -131,6 +131,9 @@ def test_a_mix_that_blows_the_loss_up_is_rolled_back_at_once() -> None:
     w.mix(_with_classifier(w, -20.0), 0.5, source="liar")
     _iteration(w)
     assert blamed == [{"liar"}], (w.collapse.post_loss, w.collapse.rollbacks)
+    # the rollback dropped the optimizer's heading with the mix: the step on the mixed model
+    # left a velocity that would carry the restored model where the liar pointed
+    assert not np.any(w.trainer.optimizer.velocity)
 
 
 def test_a_mix_whose_loss_jumps_and_stays_is_rolled_back_with_the_mixes_it_was_watched_with() -> (

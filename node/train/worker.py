@@ -444,11 +444,10 @@ class TrainingWorker:
         with self._params_lock:
             self.trainer.model.params.data[...] -= self._premix
         self.outer.forget()  # its anchor and momentum were about the mixed model
-        # and so was the inner optimizer's heading: kept, a liar caught at step 1 (classifier
-        # x -20) still carried accuracy 0.96 -> 0.25 over the next ten steps (0.90 dropped)
-        forget = getattr(self.trainer.optimizer, "forget_heading", None)
-        if forget is not None:  # a user's optimizer (node/train/model/) keeps its own
-            forget()
+        # and so was the optimizer's heading (the guard runs in the built-in loop only, with
+        # swarmnode's optimizer): kept, a liar caught at step 1 (classifier x -20) still carried
+        # accuracy 0.96 -> 0.25 over the next ten steps, 0.90 with it dropped
+        self.trainer.optimizer.forget_heading()
         self.collapse.rollbacks += 1
         log.warning(
             "a mix %s rolled back: %s%s (%d rollbacks so far)",

@@ -9,8 +9,8 @@ swarm through the `PeerDirectory` its owner hands it.
   bounded mix against a snapshot); `outbound.py`: outbound-only partners, drawn without being
   dialled, answer by their next push.
 - `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what a
-  mode is (`Round`) and asks of its exchanger (`RoundIO`), and what a round reports
-  (`RoundResult`); `config.py`: `ExchangeConfig`, validated.
+  mode is (`Round`) and asks of its exchanger (`RoundIO`), what a round reports
+  (`RoundResult`), and `Moved`, what pushes moved me during my round; `config.py`: `ExchangeConfig`, validated.
 - `delta_rule.py`: a round's result keeps the steps trained while it was in flight.
 - `compressed.py`, `refs.py`: compressed push-pull with a shared reference per pair and error
   feedback.
@@ -22,12 +22,13 @@ swarm through the `PeerDirectory` its owner hands it.
 from swarmnode.gossip.exchange.config import ExchangeConfig
 from swarmnode.gossip.exchange.exchanger import Exchanger
 from swarmnode.gossip.exchange.memory_store import InMemoryStore
-from swarmnode.gossip.exchange.types import ParamStore, PeerDirectory, Round, RoundResult
+from swarmnode.gossip.exchange.types import Moved, ParamStore, PeerDirectory, Round, RoundResult
 
 __all__ = [
     "ExchangeConfig",
     "Exchanger",
     "InMemoryStore",
+    "Moved",
     "ParamStore",
     "PeerDirectory",
     "Round",

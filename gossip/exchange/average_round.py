@@ -153,9 +153,8 @@ class AverageRound:
         """The usual push, judged by its distances to my model (read in place,
         `ParamStore.distance`: no snapshot of it) and mixed, or refused. A push to clip is mixed
         as it came at a smaller weight: (1 - w) x + w (x + s (y - x)) is (1 - ws) x + ws y.
-        False where the bound needs my model itself: a cut away from the consensus, or my own
-        round in flight (the delta rule counts what each push moved). `dist`: |theirs - x|,
-        measured already."""
+        False where the bound needs my model itself: a cut away from the consensus. `dist`:
+        |theirs - x|, measured already."""
         verdict = self.guard.judge(dist, tau, sender)
         if verdict == "refuse" or tau is None:
             return True
@@ -166,9 +165,10 @@ class AverageRound:
         scale = 1.0 if dist <= bound else bound / dist
         if self.cfg.push_budget and not await self._within_consensus(theirs, dist):
             return False
-        if self.pushes.in_flight is not None:  # no await after this read: no round starts meanwhile
-            return False
-        await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender)
+        # a clip is a smaller weight: my round in flight counts the move at it (the store
+        # measures it against my model and what is queued before it: no snapshot needed)
+        moved = self.pushes.in_flight
+        await self.store.mix_in(theirs, self.cfg.mix * scale, source=sender, moved=moved)
         self.pushes.mixed += 1
         if self.cfg.push_budget:
             self.pushes.budget.spend(sender, self.cfg.mix * min(dist, bound))

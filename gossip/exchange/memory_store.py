@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+from swarmnode.gossip.exchange.types import Moved
 from swarmnode.gossip.robust import distance as model_distance
 from swarmnode.gossip.robust import norm as model_norm
 from swarmnode.gossip.wire import encode_into_frame
@@ -85,8 +86,12 @@ class InMemoryStore:
         self.calls["norm"] += 1
         return model_norm(self.x)
 
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
+    async def mix_in(
+        self, other: np.ndarray, weight: float, source: str = "", moved: Moved | None = None
+    ) -> None:
         self.calls["mix_in"] += 1
+        if moved is not None:  # against the model as it will stand, as the node's store does
+            moved.add(np.asarray(other, dtype=np.float32).reshape(-1), self._standing(), weight)
         # kept, not copied: the contract says the caller leaves `other` alone from now on
         self._queue(Change("mix", other, weight, source=source))
 
@@ -119,6 +124,16 @@ class InMemoryStore:
             change = self.pending.pop(0)
             self._apply(change)
             self.landed.append(change)
+
+    def _standing(self) -> np.ndarray:
+        """The model once every mix and nudge queued so far lands (an outer step is queued only
+        as a round ends, when no round is in flight to count for)."""
+        v = self.x.copy()
+        for c in self.pending:
+            if c.other is not None:
+                w = np.float32(c.weight)
+                v = (np.float32(1) - w) * v + w * c.other if c.kind == "mix" else v + w * c.other
+        return v.astype(np.float32)
 
     def _queue(self, change: Change) -> None:
         self.pending.append(change)

@@ -67,7 +67,7 @@ class Pushes:
         if budgeted:
             moved = weight * await asyncio.to_thread(distance, own, clipped)
             self.budget.spend(sender, moved)
-        if (pushed := self.in_flight) is not None:  # my own round is in flight: `delta_rule.land`
-            await asyncio.to_thread(pushed.add, clipped, own, weight)
-        await self.store.mix_in(clipped, weight, source=sender)
+        # my own round in flight counts the move (`delta_rule.land`), where the store queues
+        # it: against my model with what is queued before it, not the snapshot `own`
+        await self.store.mix_in(clipped, weight, source=sender, moved=self.in_flight)
         self.mixed += 1

@@ -38,11 +38,16 @@ class ParamStore(Protocol):
         """|x| now, read the same way (the push bound before my first round)."""
         ...
 
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
+    async def mix_in(
+        self, other: np.ndarray, weight: float, source: str = "", moved: Moved | None = None
+    ) -> None:
         """Queue x <- (1 - weight) x + weight other. A `snapshot()` taken right after may not
         contain it yet. The store keeps `other`: the caller must not change it afterwards.
         `source`: the peer that pushed `other` ("" for a round's own mix), so that a mix the
-        store rolls back (the node's collapse guard) can be blamed on it."""
+        store rolls back (the node's collapse guard) can be blamed on it. `moved`: my round
+        in flight's m, to which the store adds w (other - v) when it queues the mix, v the
+        model as it will stand once every change queued before lands: what this mix moves
+        (a snapshot taken by the caller misses the mixes queued but not landed yet)."""
         ...
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:

@@ -13,13 +13,16 @@ import asyncio
 import concurrent.futures
 import logging
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from swarmnode.gossip.robust import distance as model_distance
 from swarmnode.gossip.robust import norm as model_norm
 from swarmnode.gossip.wire import encode_into_frame, floats
 from swarmnode.node.train import TrainingWorker
+
+if TYPE_CHECKING:
+    from swarmnode.gossip.exchange import Moved
 
 log = logging.getLogger(__name__)
 
@@ -87,17 +90,23 @@ class WorkerStore:
     async def norm(self) -> float:
         return await asyncio.to_thread(self.worker.read, model_norm)
 
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
+    async def mix_in(
+        self, other: np.ndarray, weight: float, source: str = "", moved: Moved | None = None
+    ) -> None:
         """Fold x <- (1 - w) x + w other into the worker's pending update and return: it lands
         between two steps, and neither an exchange nor a pushpull answer waits for that step.
         The fold runs on this store's own thread, so a pushpull answer does not wait for it
-        either; folds keep their order, and the received buffer is freed once folded."""
+        either; folds keep their order, and the received buffer is freed once folded. Its
+        move is added to `moved` there, against the model and what is pending before it, and
+        then this returns: the round that lands by `moved` must find the move in it."""
         try:
-            fut = self._folder.submit(self.worker.mix, other, weight, source=source)
+            fut = self._folder.submit(self.worker.mix, other, weight, source=source, moved=moved)
         except RuntimeError:  # closed: this peer is leaving, and its model with it
             log.info("leaving: a received model arrived after the last fold and is dropped")
             return
         fut.add_done_callback(_log_failed_mix)
+        if moved is not None:  # a failed fold is logged by the callback, not raised here
+            await asyncio.wait([asyncio.wrap_future(fut)])
 
     async def outer_step(self, lr: float, momentum: float) -> None:
         """Queue the outer step (`node.train.mixing.mixes.OuterStep`) behind every mix queued so

@@ -209,20 +209,34 @@ class TrainingWorker:
                 self._call(fn, fut)
         return fut
 
-    def mix(self, other: Any, weight: float, *, additive: bool = False, source: str = "") -> None:
+    def mix(
+        self,
+        other: Any,
+        weight: float,
+        *,
+        additive: bool = False,
+        source: str = "",
+        moved: Any = None,
+    ) -> None:
         """x <- (1 - weight) x + weight other (`additive`: x <- x + weight other, a compressed
         exchange's gossip step), applied between two steps; returns once folded
         into the pending update (tens of ms per 100 MB, never a whole training step). Before the
         thread starts, it is applied here and now; once training has ended it is dropped (and
-        counted): the model's last evaluation, which the summary reports, must stay true."""
+        counted): the model's last evaluation, which the summary reports, must stay true.
+        `moved`: my round in flight's count of what pushes moved me (the delta rule's m),
+        which this mix's move is added to, read against the model under its update lock."""
         if self._finished:
             self.mixes_dropped += 1
             return
         with self._device():
             if additive:
                 self.mixes.nudge(other, weight)
-            else:
+            elif moved is None:
                 self.mixes.add(other, weight, source)
+            else:
+                with self._params_lock:
+                    x = self.trainer.model.params.data
+                    self.mixes.add(other, weight, source, x=x, moved=moved)
         self._unblock.set()  # a thread held at the step limit applies it at once
         # No lock to look: the thread sets _running False and then settles what is pending,
         # under the lock, so a fold seen as "running" here is settled by it at the latest then.

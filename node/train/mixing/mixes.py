@@ -66,9 +66,13 @@ class MixAccumulator:
     def pending(self) -> bool:
         return self._pending
 
-    def add(self, other: Any, weight: float, source: str = "") -> None:
+    def add(
+        self, other: Any, weight: float, source: str = "", *, x: Any = None, moved: Any = None
+    ) -> None:
         """Fold x <- (1 - weight) x + weight * other into the pending update; `source`: the
-        peer that pushed `other` ("": a round's own mix)."""
+        peer that pushed `other` ("": a round's own mix). With `moved` (a round's
+        `swarmnode.gossip.exchange.types.Moved`) and `x` (the model, its update lock held by
+        the caller), the move this fold makes is added to `moved` (`count_move`)."""
         if not 0.0 < weight <= 1.0:
             raise ValueError(f"mix weight must be in (0, 1], got {weight}")
         xp = self._xp
@@ -76,6 +80,8 @@ class MixAccumulator:
         if y.shape[0] != self._size:
             raise ValueError(f"mix of {y.shape[0]} values into a model of {self._size}")
         with self._lock:
+            if moved is not None and x is not None:
+                self._count_move(y, weight, x, moved)
             if self._acc is None:
                 self._acc = xp.empty(self._size, dtype=xp.float32)
             if not self._pending:
@@ -89,6 +95,23 @@ class MixAccumulator:
             self.folded += 1
             if source:
                 self._sources.add(source)
+
+    def _count_move(self, y: Any, weight: float, x: Any, moved: Any) -> None:
+        """moved += w (y - v), v = s x + acc: the model as it will stand once what is pending
+        lands, which is what this fold moves (under `_lock`). Counted against x alone, a
+        burst of pushes folded before the first of them landed was counted as if each moved
+        the model from where it stood before all of them: the delta rule then took out more
+        than the pushes had moved, and pushed the peer away from its pushers every round
+        (scripts/bench/learning/inflight.py, `race`: 10-30 points on a label-skewed task)."""
+        xp = self._xp
+        if self._pending:
+            v = xp.multiply(x.reshape(-1), self._scale, dtype=xp.float32)
+            v += self._acc
+        else:
+            v = x.reshape(-1)
+        if xp is not np:  # the round's sum of moves lives on the host
+            y, v = y.get(), v.get()
+        moved.add(y, v, weight)
 
     def take_sources(self) -> set[str]:
         """Who pushed the models pending now (and forget them: they are about to be applied)."""

@@ -109,8 +109,14 @@ class BenchStore:
     async def norm(self) -> float:
         return await asyncio.to_thread(chunked.norm, self.x)
 
-    async def mix_in(self, other: np.ndarray, weight: float, source: str = "") -> None:
-        self._folds.append(self._folder.submit(self.mixes.add, other, weight))
+    async def mix_in(
+        self, other: np.ndarray, weight: float, source: str = "", moved: Any = None
+    ) -> None:
+        """As the node's store: the fold counts its move into my round's `moved`."""
+        fold = self._folder.submit(self.mixes.add, other, weight, x=self.x, moved=moved)
+        self._folds.append(fold)
+        if moved is not None:
+            await asyncio.wrap_future(fold)
 
     async def nudge(self, delta: np.ndarray, weight: float) -> None:
         self._folds.append(self._folder.submit(self.mixes.nudge, delta, weight))

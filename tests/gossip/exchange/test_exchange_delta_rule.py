@@ -161,3 +161,25 @@ def test_the_step_overwrites_a_received_answer_and_never_a_buffer_it_may_not_wri
     assert not np.shares_memory(got, frozen)
     np.testing.assert_array_equal(frozen, rows[1])
     np.testing.assert_allclose(got, rows[1] - sent - np.float32(0.25), rtol=0, atol=1e-6)
+
+
+async def test_pushes_queued_together_during_a_round_count_the_move_each_makes():
+    # Two pushes reach a peer whose round is in flight before either has landed (a busy
+    # training thread, a burst of rounds at once). Each is counted against the model as it
+    # will stand after the one before; the delta rule then takes out exactly what they moved.
+    # Counted against the snapshot (the model without the first), m overshot the move by
+    # w^2 (y1 - x) and each landing pushed the peer away from its pushers.
+    x, y1, y2 = np.full(D, 1.0), np.full(D, 3.0), np.full(D, 7.0)
+    store = InMemoryStore(x, queued=True)
+    cfg = ExchangeConfig(mode="average", mix=0.5, push_budget=False)
+    ex = Exchanger(cfg, self_id="p0", transport=InMemoryNetwork().transport("p0:1"),
+                   store=store, peers=FixedPeers([]))  # fmt: skip
+    moved = ex.pushes.in_flight = delta_rule.Moved()
+    await ex.mode_round.take_push(y1.astype(np.float32), "p1")
+    await ex.mode_round.take_push(y2.astype(np.float32), "p2")
+    assert store.calls["mix_in"] == 2 and not store.landed  # both queued, neither landed
+    store.land()
+    counted = np.zeros(D, np.float32)
+    moved.take_from(counted)
+    assert (store.x > x).all()  # both moved it, toward the pushers
+    np.testing.assert_allclose(-counted, store.x - x, rtol=1e-6)

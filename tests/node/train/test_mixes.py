@@ -126,3 +126,37 @@ def test_axpby_is_one_pass_in_place_and_the_numpy_fallback_agrees():
     axpby(slow, np.repeat(y, 2)[::2], 0.3, 0.7)
     np.testing.assert_allclose(fast, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(slow, want, rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    weights=st.lists(st.floats(0.01, 1.0), min_size=1, max_size=6),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_counted_folds_add_exactly_the_move_they_make_however_many_are_pending(weights, seed):
+    # A burst of pushes folded before the first of them lands: each one's move is counted
+    # against the model as it will stand (x with what is pending), so their sum is the move
+    # the apply makes. Counted against x alone (the old race) the sum overshoots it.
+    from swarmnode.gossip.exchange import Moved
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=D).astype(np.float32)
+    before = x.copy()
+    acc, moved = MixAccumulator(np, D), Moved()
+    for w in weights:
+        acc.add(rng.normal(size=D).astype(np.float32), w, "peer", x=x, moved=moved)
+    assert acc.apply_to(x)
+    counted = np.zeros(D, np.float32)
+    moved.take_from(counted)  # counted <- -m
+    np.testing.assert_allclose(-counted, x - before, rtol=1e-4, atol=1e-4)
+
+
+def test_an_uncounted_fold_leaves_the_round_s_count_alone():
+    from swarmnode.gossip.exchange import Moved
+
+    acc, moved = MixAccumulator(np, D), Moved()
+    acc.add(np.ones(D, np.float32), 0.5)  # a round's own mix: nothing to count
+    acc.add(np.ones(D, np.float32), 0.5, x=np.zeros(D, np.float32), moved=None)
+    probe = np.zeros(D, np.float32)
+    moved.take_from(probe)
+    assert not probe.any()

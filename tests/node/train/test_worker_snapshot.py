@@ -70,3 +70,26 @@ async def test_distances_read_the_model_in_place_under_the_update_lock() -> None
         assert await store.norm() == pytest.approx(float(np.linalg.norm(params.astype(float))))
     finally:
         await store.close()
+
+
+async def test_a_counted_mix_adds_its_move_to_the_round_s_count_before_returning() -> None:
+    """`WorkerStore.mix_in(..., moved=m)`: the fold (on the store's thread, under the update
+    lock) adds the move it makes to m, and the call returns once it has: the round that lands
+    by m right after finds it there."""
+    from swarmnode.gossip.exchange import Moved
+
+    X = np.zeros((8, 6), np.float32)
+    model = build_model("mlp:8", (6,), 2, select_backend("cpu"), 0)
+    trainer = Trainer(model, make_optimizer("sgd", model.params, 0.05), X, np.zeros(8, int), 4, 0)
+    worker = TrainingWorker(trainer, eval_every=10**9)
+    store = WorkerStore(worker)
+    before = model.params.data.copy()
+    moved = Moved()
+    try:
+        await store.mix_in(before + np.float32(2.0), 0.25, source="p1", moved=moved)
+        counted = np.zeros_like(before)
+        moved.take_from(counted)
+        np.testing.assert_allclose(-counted, model.params.data - before, rtol=1e-6)
+        np.testing.assert_allclose(-counted, 0.5, rtol=1e-6)  # 0.25 x 2.0
+    finally:
+        await store.close()

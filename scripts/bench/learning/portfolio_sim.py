@@ -5,8 +5,10 @@ sharding, logit adjustment and outer step code as the node (`node.train.mixing.m
 but in one process and in lock-step: every peer takes one step, then every `--period` steps each
 peer in turn runs the node's `--exchange average --group 3` round (push its model to 3 random
 others, which mix half of it in; take the mean of all 4; then its outer step). No network and no
-timing noise, so candidates differ only by the rule; `--stale P` rounds every P steps stand for a
-peer at full speed held at its step limit (`--max-lead 2` x `--sync-every 10` = 20).
+timing noise, so candidates differ only by the rule; `--periods 20`: rounds every 20 steps, a
+peer at full speed held at its step limit (`--max-lead 2` x `--sync-every 10` = 20), and
+`--latencies p`: each round in flight for the whole period, the answers landing by the delta
+rule (scripts/bench/learning/inflight.py), as such a peer's rounds are.
 
 Per task: one peer on all the data (`single`; target = its last-3 mean - 1 point), the
 synchronous ideal (one peer, N x the batch, lr x 1, 2 and N; the best reaches the target first),
@@ -86,6 +88,8 @@ from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, LRSchedule  # noqa: 
 from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
 from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
+
+from scripts.bench.learning.inflight import InFlightRounds  # noqa: E402
 
 # --- Moshpit SGD's grid of groups (Ryabinin et al. 2021; hivemind's averager) -----------------
 # The sorted ids of the n peers are laid out on a virtual grid of d = ceil(log_s n) axes, s = k + 1
@@ -353,9 +357,13 @@ def run_swarm(
     schedule: LRSchedule,
     groups: str = "random",
     spread: list[float] | None = None,
+    latency: int | None = None,
+    race: bool = False,
 ) -> tuple[list[tuple[int, float]], list[list[tuple[int, float]]]]:
     """The worst peer's accuracy curve (the lowest at each evaluation), and each peer's; the
-    consensus distance after each round goes to `spread`."""
+    consensus distance after each round goes to `spread`. `latency`: None, rounds in no time,
+    peer after peer; a number of steps, every round in flight that long (`InFlightRounds`;
+    `race`: m counted as the node did before 2026-12-02)."""
     spread = [] if spread is None else spread
     rng = np.random.default_rng(seed)
     shards = shards_of(data, n, partition, seed)
@@ -369,16 +377,31 @@ def run_swarm(
     curve: list[tuple[int, float]] = []
     peers: list[list[tuple[int, float]]] = [[] for _ in trainers]
     warmup = schedule.warmup
+    models = [t.model.params.data for t in trainers]
+    now = [0]  # the step, for the outer step of a round that lands later than it started
+    flying = None
+
+    def outer_after(i: int) -> None:  # a round landed later than it started: today's outer lr
+        outers[i].apply(models[i], *cand.outer(n, now[0]))
+
+    if latency is not None:
+        flying = InFlightRounds(latency, outer_after, stale_moved=race)
     for step in range(1, task.steps + 1):
+        now[0] = step
         ramp = min(1.0, step / warmup) if warmup else 1.0  # the node's SwarmLR, same warm-up
         for t in trainers:
             t.lr_scale = 1 + (lr_mult - 1) * ramp
             t.step()
+        if flying is not None:
+            flying.advance(step, models)
         if step % period == 0:
-            lr_o, beta = cand.outer(n, step)
-            models = [t.model.params.data for t in trainers]
-            outer = functools.partial(outer_step, outers, models, lr_o, beta)
-            mix_round(models, groups, step // period, rng, outer)
+            if flying is not None:
+                rno = step // period
+                flying.start(step, models, [partners(n, i, groups, rno, rng) for i in range(n)])
+            else:
+                lr_o, beta = cand.outer(n, step)
+                outer = functools.partial(outer_step, outers, models, lr_o, beta)
+                mix_round(models, groups, step // period, rng, outer)
             spread.append(consensus_distance(models))  # what the round left apart
         if step % task.eval_every == 0:
             accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]
@@ -432,19 +455,31 @@ def screen_schedule(
         out.setdefault("ideal", {})[n] = {"by_mult": ideals, "best_steps": best,
                                           "best_late_steps": best_late}  # fmt: skip
         parts = task.partitions or opts.partitions
-        for part, cand_text, period, groups in itertools.product(
-            parts, opts.candidates, opts.periods, opts.groups
+        for part, cand_text, period, groups, lat in itertools.product(
+            parts, opts.candidates, opts.periods, opts.groups, opts.latencies
         ):
             cand = parse_candidate(cand_text)
             t0 = time.perf_counter()
             spread: list[float] = []
+            latency, race = latency_of(lat, period)
             c, peers = run_swarm(
-                task, data, n, part, cand, period, opts.seed, schedule, groups, spread
+                task,
+                data,
+                n,
+                part,
+                cand,
+                period,
+                opts.seed,
+                schedule,
+                groups,
+                spread,
+                latency,
+                race,
             )
             s, s_late = first_at(c, target), first_at(c, late_target)
             lates = [late(p, task.steps) for p in peers]
             row = {"n": n, "partition": part, "candidate": cand_text, "period": period,
-                   "schedule": kind, "groups": groups, "worst": last3(c),
+                   "schedule": kind, "groups": groups, "latency": lat, "worst": last3(c),
                    "gap": last3(c) - out["single"], "late_worst": min(lates),
                    "late_mean": float(np.mean(lates)),
                    "late_gap": min(lates) - out["single_late"], "steps": s,
@@ -455,13 +490,29 @@ def screen_schedule(
             save(opts, [*opts.done, out])  # a run cut short keeps every row so far
             ratio = "-" if row["vs_ideal"] is None else f"{row['vs_ideal']:.2f}x"
             lratio = "-" if row["late_vs_ideal"] is None else f"{row['late_vs_ideal']:.2f}x"
-            print(f"[{tag}] {n} peers {part:13} {cand_text:16} {groups:7} every {period:2}: "
+            print(f"[{tag}] {n} peers {part:13} {cand_text:16} {groups:7} every {period:2}, "
+                  f"latency {lat}: "
                   f"worst {row['worst']:.1%} ({row['gap'] * 100:+.1f}), late worst "
                   f"{row['late_worst']:.1%} ({row['late_gap'] * 100:+.1f}) mean "
                   f"{row['late_mean']:.1%}; target at {s} = {ratio} ideal, late target at "
                   f"{s_late} = {lratio}; consensus {row['consensus'] or 0:.2e} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)  # fmt: skip
     return out
+
+
+RACE = "+race"  # a latency's suffix: m counted as the node did before 2026-12-02
+
+
+def latency_of(text: str, period: int) -> tuple[int | None, bool]:
+    """`--latencies`' words: `none` (rounds in no time, peer after peer), `p` (the period: a
+    peer at full speed whose round spans the steps it may take before the next), or steps;
+    `+race` after one counts each push's move against the model before the burst it came in
+    (`InFlightRounds.stale_moved`: the node's push accounting before it was fixed)."""
+    race = text.endswith(RACE)
+    text = text.removesuffix(RACE)
+    if text == "none":
+        return None, False
+    return (period if text == "p" else int(text)), race
 
 
 GOAL1_BAR = {"iid": -0.01}  # goal 1: the worst peer's late mean within 1 point of one peer's
@@ -486,21 +537,24 @@ def ratio_text(row: dict[str, Any]) -> str:
 def print_goals(results: list[dict[str, Any]]) -> None:
     """Per candidate, schedule and partner rule: the goals met over every (task, N, partition),
     and the rows that miss, with their late gap and time ratio."""
-    by: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = {}
+    by: dict[tuple[str, str, str, str], list[tuple[str, dict[str, Any]]]] = {}
     for block in results:
         for row in block["rows"]:
-            key = (row["candidate"], row["schedule"], row.get("groups", "random"))
+            flight = f"every {row['period']}, latency {row.get('latency', 'none')}"
+            key = (row["candidate"], row["schedule"], row.get("groups", "random"), flight)
             by.setdefault(key, []).append((block["task"], row))
-    print("\n| candidate | schedule | partners | goal 1 met | goal 2 met | both | misses |")
-    print("|---|---|---|---|---|---|---|")
-    for (cand, kind, groups), rows in by.items():
+    print(
+        "\n| candidate | schedule | partners | rounds | goal 1 met | goal 2 met | both | misses |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (cand, kind, groups, flight), rows in by.items():
         met = [goals_met(r) for _, r in rows]
         misses = [f"{t} {r['n']} {r['partition']} {r['late_gap'] * 100:+.1f}"
                   + ("" if g2 else f" {ratio_text(r)}")
                   for (t, r), (g1, g2) in zip(rows, met, strict=True) if not (g1 and g2)]  # fmt: skip
         n1, n2 = sum(g1 for g1, _ in met), sum(g2 for _, g2 in met)
         both = sum(g1 and g2 for g1, g2 in met)
-        print(f"| {cand} | {kind} | {groups} | {n1}/{len(met)} | {n2}/{len(met)} | "
+        print(f"| {cand} | {kind} | {groups} | {flight} | {n1}/{len(met)} | {n2}/{len(met)} | "
               f"{both}/{len(met)} | {'; '.join(misses)} |", flush=True)  # fmt: skip
 
 
@@ -522,6 +576,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--partitions", default="iid,dirichlet:0.5")
     p.add_argument("--candidates", default="current,gainN+w300")
     p.add_argument("--periods", default="10", help="steps between rounds (20: the stale bound)")
+    p.add_argument(
+        "--latencies",
+        default="none",
+        help="steps a round is in flight: none (no time, peer after peer: the lock-step rule), "
+        "p (the period: a peer at full speed, held at its step limit), or numbers "
+        "(scripts/bench/learning/inflight.py); +race after p or a number: the pushes' moves "
+        "counted as the node did before 2026-12-02",
+    )
     p.add_argument("--ideal-mults", default="1,2,n", help="the ideal's lr x (empty: no ideal)")
     p.add_argument(
         "--lr-schedule",
@@ -567,6 +629,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts.ideal_mults = opts.ideal_mults.split(",")
     opts.lr_schedules = opts.lr_schedules.split(",")
     opts.groups = opts.groups.split(",")
+    opts.latencies = opts.latencies.split(",")
+    for lat in opts.latencies:
+        word = lat.removesuffix(RACE)
+        if word not in ("none", "p") and not word.isdigit():
+            p.error(f"--latencies: {lat!r} is not none, p or a number of steps (+race after)")
     if bad := [g for g in opts.groups if g not in GROUPS]:
         p.error(f"unknown --groups {bad[0]!r}")
     if opts.mixing:

@@ -1,0 +1,99 @@
+"""Rounds that take time: the node's group push-pull with a latency, for the lock-step simulator.
+
+scripts/bench/learning/portfolio_sim.py runs a round in no time: every peer in turn takes the
+mean of its group while the others wait. A real peer at full speed keeps training while its round
+is in flight (node/peer/node.py's exchange loop; the step limit holds it at most `max-lead` x K
+steps past its last round's end), so each model it mixes is older than its own by the round's
+latency, counted in steps. `InFlightRounds` models that, the node's way:
+
+- at the round's start peer i sends `sent` = x_i to its k partners, and each answers with its
+  own model of that moment (before mixing anything);
+- halfway through (`latency // 2` steps later) each partner mixes the push in at 1/2, between two
+  of its own steps: x_j <- x_j + (sent - x_j) / 2, the move it makes counted in m_j when j has a
+  round of its own in flight;
+- at the end (`latency` steps after the start) i lands the answers by the node's delta rule
+  (gossip/exchange/delta_rule.py): x_i <- x_i + (mean(sent, answers) - sent) - w m_i, w = k / (k
+  + 1), then takes its outer step.
+
+With latency 0 all of a round's snapshots are taken before any of it lands (every peer's round
+at once), not peer after peer as the lock-step rule does: the two differ a little even then.
+
+`stale_moved` replays the node's push accounting before 2026-12-02, at its worst: each push of
+a burst (every push landing at one step) counted in m against the model before the burst, as a
+snapshot taken before the first of them landed saw it. m then overshoots what the pushes moved,
+and each landing pushes the peer away from its pushers (portfolio_sim `--latencies p+race`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Flight:
+    """One peer's round on its way: what it sent, what came back, what pushes moved it since."""
+
+    peer: int
+    partners: list[int]
+    sent: np.ndarray
+    answers: list[np.ndarray]
+    start: int
+    moved: np.ndarray
+    pushed: bool = False
+
+
+@dataclass
+class InFlightRounds:
+    """The rounds in flight of a lock-step swarm; `after(i)` runs once i's round has landed."""
+
+    latency: int
+    after: Callable[[int], None]
+    flights: list[Flight] = field(default_factory=list)
+    stale_moved: bool = False  # m of a burst counted against the model before it (the race)
+
+    def start(
+        self, step: int, models: Sequence[np.ndarray], groups: Sequence[Sequence[int]]
+    ) -> None:
+        """Peer i's round to `groups[i]`, for every i at once (all snapshots now); a peer whose
+        previous round is still out skips this one (the node runs one round at a time)."""
+        busy = {f.peer for f in self.flights}
+        for i, others in enumerate(groups):
+            if i in busy:
+                continue
+            snap = [models[j].copy() for j in others]
+            flight = Flight(i, list(others), models[i].copy(), snap, step, np.zeros_like(models[i]))
+            self.flights.append(flight)
+        self.advance(step, models)
+
+    def advance(self, step: int, models: Sequence[np.ndarray]) -> None:
+        """Land the pushes and then the answers that are due by `step`, oldest first."""
+        before = [m.copy() for m in models] if self.stale_moved else None
+        for f in self.flights:
+            if not f.pushed and step >= f.start + self.latency // 2:
+                self._push(f, models, before)
+        due = [f for f in self.flights if f.pushed and step >= f.start + self.latency]
+        for f in due:
+            self._land(f, models[f.peer])
+            self.flights.remove(f)
+            self.after(f.peer)
+
+    def _push(
+        self, f: Flight, models: Sequence[np.ndarray], before: Sequence[np.ndarray] | None
+    ) -> None:
+        f.pushed = True
+        for j in f.partners:
+            move = 0.5 * (f.sent - models[j])
+            models[j] += move
+            counted = move if before is None else 0.5 * (f.sent - before[j])
+            for mine in self.flights:  # what the push moved j while j's own round is out
+                if mine.peer == j:
+                    mine.moved += counted
+
+    @staticmethod
+    def _land(f: Flight, x: np.ndarray) -> None:
+        k = len(f.partners)
+        mean = (f.sent + sum(f.answers)) / (k + 1)
+        x += (mean - f.sent) - (k / (k + 1)) * f.moved

@@ -15,8 +15,10 @@ latency, counted in steps. `InFlightRounds` models that, the node's way:
   (gossip/exchange/delta_rule.py): x_i <- x_i + (mean(sent, answers) - sent) - w m_i, w = k / (k
   + 1), then takes its outer step.
 
-With latency 0 all of a round's snapshots are taken before any of it lands (every peer's round
-at once), not peer after peer as the lock-step rule does: the two differ a little even then.
+The peers' rounds are staggered (`phase`: peer i starts its rounds i P / n steps after peer 0's,
+P the period), as real peers' are: released together, they drift apart within a few rounds.
+Started all at the same step, every push of a round lands on every peer at once, a burst the
+real swarm never sees; with latency 0 the two differ a little even so.
 
 `stale_moved` replays the node's push accounting before 2026-12-02, at its worst: each push of
 a burst (every push landing at one step) counted in m against the model before the burst, as a
@@ -45,6 +47,11 @@ class Flight:
     pushed: bool = False
 
 
+def phase(peer: int, n: int, period: int) -> int:
+    """The step within each period at which `peer` of n starts its rounds (0 for peer 0)."""
+    return (peer * period) // n
+
+
 @dataclass
 class InFlightRounds:
     """The rounds in flight of a lock-step swarm; `after(i)` runs once i's round has landed."""
@@ -55,12 +62,12 @@ class InFlightRounds:
     stale_moved: bool = False  # m of a burst counted against the model before it (the race)
 
     def start(
-        self, step: int, models: Sequence[np.ndarray], groups: Sequence[Sequence[int]]
+        self, step: int, models: Sequence[np.ndarray], groups: dict[int, Sequence[int]]
     ) -> None:
-        """Peer i's round to `groups[i]`, for every i at once (all snapshots now); a peer whose
-        previous round is still out skips this one (the node runs one round at a time)."""
+        """Peer i's round to `groups[i]`, for every i given, at once (all snapshots now); a peer
+        whose previous round is still out skips this one (the node runs one round at a time)."""
         busy = {f.peer for f in self.flights}
-        for i, others in enumerate(groups):
+        for i, others in groups.items():
             if i in busy:
                 continue
             snap = [models[j].copy() for j in others]

@@ -89,7 +89,7 @@ from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
 from swarmnode.node.train.model.builtin import build_model  # noqa: E402
 from swarmnode.node.train.trainer import Trainer  # noqa: E402
 
-from scripts.bench.learning.inflight import InFlightRounds  # noqa: E402
+from scripts.bench.learning.inflight import InFlightRounds, phase  # noqa: E402
 
 # --- Moshpit SGD's grid of groups (Ryabinin et al. 2021; hivemind's averager) -----------------
 # The sorted ids of the n peers are laid out on a virtual grid of d = ceil(log_s n) axes, s = k + 1
@@ -394,14 +394,15 @@ def run_swarm(
             t.step()
         if flying is not None:
             flying.advance(step, models)
-        if step % period == 0:
-            if flying is not None:
-                rno = step // period
-                flying.start(step, models, [partners(n, i, groups, rno, rng) for i in range(n)])
-            else:
-                lr_o, beta = cand.outer(n, step)
-                outer = functools.partial(outer_step, outers, models, lr_o, beta)
-                mix_round(models, groups, step // period, rng, outer)
+            rno = step // period
+            due = [i for i in range(n) if (step - phase(i, n, period)) % period == 0]
+            if due:  # each peer at its own phase of the period
+                flying.start(step, models, {i: partners(n, i, groups, rno, rng) for i in due})
+                spread.append(consensus_distance(models))
+        elif step % period == 0:
+            lr_o, beta = cand.outer(n, step)
+            outer = functools.partial(outer_step, outers, models, lr_o, beta)
+            mix_round(models, groups, step // period, rng, outer)
             spread.append(consensus_distance(models))  # what the round left apart
         if step % task.eval_every == 0:
             accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]

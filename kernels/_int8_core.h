@@ -1,6 +1,6 @@
 /* The int8 codec kernel's C, without Python: the helpers, the loops (_int8_loops.h) for each
  * ISA, and the choice among them. _int8.c wraps it as a CPython extension;
- * scripts/cross_int8.py builds it alone into a test program for another architecture (aarch64
+ * scripts/check/cross_int8.py builds it alone into a test program for another architecture (aarch64
  * under qemu). Sizes are ptrdiff_t (what Py_ssize_t is).
  *
  * Layout (kernels/codec_base.py, int8_layout): a chunk of m values is a (rows, groups)

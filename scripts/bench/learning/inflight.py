@@ -60,6 +60,7 @@ class InFlightRounds:
     after: Callable[[int], None]
     flights: list[Flight] = field(default_factory=list)
     stale_moved: bool = False  # m of a burst counted against the model before it (the race)
+    mix: float = 0.5  # the weight a partner mixes the push in at (the node's --mix)
 
     def start(
         self, step: int, models: Sequence[np.ndarray], groups: dict[int, Sequence[int]]
@@ -92,9 +93,9 @@ class InFlightRounds:
     ) -> None:
         f.pushed = True
         for j in f.partners:
-            move = 0.5 * (f.sent - models[j])
+            move = self.mix * (f.sent - models[j])
             models[j] += move
-            counted = move if before is None else 0.5 * (f.sent - before[j])
+            counted = move if before is None else self.mix * (f.sent - before[j])
             for mine in self.flights:  # what the push moved j while j's own round is out
                 if mine.peer == j:
                     mine.moved += counted

@@ -30,7 +30,7 @@ Candidates (`--candidates`): `current` (outer lr 0.7, momentum 0.5), `diloco` (0
 peers), `gainsqrt` (gain sqrt(N)), `halfN` (gain N / 2), `plain` (no outer step: 1, 0), each
 optionally with `+wW` (the gain rises linearly from 1.4 over W steps) and `+lrsqrt` / `+lrN`
 (the local lr x sqrt(N) / x N, rising over `--lr-warmup` steps: the node's `--lr-scale
-sqrt|linear`).
+sqrt|linear`) and `+mixW` (a pushed-to peer mixes the push in at W, the node's `--mix`; 0.5).
 
 The fifth task, `source`, gives each peer a different source: the train set sorted by a feature
 (each sample's norm: a sensor's gain) and cut into N contiguous blocks (`feature_shards`; every
@@ -191,6 +191,7 @@ class Candidate:
     gain: str  # current | diloco | N | sqrt | half | a number: the outer step's stationary gain
     warmup: int = 0  # steps over which the gain rises from BASE_GAIN
     lr_rule: str = "none"  # the local lr x sqrt(N) or x N too (--lr-scale, over --lr-warmup)
+    mix: float = 0.5  # the weight a pushed-to peer mixes a push in at (the node's --mix; +mixW)
 
     def outer(self, n: int, step: int) -> tuple[float, float]:
         """(outer lr, outer momentum) at `step` in a swarm of n."""
@@ -215,7 +216,8 @@ def parse_candidate(text: str) -> Candidate:
     gain = gain or {"halfN": "half"}.get(head) or head.removeprefix("gain")
     warm = next((int(m[1:]) for m in mods if m.startswith("w")), 0)
     lr_rule = "sqrt" if "lrsqrt" in mods else "linear" if "lrN" in mods else "none"
-    return Candidate(text, gain, warm, lr_rule)
+    mix = next((float(m[3:]) for m in mods if m.startswith("mix")), 0.5)
+    return Candidate(text, gain, warm, lr_rule, mix)
 
 
 def build(
@@ -289,6 +291,7 @@ def mix_round(
     round_no: int,
     rng: np.random.Generator,
     after: Any,
+    mix: float = 0.5,
 ) -> None:
     """One lock-step round of every peer, `after(i)` once peer i's round is done (its outer step).
 
@@ -316,7 +319,7 @@ def mix_round(
         old = {j: models[j].copy() for j in (int(i), *others)}
         models[i][...] = np.mean(list(old.values()), axis=0)
         for j in others:
-            models[j][...] = 0.5 * old[j] + 0.5 * old[int(i)]
+            models[j][...] = (1 - mix) * old[j] + mix * old[int(i)]
         after(int(i))
 
 
@@ -385,7 +388,7 @@ def run_swarm(
         outers[i].apply(models[i], *cand.outer(n, now[0]))
 
     if latency is not None:
-        flying = InFlightRounds(latency, outer_after, stale_moved=race)
+        flying = InFlightRounds(latency, outer_after, stale_moved=race, mix=cand.mix)
     for step in range(1, task.steps + 1):
         now[0] = step
         ramp = min(1.0, step / warmup) if warmup else 1.0  # the node's SwarmLR, same warm-up
@@ -402,7 +405,7 @@ def run_swarm(
         elif step % period == 0:
             lr_o, beta = cand.outer(n, step)
             outer = functools.partial(outer_step, outers, models, lr_o, beta)
-            mix_round(models, groups, step // period, rng, outer)
+            mix_round(models, groups, step // period, rng, outer, cand.mix)
             spread.append(consensus_distance(models))  # what the round left apart
         if step % task.eval_every == 0:
             accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]

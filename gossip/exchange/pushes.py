@@ -68,6 +68,9 @@ class Pushes:
             moved = weight * await asyncio.to_thread(distance, own, clipped)
             self.budget.spend(sender, moved)
         # my own round in flight counts the move (`delta_rule.land`), where the store queues
-        # it: against my model with what is queued before it, not the snapshot `own`
+        # it: against my model with what is queued before it, not the snapshot `own`. Two
+        # edges stay uncounted, both harmless (the push keeps its whole move, toward its
+        # sender): one folded after the landing has read m, and one queued before my round's
+        # snapshot that lands after it
         await self.store.mix_in(clipped, weight, source=sender, moved=self.in_flight)
         self.mixed += 1

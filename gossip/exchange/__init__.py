@@ -10,7 +10,8 @@ swarm through the `PeerDirectory` its owner hands it.
   dialled, answer by their next push.
 - `types.py`: what the exchange needs from its peer (`ParamStore`, `PeerDirectory`), what a
   mode is (`Round`) and asks of its exchanger (`RoundIO`), what a round reports
-  (`RoundResult`), and `Moved`, what pushes moved me during my round; `config.py`: `ExchangeConfig`, validated.
+  (`RoundResult`), and `Moved`, what pushes moved me during my round; `config.py`:
+  `ExchangeConfig`, validated.
 - `delta_rule.py`: a round's result keeps the steps trained while it was in flight.
 - `compressed.py`, `refs.py`: compressed push-pull with a shared reference per pair and error
   feedback.

@@ -72,7 +72,7 @@ class MixAccumulator:
         """Fold x <- (1 - weight) x + weight * other into the pending update; `source`: the
         peer that pushed `other` ("": a round's own mix). With `moved` (a round's
         `swarmnode.gossip.exchange.types.Moved`) and `x` (the model, its update lock held by
-        the caller), the move this fold makes is added to `moved` (`count_move`)."""
+        the caller), the move this fold makes is added to `moved` (`_count_move`)."""
         if not 0.0 < weight <= 1.0:
             raise ValueError(f"mix weight must be in (0, 1], got {weight}")
         xp = self._xp

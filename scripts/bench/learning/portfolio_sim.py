@@ -31,6 +31,11 @@ peers), `gainsqrt` (gain sqrt(N)), `halfN` (gain N / 2), `plain` (no outer step:
 optionally with `+wW` (the gain rises linearly from 1.4 over W steps) and `+lrsqrt` / `+lrN`
 (the local lr x sqrt(N) / x N, rising over `--lr-warmup` steps: the node's `--lr-scale
 sqrt|linear`) and `+mixW` (a pushed-to peer mixes the push in at W, the node's `--mix`; 0.5).
+Not in the node (yet), screened here: `+qgmC` (quasi-global momentum, Lin et al. 2021: C x what
+the exchange moved a model, over the lr, into its SGD velocity); and, with `--latencies`, what a
+pushed-to peer mixes a push against (inflight.py, `push_base`): `+dpush` its own model of the
+push's start, `+lpush` its model less its own landings since, `+hpush` less its heading x the
+push's age; `+pushatF`: the pushes land after F x the latency (0.5).
 
 The fifth task, `source`, gives each peer a different source: the train set sorted by a feature
 (each sample's norm: a sensor's gain) and cut into N contiguous blocks (`feature_shards`; every
@@ -84,6 +89,7 @@ from swarmnode.node.train.config import DEFAULT_LOGIT_ADJUST, DEFAULT_LR_WARMUP 
 from swarmnode.node.train.data.datasets import load_dataset  # noqa: E402
 from swarmnode.node.train.data.label_prior import logit_offsets  # noqa: E402
 from swarmnode.node.train.data.shard import all_shards, parse_partition  # noqa: E402
+from swarmnode.node.train.errors import DivergedError  # noqa: E402
 from swarmnode.node.train.lr.schedule import DEFAULT_FLOOR, LRSchedule  # noqa: E402
 from swarmnode.node.train.mixing.mixes import OuterStep  # noqa: E402
 from swarmnode.node.train.model.builtin import build_model  # noqa: E402
@@ -192,6 +198,12 @@ class Candidate:
     warmup: int = 0  # steps over which the gain rises from BASE_GAIN
     lr_rule: str = "none"  # the local lr x sqrt(N) or x N too (--lr-scale, over --lr-warmup)
     mix: float = 0.5  # the weight a pushed-to peer mixes a push in at (the node's --mix; +mixW)
+    track: float = 0.0  # +qgmC: C x what the exchange moved a model, over lr, into its velocity
+    push_at: float = 0.5  # +pushatF: in flight, the pushes land after F x the latency
+    # in flight, what a pushed-to peer mixes a push against (`InFlightRounds.push_base`):
+    # now (the node), +dpush its model of the push's start, +hpush that estimated from its
+    # heading, +lpush its model now less what its own landings moved it since the start
+    push_base: str = "now"
 
     def outer(self, n: int, step: int) -> tuple[float, float]:
         """(outer lr, outer momentum) at `step` in a swarm of n."""
@@ -217,7 +229,11 @@ def parse_candidate(text: str) -> Candidate:
     warm = next((int(m[1:]) for m in mods if m.startswith("w")), 0)
     lr_rule = "sqrt" if "lrsqrt" in mods else "linear" if "lrN" in mods else "none"
     mix = next((float(m[3:]) for m in mods if m.startswith("mix")), 0.5)
-    return Candidate(text, gain, warm, lr_rule, mix)
+    track = next((float(m[3:]) for m in mods if m.startswith("qgm")), 0.0)
+    push_at = next((float(m[6:]) for m in mods if m.startswith("pushat")), 0.5)
+    bases = {"dpush": "start", "hpush": "heading", "lpush": "landings"}
+    base = next((bases[m] for m in mods if m in bases), "now")
+    return Candidate(text, gain, warm, lr_rule, mix, track, push_at, base)
 
 
 def build(
@@ -349,6 +365,17 @@ def mixing_rounds(n: int, groups: str, seed: int, size: int = 256, goal: float =
     return 200
 
 
+def track_moves(trainers: list[Trainer], before: list[np.ndarray], c: float) -> None:
+    """Quasi-global momentum (Lin et al. 2021, "Quasi-Global Momentum"), in the heavy-ball
+    form: what the exchange moved each model this step, over the lr, joins its velocity at c,
+    so that the local steps after a round keep some of the swarm's heading, not only the
+    shard's."""
+    for t, old in zip(trainers, before, strict=True):
+        lr = t.optimizer.lr
+        if lr > 0:
+            t.optimizer.velocity += (c / lr) * (old - t.model.params.data)
+
+
 def run_swarm(
     task: Task,
     data: Any,
@@ -388,13 +415,31 @@ def run_swarm(
         outers[i].apply(models[i], *cand.outer(n, now[0]))
 
     if latency is not None:
-        flying = InFlightRounds(latency, outer_after, stale_moved=race, mix=cand.mix)
+        flying = InFlightRounds(
+            latency,
+            outer_after,
+            stale_moved=race,
+            mix=cand.mix,
+            push_at=cand.push_at,
+            push_base=cand.push_base,
+        )
+        if cand.push_base == "heading":  # one step's move: -lr v (SGD's heavy ball)
+            flying.step_of = lambda j: -trainers[j].optimizer.lr * trainers[j].optimizer.velocity
     for step in range(1, task.steps + 1):
         now[0] = step
         ramp = min(1.0, step / warmup) if warmup else 1.0  # the node's SwarmLR, same warm-up
-        for t in trainers:
-            t.lr_scale = 1 + (lr_mult - 1) * ramp
-            t.step()
+        try:
+            for t in trainers:
+                t.lr_scale = 1 + (lr_mult - 1) * ramp
+                t.step()
+        except DivergedError:  # a row, not a crash: every evaluation from here on reads 0
+            first = -(-step // task.eval_every) * task.eval_every
+            evals = range(first, task.steps + 1, task.eval_every)
+            curve += [(s, 0.0) for s in evals]
+            for mine in peers:
+                mine += [(s, 0.0) for s in evals]
+            break
+        before = [m.copy() for m in models] if cand.track else None
         if flying is not None:
             flying.advance(step, models)
             rno = step // period
@@ -407,6 +452,8 @@ def run_swarm(
             outer = functools.partial(outer_step, outers, models, lr_o, beta)
             mix_round(models, groups, step // period, rng, outer, cand.mix)
             spread.append(consensus_distance(models))  # what the round left apart
+        if before is not None:
+            track_moves(trainers, before, cand.track)
         if step % task.eval_every == 0:
             accs = [t.evaluate(data.X_test, data.y_test)[1] for t in trainers]
             if not all(np.isfinite(t.model.params.data).all() for t in trainers):

@@ -76,6 +76,10 @@ class InFlightRounds:
     step_of: Callable[[int], np.ndarray] | None = None  # "heading": j's one step, -lr v_j
     landed: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (peer, step, move)
 
+    def __post_init__(self) -> None:
+        if self.push_base not in self.PUSH_BASES:
+            raise ValueError(f"push_base {self.push_base!r} is none of {self.PUSH_BASES}")
+
     def start(
         self, step: int, models: Sequence[np.ndarray], groups: dict[int, Sequence[int]]
     ) -> None:

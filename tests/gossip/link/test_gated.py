@@ -9,6 +9,8 @@ import pytest
 from swarmnode.gossip.errors import AuthError
 from swarmnode.gossip.link import Gated, Parts, completed
 
+from tests.waiting import eventually
+
 pytestmark = pytest.mark.timeout(10)
 
 
@@ -28,8 +30,8 @@ async def test_the_last_bytes_wait_for_the_gate(answer: object) -> None:
     assert len(gated) == len(whole)
     out = bytearray()
     writing = asyncio.ensure_future(_write(gated, out))
-    await asyncio.sleep(0.05)
-    assert not writing.done() and len(out) == len(whole) - 64  # all but the held bytes
+    await eventually(lambda: len(out) == len(whole) - 64, 5, "all but the held bytes written")
+    assert not writing.done()  # the held bytes wait for the gate
     gate.set_result(None)
     await writing
     await gated.close()

@@ -79,6 +79,8 @@ class InFlightRounds:
     def __post_init__(self) -> None:
         if self.push_base not in self.PUSH_BASES:
             raise ValueError(f"push_base {self.push_base!r} is none of {self.PUSH_BASES}")
+        if self.push_base == "heading" and self.step_of is None:
+            raise ValueError("push_base 'heading' needs step_of, a peer's one step")
 
     def start(
         self, step: int, models: Sequence[np.ndarray], groups: dict[int, Sequence[int]]
@@ -127,8 +129,7 @@ class InFlightRounds:
         """The model of j that f's push is mixed against; `then`: j's at f's start."""
         if self.push_base == "start":
             return then
-        if self.push_base == "heading":
-            assert self.step_of is not None
+        if self.push_base == "heading" and self.step_of is not None:
             return now - int(self.latency * self.push_at) * self.step_of(j)
         if self.push_base == "landings":
             mine = [d for p, s, d in self.landed if p == j and s > f.start]

@@ -365,6 +365,12 @@ def mixing_rounds(n: int, groups: str, seed: int, size: int = 256, goal: float =
     return 200
 
 
+def zeros_from(step: int, task: Task) -> list[tuple[int, float]]:
+    """(step, 0.0) for every evaluation of `task` at or after `step`: a diverged swarm's rest."""
+    first = -(-step // task.eval_every) * task.eval_every
+    return [(s, 0.0) for s in range(first, task.steps + 1, task.eval_every)]
+
+
 def track_moves(trainers: list[Trainer], before: list[np.ndarray], c: float) -> None:
     """Quasi-global momentum (Lin et al. 2021, "Quasi-Global Momentum"), in the heavy-ball
     form: what the exchange moved each model this step, over the lr, joins its velocity at c,
@@ -415,6 +421,10 @@ def run_swarm(
         outers[i].apply(models[i], *cand.outer(n, now[0]))
 
     if latency is not None:
+
+        def step_of(j: int) -> np.ndarray:  # one step's move: -lr v (SGD's heavy ball)
+            return -trainers[j].optimizer.lr * trainers[j].optimizer.velocity
+
         flying = InFlightRounds(
             latency,
             outer_after,
@@ -422,9 +432,8 @@ def run_swarm(
             mix=cand.mix,
             push_at=cand.push_at,
             push_base=cand.push_base,
+            step_of=step_of,
         )
-        if cand.push_base == "heading":  # one step's move: -lr v (SGD's heavy ball)
-            flying.step_of = lambda j: -trainers[j].optimizer.lr * trainers[j].optimizer.velocity
     for step in range(1, task.steps + 1):
         now[0] = step
         ramp = min(1.0, step / warmup) if warmup else 1.0  # the node's SwarmLR, same warm-up
@@ -433,11 +442,8 @@ def run_swarm(
                 t.lr_scale = 1 + (lr_mult - 1) * ramp
                 t.step()
         except DivergedError:  # a row, not a crash: every evaluation from here on reads 0
-            first = -(-step // task.eval_every) * task.eval_every
-            evals = range(first, task.steps + 1, task.eval_every)
-            curve += [(s, 0.0) for s in evals]
-            for mine in peers:
-                mine += [(s, 0.0) for s in evals]
+            for mine in (curve, *peers):
+                mine += zeros_from(step, task)
             break
         before = [m.copy() for m in models] if cand.track else None
         if flying is not None:

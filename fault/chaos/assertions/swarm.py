@@ -124,8 +124,21 @@ def reconverge(scenario: ScenarioView, record: RunRecord, p: Mapping[str, Any]) 
             "split_peak": peak,
             "growth": peak / level if peak is not None and level else None,
             "grew": grew,
+            **_after_heal(record, t_heal),
         },
     )
+
+
+def _after_heal(record: RunRecord, t_heal: float) -> dict[str, float | None]:
+    """The closest the models came after the heal, when, and where they ended: a failure then
+    says whether the halves never met or met and stayed a little over the level."""
+    healed = [d for d in record.distances if d["t"] >= t_heal and d.get("max") is not None]
+    closest = min(healed, key=lambda d: float(d["max"]), default=None)
+    return {
+        "closest_after_heal": None if closest is None else float(closest["max"]),
+        "closest_at_s": None if closest is None else float(closest["t"]) - t_heal,
+        "last_after_heal": float(healed[-1]["max"]) if healed else None,
+    }
 
 
 def _distances(record: RunRecord, t0: float, t1: float) -> list[float]:

@@ -49,10 +49,25 @@ async def run_short(
     )
     assert report["result"] == "pass", (
         f"{name}: {report['result']} {report.get('durations')}\n{verdicts}\n{out.getvalue()}"
+        f"{_peer_warnings(report_dir)}"
     )
     assert outcome.exit_code == 0
     assert not any(p.alive() for p in runner.peers.values()), "a peer outlived the run"
     return report
+
+
+def _peer_warnings(report_dir: Path, most: int = 20) -> str:
+    """Each peer's WARNING and ERROR lines (the first `most`): a failed verdict then shows what
+    the peers saw, a rolled-back mix or a refused partner, without the run's logs."""
+    lines = []
+    for log in sorted(report_dir.glob("peers/*/log-*.txt")):
+        bad = [
+            ln
+            for ln in log.read_text(errors="replace").splitlines()
+            if " WARNING " in ln or " ERROR " in ln
+        ]
+        lines += [f"  {log.parent.name}: {ln}" for ln in bad[:most]]
+    return "\npeers' warnings:\n" + "\n".join(lines) if lines else "\nno peer logged a warning"
 
 
 async def run_side_by_side(*runs: tuple[str, Path, Scenario | None]) -> list[dict[str, Any]]:
@@ -116,9 +131,9 @@ async def test_partition_heal_short(tmp_path):
     assert late_split, "no sample of a during the partition"
     assert all(s["members"][ids["b"]] == "alive" for s in late_split)
     assert any(s["members"][ids["c"]] != "alive" for s in late_split)
-    assert _result(report, "merge")["measured"] <= 30
+    assert _result(report, "merge")["measured"] <= 25
     reconverge = _result(report, "reconverge")
-    assert reconverge["measured"] <= 30
+    assert reconverge["measured"] <= 25
     # the halves really drifted apart before the heal brought them back together
     facts = reconverge["facts"]
     assert facts["grew"] and facts["split_peak"] >= 2 * facts["pre_partition_level"], facts

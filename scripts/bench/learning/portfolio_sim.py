@@ -157,7 +157,11 @@ TASKS = {
     "plentiful": Task(
         "signal:40000,64,32", "mlp:128", 1000, why="one peer sees 32k of 40k samples: < 1 pass"
     ),
-    "conv": Task("signal:2000,64,20", "cnn1d:8k5,p2,16k3,p2,32", 1500, why="a conv net"),
+    # every 25 steps: at 100 its late window (the last sixth, 250 steps) held 3 evaluations,
+    # and one dip decided a row
+    "conv": Task(
+        "signal:2000,64,20", "cnn1d:8k5,p2,16k3,p2,32", 1500, eval_every=25, why="a conv net"
+    ),
     "digits": Task("digits", "mlp:64", 1000, why="the bundled 8x8 digits"),
     "source": Task(
         "signal:4000,64,20",

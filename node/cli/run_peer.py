@@ -113,12 +113,30 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
         f"device {node.backend.describe()}; {node.trainer.n_samples} training samples{skew}",
         out,
     )
+    say(_lr_line(node, cfg), out)
     if node.resumed is not None:
         say(_resumed_line(node), out)
     named = f" ({node.name})" if node.name else ""
     how = f" ({node.addr_how})" if node.addr_how else ""
     say(f"listening on {node.addr}{how} as {node.peer_id}{named}", out)
     say(f"the swarm live, read-only: http://{node.addr}/", out)
+
+
+def _lr_line(node: Node, cfg: PeerConfig) -> str:
+    """The lr and the schedule it follows; where `auto` found no horizon to decay to, why the lr
+    stays constant and how to give it one."""
+    line = f"lr {cfg.lr:g} ({cfg.optimizer}), {node.trainer.lr_schedule}"
+    if cfg.lr_schedule != "auto" or cfg.lr_kind != "constant":
+        return line
+    if not cfg.lr_horizon:
+        return (
+            f"{line} (--lr-schedule auto: a run without --steps has no end to decay to; "
+            "--lr-decay-steps N gives one)"
+        )
+    return (
+        f"{line} (--lr-schedule auto: the decay would end at step {cfg.lr_horizon}, inside "
+        f"the {cfg.lr_warmup}-step warm-up)"
+    )
 
 
 def _resumed_line(node: Node) -> str:

@@ -155,9 +155,10 @@ TRAINING = (
             "lr-schedule",
             "the lr on the swarm's step counter (a joiner continues the swarm's, a resumed run "
             "its own): constant, or after the warm-up a cosine or linear decay from --lr to "
-            "--lr-floor x --lr at step --lr-decay-steps (else --steps); lr = --lr x the "
-            "--lr-scale x this",
-            choices=("constant", "cosine", "linear"),
+            "--lr-floor x --lr at step --lr-decay-steps (else --steps); auto: cosine where "
+            "that step lies past the warm-up, constant where there is none (--steps 0); lr = "
+            "--lr x the --lr-scale x this",
+            choices=("auto", "constant", "cosine", "linear"),
         ),
         _int(
             "lr-warmup",

@@ -93,5 +93,6 @@ class LRSchedule:
         return lr_factor(step, self.kind, self.warmup, self.horizon, self.floor)
 
     def __str__(self) -> str:
-        decay = f" to {self.floor:g} x peak at step {self.horizon}" if self.decays else ""
-        return f"{self.kind}, warm-up {self.warmup}{decay}"
+        if not self.decays:
+            return self.kind  # it warms up nothing (`lr_factor`)
+        return f"{self.kind}, warm-up {self.warmup} to {self.floor:g} x peak at step {self.horizon}"

@@ -39,7 +39,9 @@ async def test_a_signal_says_checkpointing_only_with_a_checkpoint_dir(
 
 def _lines(**kw: object) -> list[str]:
     out = io.StringIO()
-    cfg = PeerConfig(listen="127.0.0.1:0", model="mlp:8", device="cpu", steps=3, **kw)
+    cfg = PeerConfig(
+        **{"listen": "127.0.0.1:0", "model": "mlp:8", "device": "cpu", "steps": 3, **kw}
+    )
     run_peer(cfg, out)
     return out.getvalue().splitlines()
 
@@ -53,6 +55,24 @@ def test_a_label_skewed_shard_still_announces_it() -> None:
     lines = _lines(shard=(1, 4), partition="dirichlet:0.3")
     device = next(line for line in lines if line.startswith("device "))
     assert "logit adjustment 0.5 (label-skewed shard)" in device, device
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"steps": 300}, "lr 0.05 (sgd), cosine, warm-up 100 to 0.1 x peak at step 300"),
+        ({"steps": 3, "lr_schedule": "constant"}, "lr 0.05 (sgd), constant"),
+        # auto without a horizon past the warm-up keeps its lr, and says how to give it one
+        (
+            {"steps": 3},
+            "lr 0.05 (sgd), constant (--lr-schedule auto: the decay would end at step 3, "
+            "inside the 100-step warm-up)",
+        ),
+    ],
+)
+def test_the_start_says_which_lr_schedule_runs(kw: dict, said: str) -> None:
+    lines = _lines(**kw)
+    assert said in lines, lines
 
 
 def _node(synced: int | None, join: list[str]) -> SimpleNamespace:

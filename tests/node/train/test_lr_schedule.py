@@ -82,7 +82,7 @@ def test_a_decay_never_rises_and_stays_within_floor_and_peak(kind: str) -> None:
 @pytest.mark.parametrize(
     ("settings", "fragment"),
     [
-        ({"lr_schedule": "step"}, "`lr_schedule` must be one of constant, cosine, linear"),
+        ({"lr_schedule": "step"}, "`lr_schedule` must be one of auto, constant, cosine, linear"),
         ({"lr_warmup": -1}, "`lr_warmup` must be an integer >= 0"),
         ({"lr_warmup": 1.5}, "`lr_warmup` must be an integer >= 0"),
         ({"lr_decay_steps": -5}, "`lr_decay_steps` must be an integer >= 0"),
@@ -111,7 +111,29 @@ def test_the_horizon_is_steps_unless_decay_steps_gives_one() -> None:
     forever = NodeConfig(lr_schedule="cosine", steps=0, lr_decay_steps=4000, lr_warmup=0)
     assert forever.validate().schedule() == LRSchedule("cosine", 0, 4000, 0.1)
     # a constant schedule needs no horizon, --steps 0 included
-    assert NodeConfig(steps=0).validate().schedule() == LRSchedule("constant", 100, 0, 0.1)
+    assert NodeConfig(steps=0, lr_schedule="constant").validate().schedule() == LRSchedule(
+        "constant", 100, 0, 0.1
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "runs"),
+    [
+        ({}, LRSchedule("cosine", 100, 1500, 0.1)),  # the defaults: 1500 steps
+        ({"steps": 400, "lr_floor": 0.2}, LRSchedule("cosine", 100, 400, 0.2)),
+        ({"steps": 0, "lr_decay_steps": 4000}, LRSchedule("cosine", 100, 4000, 0.1)),
+        # no horizon, or one inside the warm-up: constant, where cosine itself is refused
+        ({"steps": 0}, LRSchedule("constant", 100, 0, 0.1)),
+        ({"steps": 100}, LRSchedule("constant", 100, 100, 0.1)),
+        ({"steps": 50, "lr_warmup": 0}, LRSchedule("cosine", 0, 50, 0.1)),
+    ],
+)
+def test_auto_the_default_decays_by_cosine_where_there_is_a_horizon(
+    settings: dict, runs: LRSchedule
+) -> None:
+    cfg = NodeConfig(**settings).validate()
+    assert cfg.lr_schedule == "auto" and cfg.schedule() == runs
+    assert cfg.lr_kind == runs.kind
 
 
 def test_the_cli_refuses_a_decay_without_a_horizon_with_exit_2(capsys) -> None:
@@ -153,8 +175,8 @@ def test_each_step_takes_the_peak_lr_times_the_schedule() -> None:
     assert t.optimizer.lr == pytest.approx(0.005)  # past the horizon: the floor
 
 
-def test_the_default_constant_schedule_leaves_the_lr_and_the_steps_as_before() -> None:
-    plain = _trainer()  # the default --lr-warmup (100) warms up a decay, not a constant lr
+def test_a_constant_schedule_leaves_the_lr_and_the_steps_as_before() -> None:
+    plain = _trainer(lr_schedule="constant")  # --lr-warmup (100) warms up a decay, not this
     assert plain.lr_schedule.trivial
     assert _lrs(plain, 30) == [0.05] * 30
 

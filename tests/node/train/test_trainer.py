@@ -286,8 +286,8 @@ def test_worker_reports_training_errors() -> None:
 
 @pytest.mark.timeout(60)
 def test_worker_scales_the_lr_with_the_swarm_size_and_keeps_it_alone() -> None:
-    # no schedule warm-up: the scale alone (tests/node/train/test_lr_schedule.py composes the two)
-    t = _trainer(seed=0, lr_warmup=0)
+    # a constant lr: the scale alone (tests/node/train/test_lr_schedule.py composes the two)
+    t = _trainer(seed=0, lr_schedule="constant")
     base = t.optimizer.lr
     w = _worker(t, eval_every=10_000, max_steps=30)
     w.lr_scale = SwarmLR("linear", max_n=8, warmup=10)
@@ -295,13 +295,13 @@ def test_worker_scales_the_lr_with_the_swarm_size_and_keeps_it_alone() -> None:
     w.start()
     assert w.join(timeout=30) and w.error is None
     assert t.optimizer.lr == pytest.approx(4 * base)
-    alone = _trainer(seed=0, lr_warmup=0)
+    alone = _trainer(seed=0, lr_schedule="constant")
     w = _worker(alone, eval_every=10_000, max_steps=30)
     w.lr_scale = SwarmLR("linear", max_n=8, warmup=10)
     w.start()
     assert w.join(timeout=30) and w.error is None
     assert alone.optimizer.lr == base
-    plain = _ran(_trainer(seed=0, lr_warmup=0), 30)
+    plain = _ran(_trainer(seed=0, lr_schedule="constant"), 30)
     np.testing.assert_array_equal(_params(alone), _params(plain))
 
 

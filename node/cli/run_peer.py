@@ -122,10 +122,15 @@ def _say_start(node: Node, cfg: PeerConfig, out: TextIO) -> None:
     say(f"the swarm live, read-only: http://{node.addr}/", out)
 
 
+SCALE_TEXT = {"sqrt": "sqrt(n peers)", "linear": "n peers", "adaptive": "the gain ratio"}
+
+
 def _lr_line(node: Node, cfg: PeerConfig) -> str:
     """The lr and the schedule it follows; where `auto` found no horizon to decay to, why the lr
     stays constant and how to give it one."""
     line = f"lr {cfg.lr:g} ({cfg.optimizer}), {node.trainer.lr_schedule}"
+    if cfg.lr_rule != "none":
+        line += f"; in a swarm x {SCALE_TEXT[cfg.lr_rule]} (--lr-scale {cfg.lr_scale})"
     if cfg.lr_schedule != "auto" or cfg.lr_kind != "constant":
         return line
     if not cfg.lr_horizon:

@@ -366,7 +366,7 @@ class Node:
             on_done=threadsafe_setter(self._worker_done),
         )
         worker.set_throttle(slowdown=cfg.slowdown, step_s=cfg.step_time)  # 1, 0: full speed
-        worker.lr_scale = SwarmLR(cfg.lr_scale, cfg.lr_scale_max, cfg.lr_warmup)
+        worker.lr_scale = SwarmLR(cfg.lr_rule, cfg.lr_scale_max, cfg.lr_warmup)
         return worker
 
     def request_stop(self) -> None:

@@ -75,9 +75,12 @@ class PeerConfig(NodeConfig):
     # n = live members + 1, or adaptive (the measured gain ratio, between 1 and n; lr/gain.py),
     # n capped at lr_scale_max, reached by a warm-up of lr_warmup steps (NodeConfig's: the lr
     # schedule's warm-up too).
-    # Off by default: linear made the MLP reach its target in 0.5x the steps but collapsed a
-    # conv net whose lr had no headroom (docs/benchmarks.md, "The lr scaled with the swarm").
-    lr_scale: str = "none"
+    # auto (the default): sqrt where the lr schedule decays (`lr_kind` cosine or linear), none
+    # where it is constant. Under cosine, x sqrt(n) put the worst peer within 2 points of one
+    # peer on every task of the portfolio, paced and at full speed (docs/benchmarks.md, "The lr
+    # default"); at a constant lr the larger step spiked late (issue 30's held-out swarm, paced)
+    # and linear collapsed a conv net whose lr had no headroom ("The lr scaled with the swarm").
+    lr_scale: str = "auto"
     lr_scale_max: int = 8
     # 0: exchange partners uniformly; in (0, 1]: prefer quick links, a slow partner keeping at
     # least this share of a quick one's chance (gossip.link.stats.prefer_fast)
@@ -104,6 +107,14 @@ class PeerConfig(NodeConfig):
         if self.shard == SHARD_AUTO:
             self.shard, self.shard_auto = (0, 1), True
         super().__post_init__()
+
+    @property
+    def lr_rule(self) -> str:
+        """The lr scale rule that runs: `lr_scale`, with `auto` resolved to sqrt where the lr
+        schedule decays and to none where it is constant (see the field's comment)."""
+        if self.lr_scale != "auto":
+            return self.lr_scale
+        return "none" if self.lr_kind == "constant" else "sqrt"
 
     def membership(self) -> MembershipConfig:
         """The gossip and failure-detector settings these options give."""
@@ -145,7 +156,7 @@ class PeerConfig(NodeConfig):
             "step_time": 0 <= self.step_time <= MAX_STEP_S,
             # below 1 the bound would fall before the next round's start step: a deadlock
             "max_lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
-            "lr_scale": self.lr_scale in LR_RULES,
+            "lr_scale": self.lr_scale in ("auto", *LR_RULES),
             "lr_scale_max": 1 <= self.lr_scale_max <= 1024,
             "prefer_fast": 0 <= self.prefer_fast <= 1,
             "max_body_mb": self.max_body_mb > 0,

@@ -391,8 +391,9 @@ EXCHANGE = _opts(
         "(AdaScale, Johnson et al. 2020: between 1 and n), none. linear reaches a target in "
         "about half the steps when one peer with an n x batch trains better at n x --lr "
         "(check that first: a model whose --lr is already near the largest that trains "
-        "diverges when it is multiplied); alone, n = 1 and --lr is used as is",
-        choices=("none", "sqrt", "linear", "adaptive"),
+        "diverges when it is multiplied); auto: sqrt where --lr-schedule decays, none where "
+        "the lr is constant; alone, n = 1 and --lr is used as is",
+        choices=("auto", "none", "sqrt", "linear", "adaptive"),
     ),
     _int(
         "lr-scale-max",

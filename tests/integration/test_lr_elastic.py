@@ -40,3 +40,13 @@ async def test_the_scaled_lr_rises_with_joins_and_falls_at_once_when_a_peer_leav
     finally:
         for node in reversed(nodes):
             await node.close()
+
+
+@pytest.mark.parametrize(("steps", "rule"), [(10_000, "sqrt"), (0, "none")])
+async def test_the_default_scale_rule_follows_the_schedule(steps: int, rule: str) -> None:
+    # `--lr-scale auto`: sqrt under the cosine that 10,000 steps give, none at a constant lr
+    node = await Node.create(peer_config(seed=0, steps=steps))
+    try:
+        assert node.worker.lr_scale.rule == rule
+    finally:
+        await node.close()

@@ -13,7 +13,8 @@ Configurations, each with the same steps per peer (`--steps`):
   single peer's paced step time (N workers computing B each, an all-reduce that costs nothing);
 - `swarm-N-MODE`: N peers on `--shard i/N` for each N in `--peers`, MODE in `--modes`:
   `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
-  `*-unscaled` the same with `--lr-scale none` (the default), `*-linear`, `*-sqrt` and
+  `*-unscaled` the same with `--lr-scale none` (the default `auto`'s where the lr is
+  constant), `*-linear`, `*-sqrt` and
   `average-adaptive` with that `--lr-scale`; `average-replace` and `robust-replace` the mix
   before the delta rule (`--mix-rule replace`); `average-noadjust` and `robust-noadjust`
   without the logit adjustment (`--logit-adjust 0`); `old-average` is the behaviour before the group

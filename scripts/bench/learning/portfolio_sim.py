@@ -25,7 +25,8 @@ evaluations in the last sixth of the steps, the worst and the mean over peers (a
 which is how the goals of issue 30 read accuracy (`--eval-every` makes that window hold more
 than a couple of evaluations; `--steps` shortens every task).
 
-Candidates (`--candidates`): `current` (outer lr 0.7, momentum 0.5), `diloco` (0.7, 0.9),
+Candidates (`--candidates`): `current` (outer lr 0.7, momentum 0.5; `current+lrsqrt` under
+`--lr-schedule cosine` is the node's default rule since 2026-12-02), `diloco` (0.7, 0.9),
 `gainN` (momentum 0.9, outer lr 0.1 x N: a stationary gain lr / (1 - beta) = N, the number of
 peers), `gainsqrt` (gain sqrt(N)), `halfN` (gain N / 2), `plain` (no outer step: 1, 0), each
 optionally with `+wW` (the gain rises linearly from 1.4 over W steps) and `+lrsqrt` / `+lrN`

@@ -60,8 +60,20 @@ def test_a_label_skewed_shard_still_announces_it() -> None:
 @pytest.mark.parametrize(
     ("kw", "said"),
     [
-        ({"steps": 300}, "lr 0.05 (sgd), cosine, warm-up 100 to 0.1 x peak at step 300"),
+        (
+            {"steps": 300},
+            "lr 0.05 (sgd), cosine, warm-up 100 to 0.1 x peak at step 300; in a swarm x "
+            "sqrt(n peers) (--lr-scale auto)",
+        ),
+        (
+            {"steps": 300, "lr_scale": "none"},
+            "lr 0.05 (sgd), cosine, warm-up 100 to 0.1 x peak at step 300",
+        ),
         ({"steps": 3, "lr_schedule": "constant"}, "lr 0.05 (sgd), constant"),
+        (
+            {"steps": 3, "lr_schedule": "constant", "lr_scale": "linear"},
+            "lr 0.05 (sgd), constant; in a swarm x n peers (--lr-scale linear)",
+        ),
         # auto without a horizon past the warm-up keeps its lr, and says how to give it one
         (
             {"steps": 3},

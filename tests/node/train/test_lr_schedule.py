@@ -17,6 +17,7 @@ from swarmnode.node.cli import cmd_start
 from swarmnode.node.cli.command import build_parser, main
 from swarmnode.node.peer.api import Peer
 from swarmnode.node.peer.state_sync import sync_from_swarm
+from swarmnode.node.settings import PeerConfig
 from swarmnode.node.train.build import build_trainer, resume
 from swarmnode.node.train.checkpoint import save_checkpoint
 from swarmnode.node.train.config import NodeConfig
@@ -149,6 +150,22 @@ def test_print_config_shows_the_schedule(capsys) -> None:
     for key, value in [("lr-schedule", '"linear"'), ("lr-floor", "0.05"), ("lr-warmup", "100")]:
         assert any(line.split()[:3] == [key, "=", value] for line in lines), key
     assert any(line.split()[:3] == ["lr-decay-steps", "=", "0"] for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("settings", "rule"),
+    [
+        ({}, "sqrt"),  # the defaults: cosine to step 1500, so x sqrt(n) in a swarm
+        ({"steps": 0}, "none"),  # a constant lr is not scaled: it spiked late when it was
+        ({"lr_schedule": "constant"}, "none"),
+        ({"lr_schedule": "linear"}, "sqrt"),
+        ({"lr_scale": "linear", "steps": 0}, "linear"),  # a rule named is a rule run
+        ({"lr_scale": "none"}, "none"),
+    ],
+)
+def test_auto_scales_the_lr_with_the_swarm_only_where_it_decays(settings: dict, rule: str) -> None:
+    cfg = PeerConfig(**settings).validate()
+    assert cfg.lr_rule == rule
 
 
 # --- in the trainer and the worker -------------------------------------------------------

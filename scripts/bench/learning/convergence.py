@@ -14,7 +14,8 @@ Configurations, each with the same steps per peer (`--steps`):
 - `swarm-N-MODE`: N peers on `--shard i/N` for each N in `--peers`, MODE in `--modes`:
   `average` and `robust` are the defaults of this code (group push-pull + outer step; ss-clip);
   `*-unscaled` the same with `--lr-scale none` (the default `auto`'s where the lr is
-  constant), `*-linear`, `*-sqrt` and
+  constant), `*-constant` with `--lr-schedule constant` (the lr defaults before 2026-12-02),
+  `*-linear`, `*-sqrt` and
   `average-adaptive` with that `--lr-scale`; `average-replace` and `robust-replace` the mix
   before the delta rule (`--mix-rule replace`); `average-noadjust` and `robust-noadjust`
   without the logit adjustment (`--logit-adjust 0`); `old-average` is the behaviour before the group
@@ -92,6 +93,9 @@ MODES = {
     "average-sqrt": ["--exchange", "average", "--lr-scale", "sqrt"],
     "average-adaptive": ["--exchange", "average", "--lr-scale", "adaptive"],
     "robust-sqrt": ["--exchange", "robust", "--lr-scale", "sqrt"],
+    # the lr defaults before 2026-12-02: a constant lr (so `--lr-scale auto` scales nothing)
+    "average-constant": ["--exchange", "average", "--lr-schedule", "constant"],
+    "robust-constant": ["--exchange", "robust", "--lr-schedule", "constant"],
     "average-plain-outer": ["--exchange", "average", "--outer-lr", "1", "--outer-momentum", "0"],
     # the mix before the delta rule (gossip/exchange/delta_rule.py): steps trained during a round x (1-w)
     "average-replace": ["--exchange", "average", "--mix-rule", "replace"],

@@ -12,9 +12,8 @@ Modes (`--modes`): those of scripts/bench/learning/convergence.py, plus `average
 pacing), so old and new run side by side in one run, and `average-lead1` / `robust-lead1`
 (`--max-lead 1`, the tighter bound), and `average-nobounds` / `robust-nobounds` (`--push-budget
 off`: without issue 22's bounds on a hostile insider), and `average-sqrt`, `average-cosine`,
-`average-sqrt-cosine` (the lr rules of issue 30; also robust-), `average-constant` /
-`robust-constant` (the constant lr that was the default before `--lr-schedule auto`), and
-`average-topk2` / `average-lowrank` (`--compress topk2:0.07` / `lowrank:8`). Each row also gives the late-window means
+`average-sqrt-cosine` (the lr rules of issue 30; also robust-), and `average-topk2` /
+`average-lowrank` (`--compress topk2:0.07` / `lowrank:8`). Each row also gives the late-window means
 (each peer's mean over its evaluations in the last sixth of the steps: the worst and the mean peer,
 and the worst's gap to one peer's).
 
@@ -56,8 +55,6 @@ for _mode in ("average", "robust"):
     # the lr rules of issue 30's table: x sqrt N, each also under a cosine decay
     bc.MODES[f"{_mode}-sqrt"] = [*bc.MODES[_mode], "--lr-scale", "sqrt"]
     bc.MODES[f"{_mode}-cosine"] = [*bc.MODES[_mode], "--lr-schedule", "cosine"]
-    # the default before `auto` (cosine to --steps), to weigh the two in one run
-    bc.MODES[f"{_mode}-constant"] = [*bc.MODES[_mode], "--lr-schedule", "constant"]
     bc.MODES[f"{_mode}-sqrt-cosine"] = [*bc.MODES[f"{_mode}-sqrt"], "--lr-schedule", "cosine"]
 # compressed push-pulls (average mode only): 2-bit chunked top-k, and low rank to compare
 bc.MODES["average-topk2"] = [*bc.MODES["average"], "--compress", "topk2:0.07"]

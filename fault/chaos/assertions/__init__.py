@@ -35,7 +35,8 @@ tables):
                        -- time after the heal until the max pairwise model distance is back
                        under factor x its level before the partition (needs [scenario]
                        params_every > 0). The split must first have pushed the distance above
-                       min_growth x that level: a partition the models never felt shows nothing
+                       min_growth x that level: a partition the models never felt shows nothing.
+                       The heal + within must end inside the run (reconverge and merge alike)
     merge              within (s, default 30); after (heal event id, default the first heal)
                        -- time after the heal until every peer running then lists every other
                        one (by its current peer id) as alive: the halves' membership merged

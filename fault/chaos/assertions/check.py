@@ -46,6 +46,20 @@ def validate_assertion(kind: str, raw: Mapping[str, Any], scenario: ScenarioView
     return params
 
 
+def _check_window_fits(params: dict[str, Any], scenario: ScenarioView) -> None:
+    """The `within` window after the heal must end inside the run: cut off by the end, a slow
+    re-merge reads as one that never happened (CI once failed that way, the run ending 17 s
+    after a heal whose rule allowed 30)."""
+    heal = scenario.events[first_event(scenario, params, ("heal",))[0]]
+    end = heal.at + params["within"]
+    if end > scenario.duration:
+        raise ScenarioError(
+            f"within = {params['within']:g} s after the heal at {heal.at:g} s ends at {end:g} "
+            f"s, after the run's duration = {scenario.duration:g}: raise duration to "
+            f"{end:g} or lower within"
+        )
+
+
 def _check_references(kind: str, params: dict[str, Any], scenario: ScenarioView) -> None:
     after = params.get("after")
     actions = {
@@ -65,6 +79,8 @@ def _check_references(kind: str, params: dict[str, Any], scenario: ScenarioView)
             raise ScenarioError(f"after = {after!r} must name a {'/'.join(actions)} event")
     elif not any(e.action in actions for e in scenario.events):
         raise ScenarioError(f"needs a {'/'.join(actions)} event in the timeline")
+    if kind in ("reconverge", "merge"):
+        _check_window_fits(params, scenario)
     if params.get("until") is not None:
         starts = first_event(scenario, params, actions or FAULT_ACTIONS)
         if not starts or scenario.event_by_id(params["until"]).at < scenario.events[starts[0]].at:

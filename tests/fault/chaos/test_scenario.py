@@ -125,6 +125,12 @@ action = "heal"
         ("[[assert]]\nkind = 'membership'\nafter = 'nope'\n", "is not an event id"),
         ("[[assert]]\nkind = 'catch_up'\n", "no restarted or late peer"),
         ("[[assert]]\nkind = 'reconverge'\n", "needs a heal event"),
+        # a window cut off by the end of the run could only read as "never"
+        (
+            "[[event]]\nat = 5\naction = 'partition'\ngroups = [['a'], ['b']]\n"
+            "[[event]]\nat = 20\naction = 'heal'\n[[assert]]\nkind = 'merge'\nwithin = 15\n",
+            "within = 15 s after the heal at 20 s ends at 35 s, after the run's duration = 30",
+        ),
         ("[[assert]]\nkind = 'keeps_training'\n", "needs a kill/terminate/freeze/partition"),
         (
             KILL_A + "[[event]]\nat = 0\naction = 'fault'\npeer = 'c'\nspec = 'drop=0.1'\n"

@@ -17,6 +17,8 @@ from swarmnode.gossip.membership import DEFAULT_PER_HOST, MembershipConfig
 from swarmnode.node.train import MAX_STEP_S, ConfigError, NodeConfig
 from swarmnode.node.train.lr import RULES as LR_RULES
 
+LR_SCALES = ("auto", *LR_RULES)  # what `lr_scale` accepts; `lr_rule` is what runs
+
 DEFAULT_LISTEN = "127.0.0.1:7070"
 SHARD_AUTO = "auto"  # `shard = auto`: a joiner takes a shard no live member holds (shard_pick.py)
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # a peer's `name` (and the old `peer_id` form)
@@ -156,7 +158,7 @@ class PeerConfig(NodeConfig):
             "step_time": 0 <= self.step_time <= MAX_STEP_S,
             # below 1 the bound would fall before the next round's start step: a deadlock
             "max_lead": self.max_lead == 0 or 1 <= self.max_lead <= 1000,
-            "lr_scale": self.lr_scale in ("auto", *LR_RULES),
+            "lr_scale": self.lr_scale in LR_SCALES,
             "lr_scale_max": 1 <= self.lr_scale_max <= 1024,
             "prefer_fast": 0 <= self.prefer_fast <= 1,
             "max_body_mb": self.max_body_mb > 0,

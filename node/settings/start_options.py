@@ -18,9 +18,9 @@ from dataclasses import fields
 from typing import Any
 
 from swarmnode.gossip.exchange import ExchangeConfig
-from swarmnode.node.settings.config import SHARD_AUTO, PeerConfig, parse_seeds
+from swarmnode.node.settings.config import LR_SCALES, SHARD_AUTO, PeerConfig, parse_seeds
 from swarmnode.node.settings.options import Option, OptionSet, Resolved, parse_float, parse_int
-from swarmnode.node.train import ConfigError
+from swarmnode.node.train import LR_SCHEDULES, ConfigError
 from swarmnode.node.train.data import Partition, parse_partition, parse_shard
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -158,7 +158,7 @@ TRAINING = (
             "--lr-floor x --lr at step --lr-decay-steps (else --steps); auto: cosine where "
             "that step lies past the warm-up, constant where there is none (--steps 0); lr = "
             "--lr x the --lr-scale x this",
-            choices=("auto", "constant", "cosine", "linear"),
+            choices=LR_SCHEDULES,
         ),
         _int(
             "lr-warmup",
@@ -393,7 +393,7 @@ EXCHANGE = _opts(
         "(check that first: a model whose --lr is already near the largest that trains "
         "diverges when it is multiplied); auto: sqrt where --lr-schedule decays, none where "
         "the lr is constant; alone, n = 1 and --lr is used as is",
-        choices=("auto", "none", "sqrt", "linear", "adaptive"),
+        choices=LR_SCALES,
     ),
     _int(
         "lr-scale-max",

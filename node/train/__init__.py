@@ -25,7 +25,12 @@ from swarmnode.node.train.checkpoint import (
     lock_checkpoint_dir,
     save_checkpoint,
 )
-from swarmnode.node.train.config import DEFAULT_MODEL, NodeConfig, check_writable_dir
+from swarmnode.node.train.config import (
+    DEFAULT_MODEL,
+    LR_SCHEDULES,
+    NodeConfig,
+    check_writable_dir,
+)
 from swarmnode.node.train.data import load_dataset
 from swarmnode.node.train.errors import CheckpointError, ConfigError, DataError, DivergedError
 from swarmnode.node.train.model import build_model
@@ -36,6 +41,7 @@ from swarmnode.node.train.worker import TRAIN_THREAD, TrainingWorker, WorkerMetr
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LR_SCHEDULES",
     "MAX_STEP_S",
     "TRAIN_THREAD",
     "CheckpointError",

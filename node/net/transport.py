@@ -79,7 +79,13 @@ class HttpTransport:
             payload = _SlicedPayload(body)
             # aiohttp's own deadline covers connect+send+headers; wait_for also bounds reading
             # the body, whatever aiohttp version and timer semantics are installed.
-            post = self._post(f"http://{addr}/v1/{route}", where, payload, timeout)
+            post = asyncio.ensure_future(
+                self._post(f"http://{addr}/v1/{route}", where, payload, timeout)
+            )
+            # a caller that gives up (a round's grace ran out) cancels wait_for, which cancels
+            # the post and does not read its end: aiohttp turns that cancel into a TimeoutError
+            # when its own timer fires too, logged as "Task exception was never retrieved"
+            post.add_done_callback(_read_end)
             return await asyncio.wait_for(post, timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise RequestTimeout(f"{where}: no answer within {timeout:.2f}s") from None
@@ -116,6 +122,12 @@ class HttpTransport:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+def _read_end(task: asyncio.Future[Any]) -> None:
+    """Mark a finished post's exception read: whoever awaited it has it, or gave up on it."""
+    if not task.cancelled():
+        task.exception()
 
 
 class _SlicedPayload(Payload):

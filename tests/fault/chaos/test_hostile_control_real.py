@@ -17,7 +17,7 @@ import pytest
 
 from tests.fault.chaos.test_scenarios_real import run_short
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.flood, pytest.mark.timeout(180)]
 
 
 def _control_ran(report: dict) -> None:

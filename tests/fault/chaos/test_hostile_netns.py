@@ -29,6 +29,7 @@ NET = "198.18.130.0/24"
 _WHY = why_no_netns(f"sybnet{os.getpid()}")
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.flood,
     pytest.mark.timeout(240),
     pytest.mark.skipif(_WHY is not None, reason=f"sybil namespace: {_WHY}"),
 ]

@@ -11,7 +11,7 @@ from swarmnode.node.settings import PeerConfig
 
 from tests.fault.chaos.test_scenarios_real import SCENARIOS, run_side_by_side
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.flood, pytest.mark.timeout(180)]
 
 
 def trimmed(name: str) -> Scenario:

@@ -16,6 +16,7 @@ from swarmnode.gossip.membership import Membership
 from swarmnode.kernels.errors import SwarmnodeError
 from swarmnode.node.peer.aio import finite_or_none
 from swarmnode.node.train import TrainingWorker
+from swarmnode.node.train.lr import SCHEDULES
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,27 @@ def update_meta(worker: TrainingWorker, membership: Membership) -> None:
         loss=finite_or_none(m.loss),
         acc=finite_or_none(m.test_acc),
         device=m.device,
+    )
+
+
+def lr_mismatch(mine: Any, theirs: Sequence[object]) -> str | None:
+    """A warning where the live members' lr schedules (`LRSchedule.print` in their records)
+    agree with one another and not with `mine` (an `LRSchedule`); None where they match, say
+    nothing (an older release) or disagree among themselves (no one schedule to follow).
+    Their records are an insider's writing: only a short string of the known form is read."""
+    said = {t for t in theirs if isinstance(t, str) and len(t) <= 40}
+    if len(said) != 1 or mine.print in said:
+        return None
+    (swarm,) = said
+    kind, _, horizon = swarm.partition(":")
+    ours = f"this peer's is {mine.print}: its lr will not follow the swarm's"
+    if swarm == "constant":
+        return f"the swarm keeps its lr constant, {ours}; give --lr-schedule constant to follow it"
+    if kind not in SCHEDULES or not horizon.isdigit():
+        return None
+    return (
+        f"the swarm decays its lr ({kind} to step {horizon}), {ours}; give --lr-decay-steps "
+        f"{horizon} (or --steps {horizon}) to follow it"
     )
 
 

@@ -39,7 +39,13 @@ from swarmnode.node.net import HttpTransport, build_app, serve
 from swarmnode.node.peer.address import advertised, check_reachable
 from swarmnode.node.peer.admin_routes import admin_routes
 from swarmnode.node.peer.aio import quietly, threadsafe_setter
-from swarmnode.node.peer.announce import meta_loop, rejoin_loop, update_meta, write_ready_file
+from swarmnode.node.peer.announce import (
+    lr_mismatch,
+    meta_loop,
+    rejoin_loop,
+    update_meta,
+    write_ready_file,
+)
 from swarmnode.node.peer.byzantine_serving import ByzantineServing
 from swarmnode.node.peer.errors import JoinError
 from swarmnode.node.peer.identity import load_identity
@@ -268,6 +274,8 @@ class Node:
             self.membership.set_meta(shard=self.shard)
         if self.data_print is not None:
             self.membership.set_meta(data=self.data_print)
+        if (schedule := getattr(self.trainer, "lr_schedule", None)) is not None:
+            self.membership.set_meta(lr=schedule.print)  # a joiner compares it
         update_meta(self.worker, self.membership)
 
     async def _enter_swarm(self) -> None:
@@ -284,6 +292,7 @@ class Node:
         if cfg.join:
             await sync_from_swarm(self, timeout=cfg.join_timeout)
             self._refuse_nothing_to_train()
+            self._warn_other_lr()
             self.exchanger.resume_serving()
 
     def _refuse_nothing_to_train(self) -> None:
@@ -299,6 +308,17 @@ class Node:
             f"(--steps {steps}): nothing to train; give --steps 0 (until stopped) or above "
             f"{self.trainer.step_count}"
         )
+
+    def _warn_other_lr(self) -> None:
+        """The live members decay their lr to another horizon than ours (a joiner started with
+        `--steps 0` keeps a constant lr while the swarm it joined decays): a warning, not a
+        refusal, as a peer may mean it; it says which flag follows the swarm."""
+        schedule = getattr(self.trainer, "lr_schedule", None)
+        if schedule is None:
+            return
+        text = lr_mismatch(schedule, [m.meta.get("lr") for m in self.membership.live_peers()])
+        if text:
+            log.warning("%s", text)
 
     def _refuse_other_data(self) -> None:
         """The live members train on data of another fingerprint (node/train/data/

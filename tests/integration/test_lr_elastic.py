@@ -3,6 +3,8 @@ train at 3x their lr, and the two that stay drop to 2x as soon as the third leav
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from swarmnode.node.peer.node import Node
 
@@ -50,3 +52,30 @@ async def test_the_default_scale_rule_follows_the_schedule(steps: int, rule: str
         assert node.worker.lr_scale.rule == rule
     finally:
         await node.close()
+
+
+async def test_a_joiner_whose_lr_will_not_follow_the_swarms_decay_is_told_which_flag_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the swarm decays to step 10,000 (cosine); a joiner started with --steps 0 keeps a constant
+    # lr, and one with the swarm's --steps says nothing
+    a = await Node.create(peer_config(seed=0, steps=10_000))
+    nodes = [a]
+    try:
+        with caplog.at_level(logging.WARNING, logger="swarmnode.node.peer.node"):
+            nodes.append(await Node.create(peer_config(seed=1, join=[a.addr], steps=0)))
+        said = [r.getMessage() for r in caplog.records if "lr" in r.getMessage()]
+        assert said == [
+            "the swarm decays its lr (cosine to step 10000), this peer's is constant: its lr "
+            "will not follow the swarm's; give --lr-decay-steps 10000 (or --steps 10000) to "
+            "follow it"
+        ]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="swarmnode.node.peer.node"):
+            nodes.append(await Node.create(peer_config(seed=2, join=[a.addr], steps=10_000)))
+        # b's constant record disagrees with a's: no one schedule, no advice; a's alone would
+        # have matched
+        assert not [r for r in caplog.records if "lr" in r.getMessage()]
+    finally:
+        for node in reversed(nodes):
+            await node.close()

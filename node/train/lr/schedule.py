@@ -92,6 +92,12 @@ class LRSchedule:
     def factor(self, step: int) -> float:
         return lr_factor(step, self.kind, self.warmup, self.horizon, self.floor)
 
+    @property
+    def print(self) -> str:
+        """What a peer's member record says of its schedule, for a joiner to compare with
+        its own: "constant", or the decay and its horizon ("cosine:3000")."""
+        return f"{self.kind}:{self.horizon}" if self.decays else self.kind
+
     def __str__(self) -> str:
         if not self.decays:
             return self.kind  # it warms up nothing (`lr_factor`)
